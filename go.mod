@@ -1,0 +1,3 @@
+module snowtoken
+
+go 1.26.8

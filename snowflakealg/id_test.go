@@ -1,0 +1,126 @@
+package snowflakealg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"snowtoken/bitsalloc"
+)
+
+func TestParseID(t *testing.T) {
+	tests := []struct {
+		in   string
+		want ID
+		err  bool
+	}{
+		{"1", 1, false},
+		{"9223372036854775807", 1<<63 - 1, false},
+		{"123456789012345678", 123456789012345678, false},
+		{"0", 0, false},
+		{"", 0, true},
+		{"9223372036854775808", 0, true},
+		{"-1", 0, true},
+		{"+1", 0, true},
+		{"01", 0, true},
+		{" 1", 0, true},
+		{"1 ", 0, true},
+		{"1e3", 0, true},
+		{"0x10", 0, true},
+		{"12345678901234567890", 0, true},
+		{"１", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseID(tt.in)
+		if tt.err {
+			if !errors.Is(err, ErrInvalidID) {
+				t.Errorf("ParseID(%q): got %v, %v; want ErrInvalidID", tt.in, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseID(%q): got %d, %v; want %d", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestIDJSON(t *testing.T) {
+	in := struct {
+		ID ID `json:"id"`
+	}{ID: 1<<62 + 12345}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), `{"id":"4611686018427400249"}`; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	var out struct {
+		ID ID `json:"id"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || out.ID != in.ID {
+		t.Fatalf("round trip: got %d, %v", out.ID, err)
+	}
+	for _, bad := range []string{`{"id":4611686018427400249}`, `{"id":"x"}`, `{"id":""}`, `{"id":"-5"}`, `{"id":null}`} {
+		if err := json.Unmarshal([]byte(bad), &out); err == nil {
+			t.Errorf("Unmarshal(%s) accepted", bad)
+		}
+	}
+}
+
+func TestPartsRejectsNegative(t *testing.T) {
+	if _, err := ID(-1).Parts(bitsalloc.Default(), DefaultEpoch); !errors.Is(err, ErrInvalidID) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func FuzzParseID(f *testing.F) {
+	for _, s := range []string{"1", "0", "9223372036854775807", "9223372036854775808", "-1", "01", "", "1a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := ParseID(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidID) {
+				t.Fatalf("ParseID(%q): error %v does not wrap ErrInvalidID", s, err)
+			}
+			return
+		}
+		if id < 0 || id.String() != s {
+			t.Fatalf("ParseID(%q) = %d, which prints as %q", s, id, id.String())
+		}
+		b, _ := id.MarshalJSON()
+		var back ID
+		if err := back.UnmarshalJSON(b); err != nil || back != id {
+			t.Fatalf("JSON round trip of %d: %d, %v", id, back, err)
+		}
+	})
+}
+
+func ExampleID_Parts() {
+	id, _ := ParseID("4194332675")
+	p, _ := id.Parts(bitsalloc.Default(), DefaultEpoch)
+	fmt.Println(p.Time.Format(time.RFC3339Nano), p.Worker, p.Sequence)
+	b, _ := json.Marshal(id)
+	fmt.Println(string(b))
+	// Output:
+	// 2026-01-01T00:00:01Z 7 3
+	// "4194332675"
+}
+
+func ExampleSnowFlakeAlg_NextID() {
+	clock := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	g, _ := New(Settings{WorkerID: 42, Now: func() time.Time { return clock }})
+	a, _ := g.NextID(context.Background())
+	b, _ := g.NextID(context.Background())
+	pa, _ := g.Decompose(a)
+	pb, _ := g.Decompose(b)
+	fmt.Println(pa.Time, pa.Worker, pa.Sequence)
+	fmt.Println(pb.Time, pb.Worker, pb.Sequence)
+	// Output:
+	// 2026-06-01 12:00:00 +0000 UTC 42 0
+	// 2026-06-01 12:00:00 +0000 UTC 42 1
+}
