@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"snowtoken/config"
+	"snowtoken/snowflakealg"
+	"snowtoken/token"
+)
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `snowtoken: Snowflake-ID session tokens over HTTP
+
+Usage:
+  snowtoken [serve]                      run the issuer
+  snowtoken client new -id ID -scopes a,b [-may-set-subject] [-admin] [-max-ttl 1h]
+                                         print a new client's secret (once) and its clients-file entry
+  snowtoken keys new -out FILE           write a new Ed25519 signing key (PEM)
+  snowtoken id decode ID                 print an ID's time, worker and sequence
+  snowtoken healthcheck                  exit 0 when the local issuer is ready (Docker HEALTHCHECK)
+
+Environment:
+`)
+	config.Usage(w)
+}
+
+// clientCmd prints a new client: the secret once, and the entry to add to the clients file.
+func clientCmd(args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "new" {
+		return errors.New("usage: snowtoken client new -id ID -scopes a,b [-may-set-subject] [-admin] [-max-ttl 1h]")
+	}
+	fs := flag.NewFlagSet("client new", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	id := fs.String("id", "", "client id")
+	scopes := fs.String("scopes", "", "comma-separated scopes the client may ask for")
+	maySet := fs.Bool("may-set-subject", false, "client may issue tokens for other subjects")
+	admin := fs.Bool("admin", false, "client may revoke any token and all tokens of a subject")
+	maxTTL := fs.Duration("max-ttl", 0, "longest lifetime of this client's tokens (0: the global maximum)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	secret, sum, err := token.NewClientSecret()
+	if err != nil {
+		return err
+	}
+	c := token.Client{ID: *id, SecretSHA256: sum, MaySetSubject: *maySet, Admin: *admin, MaxTTL: token.Duration(*maxTTL)}
+	for _, s := range strings.Split(*scopes, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.Scopes = append(c.Scopes, s)
+		}
+	}
+	if _, err := token.NewClients([]token.Client{c}); err != nil {
+		return err
+	}
+	entry, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "client_id:     %s\nclient_secret: %s\n(the secret is shown only now; the file keeps its SHA-256)\n\nclients-file entry:\n%s\n", c.ID, secret, entry)
+	return nil
+}
+
+// keysCmd writes a new signing key, never over an existing file.
+func keysCmd(args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "new" {
+		return errors.New("usage: snowtoken keys new -out FILE")
+	}
+	fs := flag.NewFlagSet("keys new", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	out := fs.String("out", "", "file to write the PEM private key to (must not exist)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("keys new: -out is required")
+	}
+	k, err := token.GenerateKey()
+	if err != nil {
+		return err
+	}
+	pemBytes, err := k.MarshalPEM()
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("keys new: %w", err)
+	}
+	if _, err := f.Write(pemBytes); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s (kid %s)\n", *out, k.ID)
+	return nil
+}
+
+// idCmd decodes an ID with the configured layout and epoch.
+func idCmd(args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) != 2 || args[0] != "decode" {
+		return errors.New("usage: snowtoken id decode ID")
+	}
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return err
+	}
+	id, err := snowflakealg.ParseID(args[1])
+	if err != nil {
+		return err
+	}
+	p, err := id.Parts(cfg.Bits, cfg.Epoch)
+	if err != nil {
+		return err
+	}
+	out, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s\n", out)
+	return nil
+}
+
+// healthcheck asks the local issuer's /readyz, for a Docker HEALTHCHECK in an
+// image without curl.
+func healthcheck(ctx context.Context, getenv func(string) string) error {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.LocalURL()+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("healthcheck: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+// Package config reads snowtoken's settings from SNOWTOKEN_* environment variables.
+//
+// Every variable is listed in Vars, which `snowtoken -h` prints and the Docker
+// tests check the Compose file against. A value that does not parse stops
+// start-up with an error naming the variable. With SNOWTOKEN_ENV=production
+// every dev-mode default (in-memory Redis, generated key, generated client) is
+// an error instead.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"snowtoken/bitsalloc"
+	"snowtoken/snowflakealg"
+	"snowtoken/token"
+)
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("config")
+
+// Var documents one environment variable.
+type Var struct {
+	Name    string
+	Default string
+	Help    string
+}
+
+// Vars lists every variable snowtoken reads.
+var Vars = []Var{
+	{"SNOWTOKEN_ADDR", ":8080", "listen address"},
+	{"SNOWTOKEN_ENV", "development", "development or production; production refuses every dev-mode default"},
+	{"SNOWTOKEN_REDIS_URL", "(dev: embedded in-memory Redis)", "redis:// or rediss:// URL of the session store; required in production"},
+	{"SNOWTOKEN_ISSUER", "http://localhost:8080", "iss of every token, and the base URL in the metadata; required in production"},
+	{"SNOWTOKEN_AUDIENCE", "(none)", "aud of every token, required on validation when set"},
+	{"SNOWTOKEN_TOKEN_TTL", "1h", "lifetime of a token when the client does not ask"},
+	{"SNOWTOKEN_MAX_TOKEN_TTL", "24h", "longest lifetime any token may have"},
+	{"SNOWTOKEN_CLIENTS_FILE", "(dev: one generated client)", "JSON clients file; required in production"},
+	{"SNOWTOKEN_SIGNING_KEYS", "(dev: a generated key)", "comma-separated Ed25519 PEM files: the first signs, all verify; required in production"},
+	{"SNOWTOKEN_WORKER_ID", "(last octet of the IPv4 address)", "explicit Snowflake worker ID"},
+	{"SNOWTOKEN_WORKER_IP", "(first up, non-loopback interface)", "IPv4 address whose last octet is the worker ID"},
+	{"SNOWTOKEN_WORKER_INTERFACE", "(first up, non-loopback interface)", "network interface whose IPv4 last octet is the worker ID"},
+	{"SNOWTOKEN_EPOCH", "2026-01-01T00:00:00Z", "RFC 3339 epoch of the ID timestamps; never change it once IDs exist"},
+	{"SNOWTOKEN_BITS", "41/10/12", "timestamp/worker/sequence widths, summing to 63"},
+	{"SNOWTOKEN_LOG_LEVEL", "info", "debug, info, warn or error"},
+}
+
+// Config is the parsed configuration.
+type Config struct {
+	Addr            string
+	Production      bool
+	RedisURL        string // empty in dev: embedded Redis
+	Issuer          string
+	IssuerDefaulted bool
+	Audience        string
+	TokenTTL        time.Duration
+	MaxTokenTTL     time.Duration
+	ClientsFile     string   // empty in dev: a generated client
+	SigningKeys     []string // empty in dev: a generated key
+	WorkerID        int64
+	WorkerIDSet     bool
+	WorkerIP        string
+	WorkerInterface string
+	Epoch           time.Time
+	Bits            *bitsalloc.BitsAllocator
+	LogLevel        slog.Level
+}
+
+// Load reads the configuration through getenv.
+func Load(getenv func(string) string) (Config, error) {
+	c := Config{
+		Addr:            or(getenv("SNOWTOKEN_ADDR"), ":8080"),
+		RedisURL:        getenv("SNOWTOKEN_REDIS_URL"),
+		Issuer:          getenv("SNOWTOKEN_ISSUER"),
+		Audience:        getenv("SNOWTOKEN_AUDIENCE"),
+		ClientsFile:     getenv("SNOWTOKEN_CLIENTS_FILE"),
+		WorkerIP:        getenv("SNOWTOKEN_WORKER_IP"),
+		WorkerInterface: getenv("SNOWTOKEN_WORKER_INTERFACE"),
+	}
+	var errs []error
+	bad := func(name, value string, err error) {
+		errs = append(errs, fmt.Errorf("%w: %s=%.64q: %v", ErrConfig, name, value, err))
+	}
+
+	switch env := strings.ToLower(getenv("SNOWTOKEN_ENV")); env {
+	case "", "dev", "development":
+	case "prod", "production":
+		c.Production = true
+	default:
+		bad("SNOWTOKEN_ENV", env, errors.New("want development or production"))
+	}
+	if c.Issuer == "" {
+		c.Issuer, c.IssuerDefaulted = "http://localhost"+portOf(c.Addr), true
+	}
+	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
+		bad("SNOWTOKEN_REDIS_URL", "(hidden)", errors.New("want a redis:// or rediss:// URL"))
+	}
+	for _, k := range strings.Split(getenv("SNOWTOKEN_SIGNING_KEYS"), ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			c.SigningKeys = append(c.SigningKeys, k)
+		}
+	}
+	durationVar := func(name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err == nil && d < time.Second {
+			err = errors.New("want at least 1s")
+		}
+		if err != nil {
+			bad(name, v, err)
+		}
+		return d
+	}
+	c.TokenTTL = durationVar("SNOWTOKEN_TOKEN_TTL", token.DefaultTTL)
+	c.MaxTokenTTL = durationVar("SNOWTOKEN_MAX_TOKEN_TTL", token.DefaultMaxTTL)
+	if c.MaxTokenTTL < c.TokenTTL {
+		bad("SNOWTOKEN_MAX_TOKEN_TTL", c.MaxTokenTTL.String(), fmt.Errorf("below SNOWTOKEN_TOKEN_TTL (%v)", c.TokenTTL))
+	}
+
+	var err error
+	c.Bits = bitsalloc.Default()
+	if v := getenv("SNOWTOKEN_BITS"); v != "" {
+		if c.Bits, err = bitsalloc.Parse(v); err != nil {
+			bad("SNOWTOKEN_BITS", v, err)
+			c.Bits = bitsalloc.Default()
+		}
+	}
+	if v := getenv("SNOWTOKEN_WORKER_ID"); v != "" {
+		c.WorkerID, err = strconv.ParseInt(v, 10, 64)
+		if err == nil {
+			err = c.Bits.CheckWorker(c.WorkerID)
+		}
+		if err != nil {
+			bad("SNOWTOKEN_WORKER_ID", v, err)
+		}
+		c.WorkerIDSet = true
+	}
+	c.Epoch = snowflakealg.DefaultEpoch
+	if v := getenv("SNOWTOKEN_EPOCH"); v != "" {
+		if c.Epoch, err = time.Parse(time.RFC3339, v); err != nil {
+			bad("SNOWTOKEN_EPOCH", v, err)
+		}
+	}
+	if v := getenv("SNOWTOKEN_LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			bad("SNOWTOKEN_LOG_LEVEL", v, err)
+		}
+	}
+	if c.Production {
+		for _, req := range []struct {
+			name    string
+			missing bool
+		}{
+			{"SNOWTOKEN_REDIS_URL", c.RedisURL == ""},
+			{"SNOWTOKEN_SIGNING_KEYS", len(c.SigningKeys) == 0},
+			{"SNOWTOKEN_CLIENTS_FILE", c.ClientsFile == ""},
+			{"SNOWTOKEN_ISSUER", c.IssuerDefaulted},
+		} {
+			if req.missing {
+				errs = append(errs, fmt.Errorf("%w: %s is required when SNOWTOKEN_ENV=production", ErrConfig, req.name))
+			}
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// portOf returns ":8080" of "0.0.0.0:8080" or ":8080".
+func portOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return addr[i:]
+	}
+	return ""
+}
+
+// LocalURL is the issuer's own address as seen from inside its host or container.
+func (c Config) LocalURL() string { return "http://127.0.0.1" + portOf(c.Addr) }
+
+// Usage writes the variable table.
+func Usage(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
+	for _, v := range Vars {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", v.Name, v.Default, v.Help)
+	}
+	tw.Flush()
+}

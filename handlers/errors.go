@@ -1,0 +1,89 @@
+package handlers
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"snowtoken/snowflakealg"
+	"snowtoken/token"
+)
+
+// Errors of the HTTP layer itself; the rest come from package token.
+var (
+	ErrUnsupportedGrant = errors.New("handlers: unsupported grant type")
+	ErrNoToken          = errors.New("handlers: no bearer token")
+	ErrNotFound         = errors.New("handlers: not found")
+)
+
+// oauthError is the body of every error: RFC 6749 §5.2 and RFC 6750 §3.
+type oauthError struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description,omitempty"`
+}
+
+// realm names us in WWW-Authenticate challenges.
+const realm = "snowtoken"
+
+// fail writes err as the protocol's own error. It is the one place that maps
+// errors to HTTP: status, error code, challenge header and Retry-After. The
+// description shown is the error's text, which never holds a token or secret;
+// server errors show a fixed text and log the cause.
+func (s *Server) fail(c *gin.Context, err error) {
+	status, code := http.StatusInternalServerError, "server_error"
+	desc := err.Error()
+	bearer := strings.HasPrefix(c.FullPath(), "/token/validate")
+	switch {
+	case errors.Is(err, token.ErrUnavailable):
+		status, code = http.StatusServiceUnavailable, "temporarily_unavailable"
+		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
+		s.metrics.redisErrors.Inc()
+		s.log.Warn("unavailable", "route", c.FullPath(), "err", err)
+		desc = "the token service is temporarily unavailable; retry later"
+	case errors.Is(err, token.ErrInvalidClient):
+		status, code = http.StatusUnauthorized, "invalid_client"
+		c.Header("WWW-Authenticate", `Basic realm="`+realm+`"`)
+	case errors.Is(err, ErrNoToken):
+		status, code = http.StatusUnauthorized, "invalid_token"
+		c.Header("WWW-Authenticate", `Bearer realm="`+realm+`"`)
+	case errors.Is(err, token.ErrInvalidToken):
+		status, code = http.StatusUnauthorized, "invalid_token"
+		c.Header("WWW-Authenticate", `Bearer realm="`+realm+`", error="invalid_token"`)
+	case errors.Is(err, token.ErrInsufficientScope):
+		status, code = http.StatusForbidden, "insufficient_scope"
+		c.Header("WWW-Authenticate", `Bearer realm="`+realm+`", error="insufficient_scope", scope="`+c.Query("scope")+`"`)
+	case errors.Is(err, token.ErrForbidden):
+		status, code = http.StatusForbidden, "unauthorized_client"
+	case errors.Is(err, token.ErrInvalidScope):
+		status, code = http.StatusBadRequest, "invalid_scope"
+	case errors.Is(err, ErrUnsupportedGrant):
+		status, code = http.StatusBadRequest, "unsupported_grant_type"
+	case errors.Is(err, token.ErrInvalidRequest), errors.Is(err, snowflakealg.ErrInvalidID):
+		status, code = http.StatusBadRequest, "invalid_request"
+		if bearer {
+			c.Header("WWW-Authenticate", `Bearer realm="`+realm+`", error="invalid_request"`)
+		}
+	case errors.Is(err, ErrNotFound):
+		status, code = http.StatusNotFound, "not_found"
+	default:
+		s.log.Error("request failed", "route", c.FullPath(), "err", err)
+		desc = "internal error"
+	}
+	c.Header("Cache-Control", "no-store")
+	c.AbortWithStatusJSON(status, oauthError{Error: code, Description: desc})
+}
+
+// retryAfterSeconds is how long a client should wait: what the error says
+// (a clock rollback knows), else one second.
+func retryAfterSeconds(err error) int {
+	var r interface{ RetryAfter() time.Duration }
+	if errors.As(err, &r) {
+		return max(1, int(math.Ceil(r.RetryAfter().Seconds())))
+	}
+	return 1
+}

@@ -1,0 +1,471 @@
+// Package handlers serves the token service over HTTP with gin.
+//
+//	POST   /token                                   issue (OAuth2 client credentials, RFC 6749 §4.4)
+//	GET    /token/validate                          check a Bearer token (for services and gateways)
+//	POST   /token/introspect                        RFC 7662
+//	POST   /token/revoke                            RFC 7009
+//	DELETE /subjects/{subject}/tokens               admin: revoke every token of a subject
+//	GET    /.well-known/jwks.json                   public keys
+//	GET    /.well-known/oauth-authorization-server  RFC 8414 metadata
+//	GET    /ids/{id}                                decode a Snowflake ID
+//	GET    /healthz, /readyz, /metrics
+//
+// Errors are OAuth2 JSON ({"error","error_description"}) with the status,
+// WWW-Authenticate and Retry-After headers their RFCs ask for; see fail.
+package handlers
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"snowtoken/snowflakealg"
+	"snowtoken/token"
+)
+
+// IDs is what the HTTP layer needs of the ID generator.
+type IDs interface {
+	Decompose(id snowflakealg.ID) (snowflakealg.Parts, error)
+	// Health fails while the generator cannot issue (clock far behind, lease lost).
+	Health() error
+	Stats() snowflakealg.Stats
+}
+
+// Options configures the handlers. Service, Clients and IDs are required.
+type Options struct {
+	Service *token.Service
+	Clients *token.Clients
+	IDs     IDs
+	// BaseURL is where clients reach this service, for the RFC 8414
+	// metadata. Empty means the issuer.
+	BaseURL string
+	// Logger receives request errors. Nil means slog.Default().
+	Logger *slog.Logger
+	// Registry receives the metrics. Nil means a new registry of its own.
+	Registry *prometheus.Registry
+	// MaxBodyBytes bounds request bodies. Zero means 64 KiB.
+	MaxBodyBytes int64
+	// ReadyTimeout bounds the readiness checks. Zero means 2 s.
+	ReadyTimeout time.Duration
+}
+
+// Server holds the handlers.
+type Server struct {
+	svc     *token.Service
+	clients *token.Clients
+	ids     IDs
+	log     *slog.Logger
+	metrics *metrics
+	opts    Options
+}
+
+// New returns the gin engine serving every route.
+func New(opts Options) (*gin.Engine, error) {
+	if opts.Service == nil || opts.Clients == nil || opts.IDs == nil {
+		return nil, errors.New("handlers: Service, Clients and IDs are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = 64 << 10
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 2 * time.Second
+	}
+	if opts.BaseURL == "" {
+		opts.BaseURL = opts.Service.Options().Issuer
+	}
+	opts.BaseURL = strings.TrimRight(opts.BaseURL, "/")
+	s := &Server{svc: opts.Service, clients: opts.Clients, ids: opts.IDs, log: opts.Logger, opts: opts}
+	m, err := newMetrics(opts.Registry, opts.IDs)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(s.recover, m.middleware)
+	r.NoRoute(func(c *gin.Context) { s.fail(c, fmt.Errorf("%w: no route %s", ErrNotFound, c.Request.URL.Path)) })
+	r.NoMethod(func(c *gin.Context) {
+		c.Header("Cache-Control", "no-store")
+		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, oauthError{Error: "invalid_request", Description: "method not allowed"})
+	})
+
+	r.POST("/token", s.issue)
+	r.GET("/token/validate", s.validate)
+	r.HEAD("/token/validate", s.validate)
+	r.POST("/token/introspect", s.introspect)
+	r.POST("/token/revoke", s.revoke)
+	r.DELETE("/subjects/:subject/tokens", s.revokeSubject)
+	r.GET("/.well-known/jwks.json", s.jwks)
+	r.GET("/.well-known/oauth-authorization-server", s.metadata)
+	r.GET("/ids/:id", s.decodeID)
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.ready)
+	r.GET("/metrics", gin.WrapH(m.handler))
+	return r, nil
+}
+
+// recover turns a panic into a 500 without losing the server.
+func (s *Server) recover(c *gin.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.fail(c, fmt.Errorf("panic: %v", p))
+		}
+	}()
+	c.Next()
+}
+
+// form parses a POST body as application/x-www-form-urlencoded, bounded in
+// size, and rejects repeated parameters (RFC 6749 §3.2).
+func (s *Server) form(c *gin.Context) (url.Values, error) {
+	req := c.Request
+	if ct := req.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/x-www-form-urlencoded") {
+		return nil, fmt.Errorf("%w: content type must be application/x-www-form-urlencoded", token.ErrInvalidRequest)
+	}
+	req.Body = http.MaxBytesReader(c.Writer, req.Body, s.opts.MaxBodyBytes)
+	if err := req.ParseForm(); err != nil {
+		return nil, fmt.Errorf("%w: body: %w", token.ErrInvalidRequest, err)
+	}
+	if len(req.URL.RawQuery) > 0 {
+		return nil, fmt.Errorf("%w: parameters belong in the body, not the URL", token.ErrInvalidRequest)
+	}
+	for k, v := range req.PostForm {
+		if len(v) > 1 {
+			return nil, fmt.Errorf("%w: parameter %.32q repeated", token.ErrInvalidRequest, k)
+		}
+	}
+	return req.PostForm, nil
+}
+
+// authenticate finds the client by HTTP Basic (RFC 6749 §2.3.1: id and secret
+// form-urlencoded, then base64) or by client_id and client_secret in the form;
+// using both is an error.
+func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, error) {
+	h := c.GetHeader("Authorization")
+	formID, formSecret := form.Get("client_id"), form.Get("client_secret")
+	if h != "" {
+		if formSecret != "" {
+			return nil, fmt.Errorf("%w: use one client authentication method", token.ErrInvalidRequest)
+		}
+		id, secret, err := parseBasic(h)
+		if err != nil {
+			return nil, err
+		}
+		if formID != "" && formID != id {
+			return nil, fmt.Errorf("%w: client_id does not match the Authorization header", token.ErrInvalidRequest)
+		}
+		return s.clients.Authenticate(id, secret)
+	}
+	if formID == "" || formSecret == "" {
+		return nil, fmt.Errorf("%w: no client credentials", token.ErrInvalidClient)
+	}
+	return s.clients.Authenticate(formID, formSecret)
+}
+
+func parseBasic(h string) (id, secret string, err error) {
+	scheme, rest, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return "", "", fmt.Errorf("%w: Authorization must be Basic", token.ErrInvalidClient)
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest))
+	if err != nil {
+		return "", "", fmt.Errorf("%w: malformed Basic credentials", token.ErrInvalidClient)
+	}
+	encID, encSecret, ok := strings.Cut(string(raw), ":")
+	if !ok {
+		return "", "", fmt.Errorf("%w: malformed Basic credentials", token.ErrInvalidClient)
+	}
+	if id, err = url.QueryUnescape(encID); err != nil {
+		return "", "", fmt.Errorf("%w: malformed Basic credentials", token.ErrInvalidClient)
+	}
+	if secret, err = url.QueryUnescape(encSecret); err != nil {
+		return "", "", fmt.Errorf("%w: malformed Basic credentials", token.ErrInvalidClient)
+	}
+	return id, secret, nil
+}
+
+// tokenResponse is RFC 6749 §5.1, plus the token's Snowflake ID.
+type tokenResponse struct {
+	AccessToken string          `json:"access_token"`
+	TokenType   string          `json:"token_type"`
+	ExpiresIn   int64           `json:"expires_in"`
+	Scope       string          `json:"scope"`
+	TokenID     snowflakealg.ID `json:"token_id"`
+}
+
+func (s *Server) issue(c *gin.Context) {
+	form, err := s.form(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	client, err := s.authenticate(c, form)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	switch gt := form.Get("grant_type"); gt {
+	case "client_credentials":
+	case "":
+		s.fail(c, fmt.Errorf("%w: grant_type is required", token.ErrInvalidRequest))
+		return
+	default:
+		s.fail(c, fmt.Errorf("%w: %.32q (only client_credentials)", ErrUnsupportedGrant, gt))
+		return
+	}
+	req := token.IssueRequest{Scope: form.Get("scope"), Subject: form.Get("subject")}
+	if e := form.Get("expires_in"); e != "" {
+		n, err := strconv.ParseInt(e, 10, 32)
+		if err != nil || n <= 0 {
+			s.fail(c, fmt.Errorf("%w: expires_in must be a positive number of seconds", token.ErrInvalidRequest))
+			return
+		}
+		req.ExpiresIn = time.Duration(n) * time.Second
+	}
+	issued, err := s.svc.Issue(c.Request.Context(), client, req)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.metrics.issued.Inc()
+	c.Header("Cache-Control", "no-store")
+	c.Header("Pragma", "no-cache")
+	c.JSON(http.StatusOK, tokenResponse{
+		AccessToken: issued.AccessToken,
+		TokenType:   "Bearer",
+		ExpiresIn:   int64(issued.ExpiresIn / time.Second),
+		Scope:       issued.Scope,
+		TokenID:     issued.ID,
+	})
+}
+
+// bearer reads the token from Authorization: Bearer only. A token in the URL
+// is refused: URLs end up in logs.
+func bearer(c *gin.Context) (string, error) {
+	if _, inURL := c.Request.URL.Query()["access_token"]; inURL {
+		return "", fmt.Errorf("%w: a token in the URL is refused (URLs are logged); use Authorization: Bearer", token.ErrInvalidRequest)
+	}
+	h := c.GetHeader("Authorization")
+	if h == "" {
+		return "", fmt.Errorf("%w: send Authorization: Bearer <token>", ErrNoToken)
+	}
+	scheme, raw, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", fmt.Errorf("%w: Authorization must use the Bearer scheme", ErrNoToken)
+	}
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", fmt.Errorf("%w: empty bearer token", ErrNoToken)
+	}
+	return raw, nil
+}
+
+// claimsResponse is the body of a successful validation, and of an active
+// introspection (RFC 7662 §2.2).
+type claimsResponse struct {
+	Active    bool            `json:"active"`
+	Subject   string          `json:"sub"`
+	ClientID  string          `json:"client_id"`
+	Scope     string          `json:"scope"`
+	Issuer    string          `json:"iss"`
+	Audience  []string        `json:"aud,omitempty"`
+	IssuedAt  int64           `json:"iat"`
+	ExpiresAt int64           `json:"exp"`
+	JTI       snowflakealg.ID `json:"jti"`
+	WorkerID  int64           `json:"worker_id"`
+	TokenType string          `json:"token_type,omitempty"`
+}
+
+func newClaimsResponse(v *token.Verified) claimsResponse {
+	cl := v.Claims
+	return claimsResponse{
+		Active: true, Subject: cl.Subject, ClientID: cl.ClientID, Scope: cl.Scope,
+		Issuer: cl.Issuer, Audience: cl.Audience,
+		IssuedAt: cl.IssuedAt.Unix(), ExpiresAt: cl.ExpiresAt.Unix(),
+		JTI: v.ID, WorkerID: v.Parts.Worker,
+	}
+}
+
+func (s *Server) validate(c *gin.Context) {
+	v, err := s.checkBearer(c)
+	if err != nil {
+		s.metrics.validation(err)
+		s.fail(c, err)
+		return
+	}
+	s.metrics.validation(nil)
+	c.Header("Cache-Control", "no-store")
+	c.Header("X-Auth-Subject", v.Claims.Subject)
+	c.Header("X-Auth-Client", v.Claims.ClientID)
+	c.Header("X-Auth-Scope", v.Claims.Scope)
+	c.Header("X-Auth-Token-Id", v.Claims.ID)
+	c.JSON(http.StatusOK, newClaimsResponse(v))
+}
+
+// checkBearer validates the request's bearer token and the scopes ?scope= requires.
+func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
+	want, err := token.ParseScope(c.Query("scope"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", token.ErrInvalidRequest, err)
+	}
+	raw, err := bearer(c)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.svc.Validate(c.Request.Context(), raw)
+	if err != nil {
+		return nil, err
+	}
+	if !v.HasScopes(want) {
+		return nil, fmt.Errorf("%w: token lacks %q", token.ErrInsufficientScope, c.Query("scope"))
+	}
+	return v, nil
+}
+
+func (s *Server) introspect(c *gin.Context) {
+	form, err := s.form(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if _, err := s.authenticate(c, form); err != nil {
+		s.fail(c, err)
+		return
+	}
+	raw := form.Get("token")
+	if raw == "" {
+		s.fail(c, fmt.Errorf("%w: token is required", token.ErrInvalidRequest))
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	v, err := s.svc.Validate(c.Request.Context(), raw)
+	switch {
+	case errors.Is(err, token.ErrUnavailable):
+		s.fail(c, err) // fail closed, and say so: not "inactive"
+	case err != nil:
+		c.JSON(http.StatusOK, gin.H{"active": false})
+	default:
+		resp := newClaimsResponse(v)
+		resp.TokenType = "Bearer"
+		c.JSON(http.StatusOK, resp)
+	}
+}
+
+func (s *Server) revoke(c *gin.Context) {
+	form, err := s.form(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	client, err := s.authenticate(c, form)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	raw := form.Get("token")
+	if raw == "" {
+		s.fail(c, fmt.Errorf("%w: token is required", token.ErrInvalidRequest))
+		return
+	}
+	if err := s.svc.Revoke(c.Request.Context(), client, raw); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.Status(http.StatusOK)
+}
+
+func (s *Server) revokeSubject(c *gin.Context) {
+	id, secret, err := parseBasic(c.GetHeader("Authorization"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	client, err := s.clients.Authenticate(id, secret)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !client.Admin {
+		s.fail(c, fmt.Errorf("%w: only an admin client may revoke a subject's tokens", token.ErrForbidden))
+		return
+	}
+	if err := s.svc.RevokeSubject(c.Request.Context(), c.Param("subject")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.log.Info("revoked all tokens of a subject", "subject", c.Param("subject"), "by", client.ID)
+	c.Status(http.StatusNoContent)
+}
+
+func (s *Server) jwks(c *gin.Context) {
+	c.Header("Cache-Control", "public, max-age=300")
+	c.JSON(http.StatusOK, s.svc.Keys().JWKS())
+}
+
+func (s *Server) metadata(c *gin.Context) {
+	b := s.opts.BaseURL
+	c.JSON(http.StatusOK, gin.H{
+		"issuer":                                s.svc.Options().Issuer,
+		"token_endpoint":                        b + "/token",
+		"jwks_uri":                              b + "/.well-known/jwks.json",
+		"introspection_endpoint":                b + "/token/introspect",
+		"revocation_endpoint":                   b + "/token/revoke",
+		"grant_types_supported":                 []string{"client_credentials"},
+		"response_types_supported":              []string{},
+		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
+		"introspection_endpoint_auth_methods_supported":    []string{"client_secret_basic", "client_secret_post"},
+		"revocation_endpoint_auth_methods_supported":       []string{"client_secret_basic", "client_secret_post"},
+		"token_endpoint_auth_signing_alg_values_supported": []string{"EdDSA"},
+	})
+}
+
+func (s *Server) decodeID(c *gin.Context) {
+	id, err := snowflakealg.ParseID(c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	p, err := s.ids.Decompose(id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, p)
+}
+
+func (s *Server) ready(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.ReadyTimeout)
+	defer cancel()
+	if err := s.svc.Ping(ctx); err != nil {
+		s.log.Warn("not ready", "err", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": "redis does not answer"})
+		return
+	}
+	if err := s.ids.Health(); err != nil {
+		s.log.Warn("not ready", "err", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": err.Error()})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}

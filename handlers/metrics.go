@@ -1,0 +1,92 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"snowtoken/token"
+)
+
+// metrics are the Prometheus series /metrics serves.
+type metrics struct {
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	issued      prometheus.Counter
+	validations *prometheus.CounterVec
+	redisErrors prometheus.Counter
+	handler     http.Handler
+}
+
+func newMetrics(reg *prometheus.Registry, ids IDs) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "snowtoken_http_requests_total", Help: "HTTP requests by route and status.",
+		}, []string{"route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "snowtoken_http_request_duration_seconds", Help: "HTTP request latency by route and status.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"route", "status"}),
+		issued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "snowtoken_tokens_issued_total", Help: "Tokens issued.",
+		}),
+		validations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "snowtoken_validations_total", Help: "Token validations by outcome.",
+		}, []string{"outcome"}),
+		redisErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "snowtoken_unavailable_total", Help: "Requests answered 503 because Redis or the ID generator failed.",
+		}),
+	}
+	waits := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "snowtoken_id_generator_waits_total", Help: "ID requests that waited for a used-up millisecond.",
+	}, func() float64 { return float64(ids.Stats().Waits) })
+	rollbacks := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "snowtoken_id_clock_rollbacks_total", Help: "ID requests that found the clock behind the last issued ID.",
+	}, func() float64 { return float64(ids.Stats().Rollbacks) })
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.issued, m.validations, m.redisErrors, waits, rollbacks,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return m, nil
+}
+
+// middleware counts and times every request by route template and status.
+func (m *metrics) middleware(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	status := strconv.Itoa(c.Writer.Status())
+	m.requests.WithLabelValues(route, status).Inc()
+	m.latency.WithLabelValues(route, status).Observe(time.Since(start).Seconds())
+}
+
+// validation counts one validation by outcome.
+func (m *metrics) validation(err error) {
+	outcome := "valid"
+	switch {
+	case err == nil:
+	case errors.Is(err, token.ErrRevoked):
+		outcome = "revoked"
+	case errors.Is(err, token.ErrInvalidToken), errors.Is(err, ErrNoToken):
+		outcome = "invalid"
+	case errors.Is(err, token.ErrInsufficientScope):
+		outcome = "insufficient_scope"
+	case errors.Is(err, token.ErrUnavailable):
+		outcome = "unavailable"
+	default:
+		outcome = "bad_request"
+	}
+	m.validations.WithLabelValues(outcome).Inc()
+}

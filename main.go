@@ -1,0 +1,52 @@
+// Command snowtoken issues and checks session tokens built on Snowflake IDs.
+//
+//	snowtoken                      serve (configured by SNOWTOKEN_* variables; see -h)
+//	snowtoken client new -id ID -scopes a,b [-may-set-subject] [-admin] [-max-ttl 1h]
+//	snowtoken keys new -out FILE
+//	snowtoken id decode ID
+//	snowtoken healthcheck
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "snowtoken:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program: main only supplies the process's context,
+// arguments, environment and output.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return serve(ctx, getenv, stdout)
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, getenv, stdout)
+	case "client":
+		return clientCmd(args[1:], stdout)
+	case "keys":
+		return keysCmd(args[1:], stdout)
+	case "id":
+		return idCmd(args[1:], getenv, stdout)
+	case "healthcheck":
+		return healthcheck(ctx, getenv)
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return nil
+	default:
+		usage(stdout)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"snowtoken/config"
+	"snowtoken/handlers"
+	"snowtoken/snowflakealg"
+	"snowtoken/token"
+)
+
+// shutdownGrace bounds how long in-flight requests may take after SIGTERM.
+const shutdownGrace = 15 * time.Second
+
+// serve runs the issuer until ctx ends, then finishes in-flight requests.
+func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	dev := !cfg.Production
+
+	rdb, stopRedis, err := openRedis(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopRedis()
+
+	keys, err := loadKeys(cfg, log)
+	if err != nil {
+		return err
+	}
+	clients, devSecret, err := loadClients(cfg, log)
+	if err != nil {
+		return err
+	}
+	worker, err := workerID(cfg, log)
+	if err != nil {
+		return err
+	}
+	ids, err := snowflakealg.New(snowflakealg.Settings{Allocator: cfg.Bits, Epoch: cfg.Epoch, WorkerID: worker})
+	if err != nil {
+		return fmt.Errorf("id generator: %w", err)
+	}
+	svc, err := token.NewService(keys, token.NewStore(rdb, ""), ids, token.Options{
+		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,
+	})
+	if err != nil {
+		return err
+	}
+	h, err := handlers.New(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("SNOWTOKEN_ADDR: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "issuer", cfg.Issuer, "worker_id", worker,
+		"bits", cfg.Bits.String(), "epoch", cfg.Epoch, "kid", keys.SigningKeyID(), "production", cfg.Production)
+	if dev && devSecret != "" {
+		printDevBanner(stdout, ln.Addr().String(), devSecret)
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// openRedis connects to SNOWTOKEN_REDIS_URL, or in dev mode starts an
+// embedded in-memory Redis whose keys expire in real time.
+func openRedis(ctx context.Context, cfg config.Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
+	if cfg.RedisURL != "" {
+		opt, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("SNOWTOKEN_REDIS_URL: %w", err)
+		}
+		rdb := redis.NewClient(opt)
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := rdb.Ping(pctx).Err(); err != nil {
+			log.Warn("redis does not answer yet; serving 503 until it does", "err", err)
+		}
+		return rdb, func() { rdb.Close() }, nil
+	}
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, nil, fmt.Errorf("embedded redis: %w", err)
+	}
+	log.Warn("DEV MODE: embedded in-memory Redis; nothing persists and replicas do not share sessions. Set SNOWTOKEN_REDIS_URL (required with SNOWTOKEN_ENV=production).")
+	done := make(chan struct{})
+	go expireInRealTime(m, done)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	return rdb, func() { close(done); rdb.Close(); m.Close() }, nil
+}
+
+// expireInRealTime moves miniredis's TTL clock along with the wall clock:
+// miniredis only expires keys when told time has passed.
+func expireInRealTime(m *miniredis.Miniredis, done <-chan struct{}) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-t.C:
+			m.FastForward(now.Sub(last))
+			last = now
+		}
+	}
+}
+
+func loadKeys(cfg config.Config, log *slog.Logger) (*token.KeySet, error) {
+	if len(cfg.SigningKeys) > 0 {
+		ks, err := token.LoadKeySet(cfg.SigningKeys...)
+		if err != nil {
+			return nil, fmt.Errorf("SNOWTOKEN_SIGNING_KEYS: %w", err)
+		}
+		return ks, nil
+	}
+	k, err := token.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	log.Warn("DEV MODE: generated a signing key for this run; tokens stop verifying when the process stops. Set SNOWTOKEN_SIGNING_KEYS.")
+	return token.NewKeySet(k)
+}
+
+// devClientID is the client dev mode generates.
+const devClientID = "dev"
+
+func loadClients(cfg config.Config, log *slog.Logger) (*token.Clients, string, error) {
+	if cfg.ClientsFile != "" {
+		cs, err := token.LoadClients(cfg.ClientsFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("SNOWTOKEN_CLIENTS_FILE: %w", err)
+		}
+		return cs, "", nil
+	}
+	secret, sum, err := token.NewClientSecret()
+	if err != nil {
+		return nil, "", err
+	}
+	cs, err := token.NewClients([]token.Client{{
+		ID: devClientID, SecretSHA256: sum, Scopes: []string{"read", "write"}, MaySetSubject: true, Admin: true,
+	}})
+	log.Warn("DEV MODE: generated client \"dev\" (admin, scopes read write); its secret is printed once below. Set SNOWTOKEN_CLIENTS_FILE.")
+	return cs, secret, err
+}
+
+// workerID is SNOWTOKEN_WORKER_ID, else the last octet of the IPv4 address.
+// In dev mode a machine with no usable IPv4 falls back to worker 0.
+func workerID(cfg config.Config, log *slog.Logger) (int64, error) {
+	if cfg.WorkerIDSet {
+		return cfg.WorkerID, nil
+	}
+	w, ip, err := snowflakealg.WorkerIDFromIPv4(snowflakealg.IPv4Source{IP: cfg.WorkerIP, Interface: cfg.WorkerInterface}, cfg.Bits)
+	if err != nil {
+		if cfg.Production || cfg.WorkerIP != "" || cfg.WorkerInterface != "" {
+			return 0, fmt.Errorf("worker id (set SNOWTOKEN_WORKER_ID, SNOWTOKEN_WORKER_IP or SNOWTOKEN_WORKER_INTERFACE): %w", err)
+		}
+		log.Warn("DEV MODE: no usable IPv4 address; using worker 0", "err", err)
+		return 0, nil
+	}
+	log.Info("worker id from IPv4 last octet", "ip", ip.String(), "worker_id", w)
+	return w, nil
+}
+
+func printDevBanner(w io.Writer, addr, secret string) {
+	port := addr[strings.LastIndexByte(addr, ':'):]
+	fmt.Fprintf(w, `
+================================================================================
+ snowtoken DEV MODE: in-memory Redis, generated key and client. NOTHING PERSISTS.
+ client_id=%s  client_secret=%s   (shown once)
+
+ curl -s -u %s:%s -d grant_type=client_credentials http://localhost%s/token
+ curl -s -H "Authorization: Bearer $TOKEN" http://localhost%s/token/validate
+================================================================================
+`, devClientID, secret, devClientID, secret, port, port)
+}

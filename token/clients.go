@@ -1,0 +1,212 @@
+package token
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Client is an OAuth2 client allowed to ask for tokens, as the clients file
+// holds it. The secret is kept only as its SHA-256: secrets are generated with
+// 256 bits of entropy, so a fast hash with a constant-time compare is as safe as
+// a slow one and keeps issuing cheap (bcrypt is why Ory Hydra issues ~500/s).
+type Client struct {
+	ID            string   `json:"id"`
+	SecretSHA256  string   `json:"secret_sha256"`
+	Scopes        []string `json:"scopes"`
+	MaySetSubject bool     `json:"may_set_subject,omitempty"`
+	MaxTTL        Duration `json:"max_ttl,omitempty"`
+	Admin         bool     `json:"admin,omitempty"`
+
+	secretSum [sha256.Size]byte
+}
+
+// Duration is a time.Duration written in JSON as a string such as "1h".
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string such as "1h0m0s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a string such as "90m".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"1h\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q is negative", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// ClientsFile is the JSON document SNOWTOKEN_CLIENTS_FILE points at.
+type ClientsFile struct {
+	Clients []Client `json:"clients"`
+}
+
+// Clients looks clients up by ID.
+type Clients struct {
+	byID  map[string]*Client
+	dummy [sha256.Size]byte // compared against when the ID is unknown, so timing does not tell
+}
+
+// NewClients checks every client and indexes them.
+func NewClients(list []Client) (*Clients, error) {
+	cs := &Clients{byID: make(map[string]*Client, len(list))}
+	for i := range list {
+		c := list[i]
+		if err := checkName(c.ID); err != nil {
+			return nil, fmt.Errorf("%w: client %d: id: %w", ErrClientsFile, i, err)
+		}
+		if _, dup := cs.byID[c.ID]; dup {
+			return nil, fmt.Errorf("%w: client %q listed twice", ErrClientsFile, c.ID)
+		}
+		sum, err := hex.DecodeString(c.SecretSHA256)
+		if err != nil || len(sum) != sha256.Size {
+			return nil, fmt.Errorf("%w: client %q: secret_sha256 must be 64 hex digits", ErrClientsFile, c.ID)
+		}
+		copy(c.secretSum[:], sum)
+		for _, s := range c.Scopes {
+			if err := checkScopeToken(s); err != nil {
+				return nil, fmt.Errorf("%w: client %q: scope %q: %w", ErrClientsFile, c.ID, s, err)
+			}
+		}
+		cs.byID[c.ID] = &c
+	}
+	if len(cs.byID) == 0 {
+		return nil, fmt.Errorf("%w: no clients", ErrClientsFile)
+	}
+	return cs, nil
+}
+
+// LoadClients reads a clients file. Unknown fields are an error, so a typo in
+// a field name does not silently drop a restriction.
+func LoadClients(path string) (*Clients, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrClientsFile, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f ClientsFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrClientsFile, path, err)
+	}
+	return NewClients(f.Clients)
+}
+
+// Authenticate returns the client whose ID and secret match, or ErrInvalidClient.
+// It takes the same time whether the ID is unknown or the secret wrong.
+func (cs *Clients) Authenticate(id, secret string) (*Client, error) {
+	sum := sha256.Sum256([]byte(secret))
+	c, ok := cs.byID[id]
+	want := cs.dummy
+	if ok {
+		want = c.secretSum
+	}
+	if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
+		return nil, ErrInvalidClient
+	}
+	return c, nil
+}
+
+// NewClientSecret returns a random secret (256 bits, base64url) and the
+// hex SHA-256 the clients file stores.
+func NewClientSecret() (secret, sha256Hex string, err error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", err
+	}
+	secret = base64.RawURLEncoding.EncodeToString(b)
+	sum := sha256.Sum256([]byte(secret))
+	return secret, hex.EncodeToString(sum[:]), nil
+}
+
+// HasScopes reports whether every scope in want is one of the client's.
+func (c *Client) HasScopes(want []string) bool {
+	return containsAll(c.Scopes, want)
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		found := false
+		for _, h := range have {
+			if h == w {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// maxNameLen bounds subjects and client IDs, which go into Redis keys and headers.
+const maxNameLen = 128
+
+// checkName accepts a client ID or subject: 1 to 128 of A-Z a-z 0-9 and
+// . _ - : @ +. Braces are excluded because names become Redis hash tags;
+// spaces and control characters because they become HTTP headers.
+func checkName(s string) error {
+	if s == "" || len(s) > maxNameLen {
+		return fmt.Errorf("must be 1 to %d characters", maxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._-:@+", c) >= 0) {
+			return fmt.Errorf("character %q not allowed (use A-Z a-z 0-9 . _ - : @ +)", c)
+		}
+	}
+	return nil
+}
+
+// checkScopeToken accepts one scope as RFC 6749 §3.3 defines it: printable
+// ASCII other than space, double quote and backslash.
+func checkScopeToken(s string) error {
+	if s == "" || len(s) > maxNameLen {
+		return fmt.Errorf("must be 1 to %d characters", maxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return fmt.Errorf("character %q not allowed in a scope", c)
+		}
+	}
+	return nil
+}
+
+// ParseScope splits a space-separated scope parameter (RFC 6749 §3.3) into
+// its scopes, dropping repeats. An empty string gives no scopes.
+func ParseScope(s string) ([]string, error) {
+	fields := strings.Split(s, " ")
+	out := make([]string, 0, len(fields))
+	for _, f := range fields {
+		if f == "" {
+			if len(fields) == 1 {
+				break
+			}
+			return nil, fmt.Errorf("%w: scope has an empty entry (use single spaces)", ErrInvalidScope)
+		}
+		if err := checkScopeToken(f); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidScope, err)
+		}
+		if !containsAll(out, []string{f}) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,305 @@
+package token
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"snowtoken/snowflakealg"
+)
+
+// Claims are the claims of a snowtoken access token.
+type Claims struct {
+	jwt.RegisteredClaims
+	ClientID string `json:"client_id"`
+	Scope    string `json:"scope,omitempty"`
+}
+
+// IDs issues and decodes Snowflake IDs; *snowflakealg.SnowFlakeAlg is one.
+type IDs interface {
+	NextID(ctx context.Context) (snowflakealg.ID, error)
+	Decompose(id snowflakealg.ID) (snowflakealg.Parts, error)
+}
+
+// Options configures a Service. Zero values mean the documented defaults.
+type Options struct {
+	// Issuer is the iss of every token and the only one accepted. Required.
+	Issuer string
+	// Audience, if set, is the aud of every token and required on validation.
+	Audience string
+	// TTL is the lifetime of a token when the client does not ask. Zero means DefaultTTL.
+	TTL time.Duration
+	// MaxTTL caps every lifetime. Zero means DefaultMaxTTL.
+	MaxTTL time.Duration
+	// Leeway allows for clock skew on exp and iat. Zero means DefaultLeeway;
+	// negative means none.
+	Leeway time.Duration
+	// CacheSize is how many verified tokens Validate remembers. Zero means
+	// DefaultCacheSize; negative turns the cache off.
+	CacheSize int
+	// Now reads the clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Service issues, validates and revokes tokens.
+type Service struct {
+	keys   *KeySet
+	store  *Store
+	ids    IDs
+	opts   Options
+	parser *jwt.Parser
+	cache  *verifiedCache
+}
+
+// NewService returns a service that signs with keys, keeps sessions in store
+// and takes token IDs from ids.
+func NewService(keys *KeySet, store *Store, ids IDs, opts Options) (*Service, error) {
+	if opts.Issuer == "" {
+		return nil, fmt.Errorf("%w: an issuer is required", ErrOptions)
+	}
+	if opts.TTL == 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.MaxTTL == 0 {
+		opts.MaxTTL = DefaultMaxTTL
+	}
+	if opts.Leeway == 0 {
+		opts.Leeway = DefaultLeeway
+	}
+	opts.Leeway = max(opts.Leeway, 0)
+	if opts.CacheSize == 0 {
+		opts.CacheSize = DefaultCacheSize
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.TTL < time.Second || opts.MaxTTL < opts.TTL {
+		return nil, fmt.Errorf("%w: want 1s <= ttl (%v) <= max ttl (%v)", ErrOptions, opts.TTL, opts.MaxTTL)
+	}
+	popts := []jwt.ParserOption{
+		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
+		jwt.WithIssuer(opts.Issuer),
+		jwt.WithLeeway(opts.Leeway),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithTimeFunc(opts.Now),
+		jwt.WithStrictDecoding(),
+	}
+	if opts.Audience != "" {
+		popts = append(popts, jwt.WithAudience(opts.Audience))
+	}
+	return &Service{
+		keys: keys, store: store, ids: ids, opts: opts,
+		parser: jwt.NewParser(popts...),
+		cache:  newVerifiedCache(opts.CacheSize),
+	}, nil
+}
+
+// Keys returns the key set the service signs and verifies with.
+func (s *Service) Keys() *KeySet { return s.keys }
+
+// Options returns the options in force, defaults filled in.
+func (s *Service) Options() Options { return s.opts }
+
+// Ping checks the session store.
+func (s *Service) Ping(ctx context.Context) error { return s.store.Ping(ctx) }
+
+// IssueRequest is what a client asks for. Zero values mean: all of the
+// client's scopes, the client itself as subject, the default lifetime.
+type IssueRequest struct {
+	Scope     string        // space-separated, a subset of the client's
+	Subject   string        // only for clients that may set it
+	ExpiresIn time.Duration // capped by the client's and the global maximum
+}
+
+// Issued is a new token.
+type Issued struct {
+	AccessToken string
+	ExpiresIn   time.Duration
+	Scope       string
+	ID          snowflakealg.ID
+}
+
+// Issue creates a token for client c: a new ID, a signed JWT, and its session
+// record in Redis. Nothing is returned unless the record is stored.
+func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issued, error) {
+	scopes, err := ParseScope(req.Scope)
+	if err != nil {
+		return Issued{}, err
+	}
+	if len(scopes) == 0 {
+		scopes = c.Scopes
+	} else if !c.HasScopes(scopes) {
+		return Issued{}, fmt.Errorf("%w: client %q may not ask for %q", ErrInvalidScope, c.ID, req.Scope)
+	}
+	subject := c.ID
+	if req.Subject != "" && req.Subject != c.ID {
+		if !c.MaySetSubject {
+			return Issued{}, fmt.Errorf("%w: this client may not set the subject", ErrInvalidRequest)
+		}
+		if err := checkName(req.Subject); err != nil {
+			return Issued{}, fmt.Errorf("%w: subject: %w", ErrInvalidRequest, err)
+		}
+		subject = req.Subject
+	}
+	ttl := req.ExpiresIn
+	switch {
+	case ttl < 0:
+		return Issued{}, fmt.Errorf("%w: expires_in must be positive", ErrInvalidRequest)
+	case ttl == 0:
+		ttl = s.opts.TTL
+	}
+	ttl = min(ttl, s.opts.MaxTTL)
+	if c.MaxTTL > 0 {
+		ttl = min(ttl, time.Duration(c.MaxTTL))
+	}
+	ttl = ttl.Truncate(time.Second)
+	if ttl < time.Second {
+		ttl = time.Second
+	}
+
+	id, err := s.ids.NextID(ctx)
+	if err != nil {
+		return Issued{}, fmt.Errorf("%w: id generator: %w", ErrUnavailable, err)
+	}
+	jti := id.String()
+	now := s.opts.Now().Truncate(time.Second)
+	scope := strings.Join(scopes, " ")
+	claims := Claims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    s.opts.Issuer,
+			Subject:   subject,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+			ID:        jti,
+		},
+		ClientID: c.ID,
+		Scope:    scope,
+	}
+	if s.opts.Audience != "" {
+		claims.Audience = jwt.ClaimStrings{s.opts.Audience}
+	}
+	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
+	t.Header["kid"] = s.keys.signer.ID
+	t.Header["typ"] = "at+jwt"
+	signed, err := t.SignedString(s.keys.signer.Private)
+	if err != nil {
+		return Issued{}, fmt.Errorf("signing: %w", err)
+	}
+	if err := s.store.Create(ctx, s.store.keysFor(subject, jti), ttl); err != nil {
+		return Issued{}, err
+	}
+	return Issued{AccessToken: signed, ExpiresIn: ttl, Scope: scope, ID: id}, nil
+}
+
+// Verified is a token whose signature, claims and session have been checked.
+type Verified struct {
+	Claims Claims
+	ID     snowflakealg.ID
+	Parts  snowflakealg.Parts
+	Scopes []string
+
+	keys       keys
+	cacheUntil time.Time
+}
+
+// HasScopes reports whether the token carries every scope in want.
+func (v *Verified) HasScopes(want []string) bool { return containsAll(v.Scopes, want) }
+
+// Validate checks a token: signature (EdDSA, one of our kids), typ, iss, aud,
+// exp and iat, then its session record in Redis. Any failure of the token
+// wraps ErrInvalidToken (and ErrRevoked when its session is gone); a Redis
+// failure is ErrUnavailable, never a pass.
+func (s *Service) Validate(ctx context.Context, raw string) (*Verified, error) {
+	v, err := s.verify(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.Check(ctx, v.keys); err != nil {
+		if errors.Is(err, ErrRevoked) {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		}
+		return nil, err
+	}
+	return v, nil
+}
+
+// verify checks everything but the session, through the cache.
+func (s *Service) verify(raw string) (*Verified, error) {
+	if len(raw) > MaxTokenLen {
+		return nil, fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+	}
+	sum := sha256.Sum256([]byte(raw))
+	now := s.opts.Now()
+	if v := s.cache.get(&sum, now); v != nil {
+		return v, nil
+	}
+	var claims Claims
+	t, err := s.parser.ParseWithClaims(raw, &claims, s.keyFor)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if typ, _ := t.Header["typ"].(string); !strings.EqualFold(typ, "at+jwt") && !strings.EqualFold(typ, "application/at+jwt") {
+		return nil, fmt.Errorf("%w: typ %q, want at+jwt", ErrInvalidToken, typ)
+	}
+	if claims.Subject == "" || claims.ClientID == "" {
+		return nil, fmt.Errorf("%w: sub and client_id are required", ErrInvalidToken)
+	}
+	id, err := snowflakealg.ParseID(claims.ID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: jti: %w", ErrInvalidToken, err)
+	}
+	parts, err := s.ids.Decompose(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: jti: %w", ErrInvalidToken, err)
+	}
+	scopes, err := ParseScope(claims.Scope)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	v := &Verified{
+		Claims: claims, ID: id, Parts: parts, Scopes: scopes,
+		keys:       s.store.keysFor(claims.Subject, claims.ID),
+		cacheUntil: claims.ExpiresAt.Add(s.opts.Leeway),
+	}
+	s.cache.put(&sum, v, now)
+	return v, nil
+}
+
+func (s *Service) keyFor(t *jwt.Token) (any, error) {
+	kid, _ := t.Header["kid"].(string)
+	pub, ok := s.keys.lookup(kid)
+	if !ok {
+		return nil, fmt.Errorf("unknown kid %.32q", kid)
+	}
+	return ed25519.PublicKey(pub), nil
+}
+
+// Revoke ends the session of a token at once (RFC 7009). A token that is not
+// valid anyway is not an error. A client may revoke only its own tokens,
+// unless it is an admin: ErrForbidden.
+func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) error {
+	v, err := s.verify(raw)
+	if err != nil {
+		return nil
+	}
+	if v.Claims.ClientID != caller.ID && !caller.Admin {
+		return fmt.Errorf("%w: the token was issued to another client", ErrForbidden)
+	}
+	return s.store.Delete(ctx, v.keys)
+}
+
+// RevokeSubject ends every live session of subject at once, in O(1) Redis work.
+func (s *Service) RevokeSubject(ctx context.Context, subject string) error {
+	if err := checkName(subject); err != nil {
+		return fmt.Errorf("%w: subject: %w", ErrInvalidRequest, err)
+	}
+	_, err := s.store.RevokeSubject(ctx, subject, s.opts.MaxTTL+s.opts.Leeway)
+	return err
+}

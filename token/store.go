@@ -1,0 +1,127 @@
+package token
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultKeyPrefix starts every key the Store writes.
+const DefaultKeyPrefix = "st:"
+
+// Store keeps session records in Redis; see the package doc for the keys.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// NewStore returns a store on rdb. An empty prefix means DefaultKeyPrefix.
+func NewStore(rdb redis.UniversalClient, prefix string) *Store {
+	if prefix == "" {
+		prefix = DefaultKeyPrefix
+	}
+	return &Store{rdb: rdb, prefix: prefix}
+}
+
+// keys are the two Redis keys that decide whether one token is live.
+type keys struct {
+	session, gen string
+}
+
+func (s *Store) keysFor(subject, jti string) keys {
+	tag := s.prefix + "{" + subject + "}:"
+	return keys{session: tag + jti, gen: tag + "gen"}
+}
+
+// createScript writes the record with NX, holding the subject's current
+// generation, and makes sure the generation outlives the record.
+var createScript = redis.NewScript(`
+local gen = redis.call('GET', KEYS[2]) or '0'
+if not redis.call('SET', KEYS[1], gen, 'NX', 'PX', ARGV[1]) then
+  return 0
+end
+if gen ~= '0' and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[2], ARGV[1])
+end
+return 1
+`)
+
+// revokeSubjectScript bumps the generation and keeps it at least as long as
+// the longest token could live.
+var revokeSubjectScript = redis.NewScript(`
+local gen = redis.call('INCR', KEYS[1])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+return gen
+`)
+
+// Create writes the session record of a new token for ttl. A record that
+// already exists is never overwritten: ErrDuplicateID.
+func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
+	n, err := createScript.Run(ctx, s.rdb, []string{k.session, k.gen}, ttl.Milliseconds()).Int()
+	if err != nil {
+		return unavailable(err)
+	}
+	if n == 0 {
+		return ErrDuplicateID
+	}
+	return nil
+}
+
+// Check returns nil when the record exists and holds the subject's current
+// generation, ErrRevoked when not, ErrUnavailable when Redis does not answer.
+// It is one MGET.
+func (s *Store) Check(ctx context.Context, k keys) error {
+	vals, err := s.rdb.MGet(ctx, k.session, k.gen).Result()
+	if err != nil {
+		return unavailable(err)
+	}
+	rec, ok := vals[0].(string)
+	if !ok {
+		return fmt.Errorf("%w: no session", ErrRevoked)
+	}
+	gen, ok := vals[1].(string)
+	if !ok {
+		gen = "0"
+	}
+	if rec != gen {
+		return fmt.Errorf("%w: all tokens of the subject were revoked", ErrRevoked)
+	}
+	return nil
+}
+
+// Delete removes one record. Deleting a missing record is not an error.
+func (s *Store) Delete(ctx context.Context, k keys) error {
+	if err := s.rdb.Del(ctx, k.session).Err(); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// RevokeSubject makes every live token of subject fail Check, in O(1): it bumps
+// the subject's generation and keeps it for at least keep (the longest a token
+// may live), and returns the new generation.
+func (s *Store) RevokeSubject(ctx context.Context, subject string, keep time.Duration) (int64, error) {
+	k := s.keysFor(subject, "")
+	gen, err := revokeSubjectScript.Run(ctx, s.rdb, []string{k.gen}, keep.Milliseconds()).Int64()
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return gen, nil
+}
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// unavailable wraps a Redis failure.
+func unavailable(err error) error {
+	return fmt.Errorf("%w: redis: %w", ErrUnavailable, err)
+}
