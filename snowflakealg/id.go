@@ -19,26 +19,18 @@ const maxIDLen = 19
 // sign, no leading zeros, no spaces, and a positive int64.
 func ParseID(s string) (ID, error) {
 	if s == "" || len(s) > maxIDLen || (s[0] == '0' && len(s) > 1) {
-		return 0, fmt.Errorf("%w: %q", ErrInvalidID, truncate(s))
+		return 0, fmt.Errorf("%w: %.32q", ErrInvalidID, s)
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("%w: %q", ErrInvalidID, truncate(s))
+			return 0, fmt.Errorf("%w: %.32q", ErrInvalidID, s)
 		}
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q", ErrInvalidID, truncate(s))
+		return 0, fmt.Errorf("%w: %.32q", ErrInvalidID, s)
 	}
 	return ID(n), nil
-}
-
-// truncate keeps error messages about hostile input short.
-func truncate(s string) string {
-	if len(s) > 32 {
-		return s[:32] + "…"
-	}
-	return s
 }
 
 // String returns the ID in decimal.
@@ -58,7 +50,7 @@ func (id ID) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads a quoted decimal string, as MarshalJSON writes it.
 func (id *ID) UnmarshalJSON(b []byte) error {
 	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
-		return fmt.Errorf("%w: want a quoted decimal string, got %s", ErrInvalidID, truncate(string(b)))
+		return fmt.Errorf("%w: want a quoted decimal string, got %.32q", ErrInvalidID, b)
 	}
 	v, err := ParseID(string(b[1 : len(b)-1]))
 	if err != nil {
