@@ -1,0 +1,162 @@
+// Package redistest gives tests a Redis: the real redis-server named by
+// SNOWTOKEN_TEST_REDIS_URL when it is set (CI sets it), else an embedded
+// miniredis. Tests that share a real Redis keep apart by key prefix, never by
+// FLUSHDB.
+package redistest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// EnvURL names the variable that points tests at a real Redis.
+const EnvURL = "SNOWTOKEN_TEST_REDIS_URL"
+
+// Redis is a Redis for one test.
+type Redis struct {
+	Client redis.UniversalClient
+	// Prefix is unique to this test; use it for every key.
+	Prefix string
+	// Mini is the embedded server, nil on a real Redis. Tests that move
+	// time use it (FastForward) and skip the part on a real Redis.
+	Mini *miniredis.Miniredis
+}
+
+// New returns a Redis for tb, closed when tb ends.
+func New(tb testing.TB) *Redis {
+	tb.Helper()
+	r := &Redis{Prefix: "test:" + randomHex(tb) + ":"}
+	if url := os.Getenv(EnvURL); url != "" {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			tb.Fatalf("%s: %v", EnvURL, err)
+		}
+		r.Client = redis.NewClient(opt)
+	} else {
+		r.Mini = miniredis.RunT(tb)
+		r.Client = redis.NewClient(&redis.Options{Addr: r.Mini.Addr()})
+	}
+	tb.Cleanup(func() { r.Client.Close() })
+	return r
+}
+
+// Real reports whether the tests run against a real redis-server.
+func Real() bool { return os.Getenv(EnvURL) != "" }
+
+func randomHex(tb testing.TB) string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// Server is a Redis a test may stop and start again, to see what the code
+// does while Redis is down: a redis-server process of its own when the
+// binary is installed, else a miniredis.
+type Server struct {
+	Addr string
+	tb   testing.TB
+	cmd  *exec.Cmd
+	mini *miniredis.Miniredis
+	dir  string
+}
+
+// NewServer starts a Server, stopped when tb ends.
+func NewServer(tb testing.TB) *Server {
+	tb.Helper()
+	s := &Server{tb: tb}
+	if _, err := exec.LookPath("redis-server"); err == nil {
+		s.dir = tb.TempDir()
+		s.Addr = freeAddr(tb)
+	} else {
+		if Real() {
+			tb.Fatalf("%s is set but redis-server is not on PATH", EnvURL)
+		}
+		s.mini = miniredis.NewMiniRedis()
+	}
+	s.Start()
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+func freeAddr(tb testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Start starts the server (again) on the same address; its data is gone.
+func (s *Server) Start() {
+	s.tb.Helper()
+	if s.mini != nil {
+		addr := s.Addr
+		if addr == "" {
+			addr = "127.0.0.1:0"
+		}
+		if err := s.mini.StartAddr(addr); err != nil {
+			s.tb.Fatal(err)
+		}
+		s.Addr = s.mini.Addr()
+		return
+	}
+	_, port, _ := net.SplitHostPort(s.Addr)
+	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+		"--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
+	if err := s.cmd.Start(); err != nil {
+		s.tb.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(s.tb.Context()).Err() != nil {
+		if time.Now().After(deadline) {
+			s.tb.Fatalf("redis-server on %s did not start", s.Addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop kills the server at once, as a crash would.
+func (s *Server) Stop() {
+	if s.mini != nil {
+		s.mini.Close()
+		return
+	}
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+// URL is the server's redis:// URL.
+func (s *Server) URL() string { return fmt.Sprintf("redis://%s/0", s.Addr) }
+
+// Port is the server's TCP port.
+func (s *Server) Port() int {
+	_, p, _ := net.SplitHostPort(s.Addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// Client returns a new client of the server, closed when the test ends.
+func (s *Server) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	s.tb.Cleanup(func() { c.Close() })
+	return c
+}
