@@ -1,0 +1,683 @@
+package lease
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"snowtoken/internal/redistest"
+)
+
+// testRedis returns a client and a key prefix of this test's own, from
+// redistest: the Redis named by SNOWTOKEN_TEST_REDIS_URL, which other packages'
+// tests may share, or a fresh miniredis. High-water keys never expire, so on
+// a real Redis the test's keys are deleted when it ends.
+func testRedis(tb testing.TB) (redis.UniversalClient, string) {
+	tb.Helper()
+	r := redistest.New(tb)
+	if r.Mini == nil {
+		tb.Cleanup(func() { // runs before redistest closes the client
+			ctx := context.Background()
+			iter := r.Client.Scan(ctx, 0, r.Prefix+"*", 100).Iterator()
+			for iter.Next(ctx) {
+				r.Client.Del(ctx, iter.Val())
+			}
+			if err := iter.Err(); err != nil {
+				tb.Errorf("deleting the test's keys: %v", err)
+			}
+		})
+	}
+	return r.Client, r.Prefix
+}
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+var t0 = time.Date(2027, 3, 4, 5, 6, 7, 890_123_456, time.UTC)
+
+// env is one test's Redis, prefix, clock and log.
+type env struct {
+	rdb    redis.UniversalClient
+	prefix string
+	clock  *fakeClock
+	log    *syncBuffer
+}
+
+func newEnv(tb testing.TB) *env {
+	tb.Helper()
+	rdb, prefix := testRedis(tb)
+	return &env{rdb: rdb, prefix: prefix, clock: &fakeClock{t: t0}, log: &syncBuffer{}}
+}
+
+// opts returns Options on the env's prefix, clock and log.
+func (e *env) opts(candidate int64) Options {
+	return Options{
+		Candidate: candidate,
+		KeyPrefix: e.prefix,
+		Now:       e.clock.Now,
+		Logger:    slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+}
+
+func (e *env) acquire(tb testing.TB, o Options) *Lease {
+	tb.Helper()
+	l, err := Acquire(context.Background(), e.rdb, o)
+	if err != nil {
+		tb.Fatalf("Acquire(candidate %d): %v", o.Candidate, err)
+	}
+	return l
+}
+
+// savedMark returns the ms field of worker id's high-water hash.
+func (e *env) savedMark(tb testing.TB, id int64) string {
+	tb.Helper()
+	v, err := e.rdb.HGet(context.Background(), keysFor(e.prefix, id)[1], "ms").Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		tb.Fatal(err)
+	}
+	return v
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+func TestAcquire(t *testing.T) {
+	tests := []struct {
+		name       string
+		held       []int64 // taken by other replicas first
+		maxWorker  int64
+		candidate  int64
+		strict     bool
+		wantWorker int64
+		wantErr    error
+	}{
+		{name: "free candidate", candidate: 5, wantWorker: 5},
+		{name: "default max worker", candidate: 1023, wantWorker: 1023},
+		{name: "taken candidate falls back to lowest free", held: []int64{5, 0}, candidate: 5, wantWorker: 1},
+		{name: "strict refuses a taken candidate", held: []int64{5}, candidate: 5, strict: true, wantErr: ErrCandidateTaken},
+		{name: "strict takes a free candidate", held: []int64{0}, candidate: 3, strict: true, wantWorker: 3},
+		{name: "last free id", held: []int64{0, 1, 3}, maxWorker: 3, wantWorker: 2},
+		{name: "all taken", held: []int64{0, 1, 2, 3}, maxWorker: 3, candidate: 2, wantErr: ErrNoFreeWorker},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			for _, id := range tt.held {
+				o := e.opts(id)
+				o.MaxWorker, o.Strict = tt.maxWorker, true
+				e.acquire(t, o)
+			}
+			o := e.opts(tt.candidate)
+			o.MaxWorker, o.Strict = tt.maxWorker, tt.strict
+			l, err := Acquire(context.Background(), e.rdb, o)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("got %v, %v; want %v", l, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := l.WorkerID(); got != tt.wantWorker {
+				t.Errorf("worker: got %d, want %d", got, tt.wantWorker)
+			}
+			if !l.Valid() || l.Err() != nil || !l.HighWater().IsZero() {
+				t.Errorf("new lease: valid %v, err %v, high water %v", l.Valid(), l.Err(), l.HighWater())
+			}
+		})
+	}
+}
+
+func TestTwoAcquirersSameCandidate(t *testing.T) {
+	e := newEnv(t)
+	a := e.acquire(t, e.opts(7))
+	b := e.acquire(t, e.opts(7))
+	if a.WorkerID() != 7 || b.WorkerID() != 0 {
+		t.Fatalf("got workers %d and %d, want 7 and 0", a.WorkerID(), b.WorkerID())
+	}
+	ctx := context.Background()
+	for _, l := range []*Lease{a, b} {
+		got, err := e.rdb.Get(ctx, keysFor(e.prefix, l.WorkerID())[0]).Result()
+		if err != nil || got != l.owner || len(got) != 32 {
+			t.Errorf("lease key of worker %d: got %q, %v; want the 32-hex-digit owner token", l.WorkerID(), got, err)
+		}
+		ttl, err := e.rdb.PTTL(ctx, keysFor(e.prefix, l.WorkerID())[0]).Result()
+		if err != nil || ttl <= 0 || ttl > DefaultTTL {
+			t.Errorf("lease key of worker %d: ttl %v, %v", l.WorkerID(), ttl, err)
+		}
+	}
+	if a.owner == b.owner {
+		t.Error("two leases share an owner token")
+	}
+	log := e.log.String()
+	if !strings.Contains(log, "level=WARN") || !strings.Contains(log, "candidate=7 worker=0") {
+		t.Errorf("want a warning naming candidate 7 and worker 0, got log:\n%s", log)
+	}
+	if strings.Contains(log, a.owner) || strings.Contains(log, b.owner) {
+		t.Errorf("log contains an owner token:\n%s", log)
+	}
+}
+
+func TestAcquireOptions(t *testing.T) {
+	rdb, prefix := testRedis(t)
+	tests := []struct {
+		name string
+		rdb  redis.UniversalClient
+		opts Options
+	}{
+		{"nil client", nil, Options{}},
+		{"negative candidate", rdb, Options{Candidate: -1}},
+		{"candidate above default max", rdb, Options{Candidate: 1024}},
+		{"candidate above max", rdb, Options{Candidate: 4, MaxWorker: 3}},
+		{"negative max", rdb, Options{MaxWorker: -1}},
+		{"ttl below 1ms", rdb, Options{TTL: time.Millisecond / 2}},
+		{"negative ttl", rdb, Options{TTL: -time.Second}},
+		{"renew every ttl", rdb, Options{TTL: time.Second, RenewEvery: time.Second}},
+		{"negative renew", rdb, Options{RenewEvery: -time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.KeyPrefix = prefix
+			if l, err := Acquire(context.Background(), tt.rdb, tt.opts); !errors.Is(err, ErrInvalidOptions) {
+				t.Fatalf("got %v, %v; want ErrInvalidOptions", l, err)
+			}
+		})
+	}
+
+	t.Run("defaults", func(t *testing.T) {
+		l, err := newLease(rdb, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.ttl != DefaultTTL || l.renewEvery != DefaultTTL/3 || l.prefix != DefaultKeyPrefix || l.now == nil || l.log == nil {
+			t.Errorf("got ttl %v, renew every %v, prefix %q", l.ttl, l.renewEvery, l.prefix)
+		}
+		if got, want := keysFor(DefaultKeyPrefix, 17), []string{"snowtoken:worker:{17}", "snowtoken:worker:{17}:hw"}; got[0] != want[0] || got[1] != want[1] {
+			t.Errorf("keys: got %q, want %q", got, want)
+		}
+	})
+}
+
+// recorder collects OnChange calls.
+type recorder struct {
+	mu  sync.Mutex
+	got []bool
+}
+
+func (r *recorder) OnChange(valid bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, valid)
+}
+
+// String returns the calls so far, such as "false true".
+func (r *recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := make([]string, len(r.got))
+	for i, v := range r.got {
+		s[i] = strconv.FormatBool(v)
+	}
+	return strings.Join(s, " ")
+}
+
+func TestLostAndClaimedAgain(t *testing.T) {
+	tests := []struct {
+		name    string
+		disturb func(ctx context.Context, rdb redis.UniversalClient, leaseKey string) error
+		// free, if set, runs after the first failed re-claim and frees the worker.
+		free func(ctx context.Context, rdb redis.UniversalClient, leaseKey string) error
+	}{
+		{
+			name: "key deleted",
+			disturb: func(ctx context.Context, rdb redis.UniversalClient, k string) error {
+				return rdb.Del(ctx, k).Err()
+			},
+		},
+		{
+			name: "another owner",
+			disturb: func(ctx context.Context, rdb redis.UniversalClient, k string) error {
+				return rdb.Set(ctx, k, "someone else", redis.KeepTTL).Err()
+			},
+			free: func(ctx context.Context, rdb redis.UniversalClient, k string) error {
+				// The other owner issued up to a later millisecond and released.
+				if err := rdb.HSet(ctx, k+":hw", "ms", ms(t0.Add(time.Hour))).Err(); err != nil {
+					return err
+				}
+				return rdb.Del(ctx, k).Err()
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t)
+			var rec recorder
+			o := e.opts(3)
+			o.OnChange = rec.OnChange
+			l := e.acquire(t, o)
+			if err := l.renew(ctx, nil); err != nil || !l.Valid() {
+				t.Fatalf("first renewal: %v, valid %v", err, l.Valid())
+			}
+			leaseKey := l.keys[0]
+			if err := tt.disturb(ctx, e.rdb, leaseKey); err != nil {
+				t.Fatal(err)
+			}
+			if !l.Valid() {
+				t.Fatal("invalid before the renewal noticed")
+			}
+
+			err := l.renew(ctx, nil)
+			if !errors.Is(err, ErrLost) || l.Valid() || !errors.Is(l.Err(), ErrLost) {
+				t.Fatalf("after %s: renew %v, valid %v, Err %v; want ErrLost and invalid", tt.name, err, l.Valid(), l.Err())
+			}
+			if got := rec.String(); got != "false" {
+				t.Fatalf("OnChange calls: got %q, want %q", got, "false")
+			}
+
+			wantMark := time.Time{}
+			if tt.free != nil {
+				if err := l.renew(ctx, nil); !errors.Is(err, ErrLost) || l.Valid() {
+					t.Fatalf("re-claim of a held worker: %v, valid %v", err, l.Valid())
+				}
+				if err := tt.free(ctx, e.rdb, leaseKey); err != nil {
+					t.Fatal(err)
+				}
+				wantMark = time.UnixMilli(t0.Add(time.Hour).UnixMilli()).UTC()
+			}
+			if err := l.renew(ctx, nil); err != nil || !l.Valid() || l.Err() != nil {
+				t.Fatalf("re-claim: %v, valid %v, Err %v", err, l.Valid(), l.Err())
+			}
+			if got := rec.String(); got != "false true" {
+				t.Fatalf("OnChange calls: got %q, want %q", got, "false true")
+			}
+			if l.WorkerID() != 3 || !l.HighWater().Equal(wantMark) {
+				t.Errorf("after re-claim: worker %d, high water %v; want 3, %v", l.WorkerID(), l.HighWater(), wantMark)
+			}
+			if got, err := e.rdb.Get(ctx, leaseKey).Result(); err != nil || got != l.owner {
+				t.Errorf("lease key: got %q, %v; want the owner", got, err)
+			}
+		})
+	}
+}
+
+func TestInvalidWithoutRenewalForTTL(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	var rec recorder
+	o := e.opts(0)
+	o.OnChange = rec.OnChange
+	o.TTL = 3 * time.Second
+	l := e.acquire(t, o)
+
+	e.clock.Add(o.TTL - time.Millisecond)
+	if !l.Valid() || l.Err() != nil {
+		t.Fatalf("1ms before the TTL: valid %v, Err %v", l.Valid(), l.Err())
+	}
+	e.clock.Add(time.Millisecond)
+	if l.Valid() || !errors.Is(l.Err(), ErrLost) {
+		t.Fatalf("at the TTL, before any renewal: valid %v, Err %v; want invalid and ErrLost", l.Valid(), l.Err())
+	}
+	if len(rec.got) != 0 {
+		t.Fatalf("OnChange called before Run noticed: %v", rec.got)
+	}
+
+	// Run notices: the lease is lost even though Redis still has our key...
+	if err := l.renew(ctx, nil); !errors.Is(err, ErrLost) || l.Valid() {
+		t.Fatalf("renew after the TTL: %v, valid %v", err, l.Valid())
+	}
+	// ...and claims it again, with a fresh TTL.
+	if err := l.renew(ctx, nil); err != nil || !l.Valid() {
+		t.Fatalf("re-claim: %v, valid %v", err, l.Valid())
+	}
+	if got := rec.String(); got != "false true" {
+		t.Fatalf("OnChange calls: got %q, want %q", got, "false true")
+	}
+}
+
+func TestRenewalFailingUntilTTL(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	var rec recorder
+	o := e.opts(0)
+	o.OnChange = rec.OnChange
+	o.TTL = 3 * time.Second
+	l := e.acquire(t, o)
+
+	good := l.rdb
+	down := redis.NewClient(&redis.Options{
+		Dialer: func(context.Context, string, string) (net.Conn, error) {
+			return nil, errors.New("redis is down")
+		},
+		MaxRetries:         -1,
+		DialerRetries:      1,
+		DialerRetryBackoff: func(int) time.Duration { return time.Microsecond },
+	})
+	defer down.Close()
+	l.rdb = down // only this goroutine touches l
+
+	for _, step := range []time.Duration{0, time.Second, time.Second, time.Second - time.Millisecond} {
+		e.clock.Add(step)
+		if err := l.renew(ctx, nil); err == nil || errors.Is(err, ErrLost) {
+			t.Fatalf("renewal with Redis down: got %v, want a plain error", err)
+		}
+		if !l.Valid() {
+			t.Fatalf("invalid %v after the last renewal, before the TTL", e.clock.Now().Sub(t0))
+		}
+	}
+	e.clock.Add(time.Millisecond)
+	if l.Valid() {
+		t.Fatal("valid a TTL after the last renewal")
+	}
+	if err := l.renew(ctx, nil); !errors.Is(err, ErrLost) {
+		t.Fatalf("renew a TTL after the last renewal: got %v, want ErrLost", err)
+	}
+	if err := l.renew(ctx, nil); err == nil || errors.Is(err, ErrLost) {
+		t.Fatalf("re-claim with Redis down: got %v, want a plain error", err)
+	}
+	l.rdb = good
+	if err := l.renew(ctx, nil); err != nil || !l.Valid() {
+		t.Fatalf("re-claim with Redis back: %v, valid %v", err, l.Valid())
+	}
+	if got := rec.String(); got != "false true" {
+		t.Fatalf("OnChange calls: got %q, want %q", got, "false true")
+	}
+}
+
+func TestHighWater(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	a := e.acquire(t, e.opts(7))
+	if !a.HighWater().IsZero() {
+		t.Fatalf("fresh worker: high water %v, want zero", a.HighWater())
+	}
+
+	mark1 := t0.Add(1500 * time.Microsecond) // sub-millisecond part is dropped
+	steps := []struct {
+		name string
+		mark time.Time
+		want time.Time
+	}{
+		{"first mark", mark1, mark1},
+		{"no mark keeps it", time.Time{}, mark1},
+		{"lower mark keeps it", mark1.Add(-time.Second), mark1},
+		{"same millisecond", mark1.Add(100 * time.Microsecond), mark1},
+		{"higher mark", mark1.Add(time.Second), mark1.Add(time.Second)},
+	}
+	for _, st := range steps {
+		e.clock.Add(time.Second)
+		if err := a.renew(ctx, func() time.Time { return st.mark }); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got, want := e.savedMark(t, 7), ms(st.want); got != want {
+			t.Errorf("%s: saved %s, want %s", st.name, got, want)
+		}
+	}
+
+	final := mark1.Add(2*time.Second + 345*time.Microsecond)
+	if err := a.Release(ctx, final); err != nil {
+		t.Fatal(err)
+	}
+	if a.Valid() || !errors.Is(a.Err(), ErrReleased) {
+		t.Fatalf("after Release: valid %v, Err %v", a.Valid(), a.Err())
+	}
+	if err := a.Release(ctx, final.Add(time.Hour)); err != nil {
+		t.Fatalf("second Release: %v", err)
+	}
+	if err := a.renew(ctx, nil); !errors.Is(err, ErrReleased) {
+		t.Fatalf("renew after Release: got %v, want ErrReleased", err)
+	}
+	if n, err := e.rdb.Exists(ctx, keysFor(e.prefix, 7)[0]).Result(); err != nil || n != 0 {
+		t.Fatalf("lease key after Release: exists %d, %v", n, err)
+	}
+
+	b := e.acquire(t, e.opts(7))
+	want := final.Truncate(time.Millisecond)
+	if b.WorkerID() != 7 || !b.HighWater().Equal(want) {
+		t.Fatalf("next holder: worker %d, high water %v; want 7, %v", b.WorkerID(), b.HighWater(), want)
+	}
+
+	// A lower final mark does not move it back either.
+	if err := b.Release(ctx, final.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.savedMark(t, 7); got != ms(final) {
+		t.Errorf("after a lower final mark: saved %s, want %s", got, ms(final))
+	}
+}
+
+func TestReleaseByNonOwner(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	a := e.acquire(t, e.opts(2))
+	if err := a.renew(ctx, func() time.Time { return t0 }); err != nil {
+		t.Fatal(err)
+	}
+	// a's lease expires and b takes the worker.
+	if err := e.rdb.Del(ctx, a.keys[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := e.acquire(t, e.opts(2))
+	if b.WorkerID() != 2 {
+		t.Fatalf("b took worker %d, want 2", b.WorkerID())
+	}
+	before, err := e.rdb.HGetAll(ctx, a.keys[1]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := a.Release(ctx, t0.Add(time.Hour)); err != nil {
+		t.Fatalf("Release by a non-owner: %v", err)
+	}
+	if got, err := e.rdb.Get(ctx, b.keys[0]).Result(); err != nil || got != b.owner {
+		t.Errorf("lease key after a non-owner's Release: got %q, %v; want b's owner", got, err)
+	}
+	after, err := e.rdb.HGetAll(ctx, a.keys[1]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) || after["ms"] != before["ms"] || after["until"] != before["until"] || after["owner"] != b.owner {
+		t.Errorf("high-water hash changed by a non-owner's Release: before %v, after %v", before, after)
+	}
+	if err := b.renew(ctx, nil); err != nil || !b.Valid() {
+		t.Errorf("b after a's Release: %v, valid %v", err, b.Valid())
+	}
+}
+
+func TestFence(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	a := e.acquire(t, e.opts(9))
+	e.clock.Add(3 * time.Second)
+	renewedAt := e.clock.Now()
+	if err := a.renew(ctx, func() time.Time { return renewedAt }); err != nil {
+		t.Fatal(err)
+	}
+	// a may issue until renewedAt+TTL. Its key vanishes without a Release (an
+	// operator deletes it, or Redis expires it early).
+	if err := e.rdb.Del(ctx, a.keys[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("own until is not a fence", func(t *testing.T) {
+		if err := a.renew(ctx, nil); !errors.Is(err, ErrLost) {
+			t.Fatalf("got %v, want ErrLost", err)
+		}
+		if err := a.renew(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if want := renewedAt.Truncate(time.Millisecond); !a.HighWater().Equal(want) {
+			t.Errorf("high water: got %v, want the saved mark %v", a.HighWater(), want)
+		}
+		if err := e.rdb.Del(ctx, a.keys[0]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("another holder waits for the until", func(t *testing.T) {
+		b := e.acquire(t, e.opts(9))
+		want := renewedAt.Add(DefaultTTL).Truncate(time.Millisecond).Add(time.Millisecond) // rounded up
+		if b.WorkerID() != 9 || !b.HighWater().Equal(want) {
+			t.Fatalf("b: worker %d, high water %v; want 9, a's lease end %v", b.WorkerID(), b.HighWater(), want)
+		}
+		// The fence becomes the saved mark; b's own until replaces a's.
+		if got := e.savedMark(t, 9); got != ms(want) {
+			t.Errorf("saved mark: got %s, want %s", got, ms(want))
+		}
+		if err := b.Release(ctx, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		c := e.acquire(t, e.opts(9))
+		if !c.HighWater().Equal(want) {
+			t.Errorf("after a clean release: high water %v, want %v", c.HighWater(), want)
+		}
+	})
+}
+
+// TestRun runs the real loop with short times; it waits for events, never for
+// a time.
+func TestRun(t *testing.T) {
+	e := newEnv(t)
+	changes := make(chan bool, 16)
+	o := e.opts(4)
+	o.Now = nil // Run's timers are real
+	o.TTL, o.RenewEvery = 2*time.Second, 20*time.Millisecond
+	o.OnChange = func(valid bool) { changes <- valid }
+	l := e.acquire(t, o)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mark := time.Now().Add(-time.Minute)
+	var armed atomic.Bool
+	marks := make(chan struct{}) // while armed: a renewal is about to save the mark
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Run(ctx, func() time.Time {
+			if armed.Load() {
+				select {
+				case marks <- struct{}{}:
+				case <-ctx.Done():
+				}
+			}
+			return mark
+		})
+	}()
+	stopReaders := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Add(1)
+	go func() { // concurrent readers, for the race detector
+		defer readers.Done()
+		for {
+			select {
+			case <-stopReaders:
+				return
+			default:
+				_, _, _, _ = l.Valid(), l.Err(), l.HighWater(), l.WorkerID()
+			}
+		}
+	}()
+	defer func() { close(stopReaders); readers.Wait() }()
+
+	wait := func(want bool) {
+		t.Helper()
+		select {
+		case got := <-changes:
+			if got != want {
+				t.Fatalf("OnChange(%v), want OnChange(%v)", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no OnChange(%v)", want)
+		}
+	}
+	bg := context.Background()
+	if err := e.rdb.Del(bg, l.keys[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wait(false)
+	wait(true)
+	if !l.Valid() {
+		t.Fatal("invalid after OnChange(true)")
+	}
+	// Renewals save the mark: once a second renewal after the re-claim has
+	// begun, the first has finished.
+	armed.Store(true)
+	<-marks
+	<-marks
+	armed.Store(false)
+	if got := e.savedMark(t, 4); got != ms(mark) {
+		t.Fatalf("saved mark: got %q, want %s", got, ms(mark))
+	}
+
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after ctx ended")
+	}
+	if err := l.Release(bg, mark); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("returns after Release", func(t *testing.T) {
+		l := e.acquire(t, o)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			l.Run(context.Background(), nil)
+		}()
+		if err := l.Release(bg, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after Release")
+		}
+		if len(changes) != 0 {
+			t.Errorf("OnChange called for Release: %v", <-changes)
+		}
+	})
+}
