@@ -16,6 +16,7 @@ import (
 
 	"snowtoken/config"
 	"snowtoken/handlers"
+	"snowtoken/lease"
 	"snowtoken/snowflakealg"
 	"snowtoken/token"
 )
@@ -46,14 +47,37 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
-	worker, err := workerID(cfg, log)
+	candidate, err := workerID(cfg, log)
 	if err != nil {
 		return err
 	}
-	ids, err := snowflakealg.New(snowflakealg.Settings{Allocator: cfg.Bits, Epoch: cfg.Epoch, WorkerID: worker})
+	l, err := lease.Acquire(ctx, rdb, lease.Options{
+		Candidate: candidate, MaxWorker: cfg.Bits.MaxWorker(), Strict: cfg.WorkerIDStrict, TTL: cfg.LeaseTTL, Logger: log,
+	})
+	if err != nil {
+		return fmt.Errorf("worker id lease (SNOWTOKEN_WORKER_ID_STRICT=%t): %w", cfg.WorkerIDStrict, err)
+	}
+	worker := l.WorkerID()
+	ids, err := lease.NewGenerator(l, snowflakealg.Settings{Allocator: cfg.Bits, Epoch: cfg.Epoch})
 	if err != nil {
 		return fmt.Errorf("id generator: %w", err)
 	}
+	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
+	leaseDone := make(chan struct{})
+	go func() { defer close(leaseDone); l.Run(leaseCtx, ids.HighWater) }()
+	// On the way out, after the last request: save the final high-water mark
+	// and free the worker ID for the next replica.
+	defer func() {
+		stopLease()
+		<-leaseDone
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := l.Release(rctx, ids.HighWater()); err != nil {
+			log.Warn("releasing the worker id lease failed; it expires by itself", "worker_id", worker, "err", err)
+			return
+		}
+		log.Info("released the worker id lease", "worker_id", worker, "high_water", ids.HighWater())
+	}()
 	svc, err := token.NewService(keys, token.NewStore(rdb, ""), ids, token.Options{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,
 	})
@@ -107,16 +131,25 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 // openRedis connects to SNOWTOKEN_REDIS_URL, or in dev mode starts an
 // embedded in-memory Redis whose keys expire in real time.
 func openRedis(ctx context.Context, cfg config.Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
-	if cfg.RedisURL != "" {
-		opt, err := redis.ParseURL(cfg.RedisURL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("SNOWTOKEN_REDIS_URL: %w", err)
+	if cfg.RedisConfigured() {
+		var rdb redis.UniversalClient
+		switch {
+		case cfg.RedisURL != "":
+			opt, err := redis.ParseURL(cfg.RedisURL)
+			if err != nil {
+				return nil, nil, fmt.Errorf("SNOWTOKEN_REDIS_URL: %w", err)
+			}
+			rdb = redis.NewClient(opt)
+		case len(cfg.ClusterAddrs) > 0:
+			rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.ClusterAddrs})
+		default:
+			rdb = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: cfg.SentinelMaster, SentinelAddrs: cfg.SentinelAddrs})
 		}
-		rdb := redis.NewClient(opt)
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if err := rdb.Ping(pctx).Err(); err != nil {
-			log.Warn("redis does not answer yet; serving 503 until it does", "err", err)
+			rdb.Close()
+			return nil, nil, fmt.Errorf("redis does not answer (a worker id lease needs it to start): %w", err)
 		}
 		return rdb, func() { rdb.Close() }, nil
 	}
@@ -186,7 +219,8 @@ func loadClients(cfg config.Config, log *slog.Logger) (*token.Clients, string, e
 	return cs, secret, err
 }
 
-// workerID is SNOWTOKEN_WORKER_ID, else the last octet of the IPv4 address.
+// workerID is the candidate worker ID: SNOWTOKEN_WORKER_ID, else the last
+// octet of the IPv4 address. The lease decides which one the replica gets.
 // In dev mode a machine with no usable IPv4 falls back to worker 0.
 func workerID(cfg config.Config, log *slog.Logger) (int64, error) {
 	if cfg.WorkerIDSet {

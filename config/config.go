@@ -37,6 +37,9 @@ var Vars = []Var{
 	{"SNOWTOKEN_ADDR", ":8080", "listen address"},
 	{"SNOWTOKEN_ENV", "development", "development or production; production refuses every dev-mode default"},
 	{"SNOWTOKEN_REDIS_URL", "(dev: embedded in-memory Redis)", "redis:// or rediss:// URL of the session store; required in production"},
+	{"SNOWTOKEN_REDIS_CLUSTER_ADDRS", "(none)", "comma-separated Redis Cluster seed addresses (host:port), instead of SNOWTOKEN_REDIS_URL"},
+	{"SNOWTOKEN_REDIS_SENTINEL_MASTER", "(none)", "Redis Sentinel master name, with SNOWTOKEN_REDIS_SENTINEL_ADDRS"},
+	{"SNOWTOKEN_REDIS_SENTINEL_ADDRS", "(none)", "comma-separated Sentinel addresses (host:port)"},
 	{"SNOWTOKEN_ISSUER", "http://localhost:8080", "iss of every token, and the base URL in the metadata; required in production"},
 	{"SNOWTOKEN_AUDIENCE", "(none)", "aud of every token, required on validation when set"},
 	{"SNOWTOKEN_TOKEN_TTL", "1h", "lifetime of a token when the client does not ask"},
@@ -44,6 +47,8 @@ var Vars = []Var{
 	{"SNOWTOKEN_CLIENTS_FILE", "(dev: one generated client)", "JSON clients file; required in production"},
 	{"SNOWTOKEN_SIGNING_KEYS", "(dev: a generated key)", "comma-separated Ed25519 PEM files: the first signs, all verify; required in production"},
 	{"SNOWTOKEN_WORKER_ID", "(last octet of the IPv4 address)", "explicit Snowflake worker ID"},
+	{"SNOWTOKEN_WORKER_ID_STRICT", "false", "true: refuse to start when the candidate worker ID is leased by a live replica, instead of taking the lowest free one"},
+	{"SNOWTOKEN_WORKER_LEASE_TTL", "10s", "lifetime of the worker-ID lease in Redis; renewed every third of it"},
 	{"SNOWTOKEN_WORKER_IP", "(first up, non-loopback interface)", "IPv4 address whose last octet is the worker ID"},
 	{"SNOWTOKEN_WORKER_INTERFACE", "(first up, non-loopback interface)", "network interface whose IPv4 last octet is the worker ID"},
 	{"SNOWTOKEN_EPOCH", "2026-01-01T00:00:00Z", "RFC 3339 epoch of the ID timestamps; never change it once IDs exist"},
@@ -56,6 +61,9 @@ type Config struct {
 	Addr            string
 	Production      bool
 	RedisURL        string // empty in dev: embedded Redis
+	ClusterAddrs    []string
+	SentinelMaster  string
+	SentinelAddrs   []string
 	Issuer          string
 	IssuerDefaulted bool
 	Audience        string
@@ -65,6 +73,8 @@ type Config struct {
 	SigningKeys     []string // empty in dev: a generated key
 	WorkerID        int64
 	WorkerIDSet     bool
+	WorkerIDStrict  bool
+	LeaseTTL        time.Duration
 	WorkerIP        string
 	WorkerInterface string
 	Epoch           time.Time
@@ -101,10 +111,15 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		bad("SNOWTOKEN_REDIS_URL", "(hidden)", errors.New("want a redis:// or rediss:// URL"))
 	}
-	for _, k := range strings.Split(getenv("SNOWTOKEN_SIGNING_KEYS"), ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			c.SigningKeys = append(c.SigningKeys, k)
-		}
+	c.SigningKeys = list(getenv("SNOWTOKEN_SIGNING_KEYS"))
+	c.ClusterAddrs = list(getenv("SNOWTOKEN_REDIS_CLUSTER_ADDRS"))
+	c.SentinelMaster = getenv("SNOWTOKEN_REDIS_SENTINEL_MASTER")
+	c.SentinelAddrs = list(getenv("SNOWTOKEN_REDIS_SENTINEL_ADDRS"))
+	if (c.SentinelMaster == "") != (len(c.SentinelAddrs) == 0) {
+		bad("SNOWTOKEN_REDIS_SENTINEL_ADDRS", getenv("SNOWTOKEN_REDIS_SENTINEL_ADDRS"), errors.New("set both SNOWTOKEN_REDIS_SENTINEL_MASTER and SNOWTOKEN_REDIS_SENTINEL_ADDRS, or neither"))
+	}
+	if n := btoi(c.RedisURL != "") + btoi(len(c.ClusterAddrs) > 0) + btoi(c.SentinelMaster != ""); n > 1 {
+		bad("SNOWTOKEN_REDIS_URL", "(hidden)", errors.New("set only one of SNOWTOKEN_REDIS_URL, SNOWTOKEN_REDIS_CLUSTER_ADDRS and SNOWTOKEN_REDIS_SENTINEL_MASTER"))
 	}
 	durationVar := func(name string, def time.Duration) time.Duration {
 		v := getenv(name)
@@ -120,6 +135,7 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 		return d
 	}
+	c.LeaseTTL = durationVar("SNOWTOKEN_WORKER_LEASE_TTL", 10*time.Second)
 	c.TokenTTL = durationVar("SNOWTOKEN_TOKEN_TTL", token.DefaultTTL)
 	c.MaxTokenTTL = durationVar("SNOWTOKEN_MAX_TOKEN_TTL", token.DefaultMaxTTL)
 	if c.MaxTokenTTL < c.TokenTTL {
@@ -144,6 +160,11 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 		c.WorkerIDSet = true
 	}
+	if v := getenv("SNOWTOKEN_WORKER_ID_STRICT"); v != "" {
+		if c.WorkerIDStrict, err = strconv.ParseBool(v); err != nil {
+			bad("SNOWTOKEN_WORKER_ID_STRICT", v, errors.New("want true or false"))
+		}
+	}
 	c.Epoch = snowflakealg.DefaultEpoch
 	if v := getenv("SNOWTOKEN_EPOCH"); v != "" {
 		if c.Epoch, err = time.Parse(time.RFC3339, v); err != nil {
@@ -160,7 +181,7 @@ func Load(getenv func(string) string) (Config, error) {
 			name    string
 			missing bool
 		}{
-			{"SNOWTOKEN_REDIS_URL", c.RedisURL == ""},
+			{"SNOWTOKEN_REDIS_URL (or SNOWTOKEN_REDIS_CLUSTER_ADDRS, or SNOWTOKEN_REDIS_SENTINEL_MASTER)", !c.RedisConfigured()},
 			{"SNOWTOKEN_SIGNING_KEYS", len(c.SigningKeys) == 0},
 			{"SNOWTOKEN_CLIENTS_FILE", c.ClientsFile == ""},
 			{"SNOWTOKEN_ISSUER", c.IssuerDefaulted},
@@ -171,6 +192,30 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// RedisConfigured reports whether any Redis deployment is set; without one,
+// dev mode embeds an in-memory Redis.
+func (c Config) RedisConfigured() bool {
+	return c.RedisURL != "" || len(c.ClusterAddrs) > 0 || c.SentinelMaster != ""
+}
+
+// list splits a comma-separated value, dropping empty entries.
+func list(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func or(v, def string) string {

@@ -184,13 +184,8 @@ func New(s Settings) (*SnowFlakeAlg, error) {
 		return nil, fmt.Errorf("%w: epoch %s", ErrTimeOverflow, g.epoch.Format(time.RFC3339))
 	}
 	if !s.StartAfter.IsZero() {
-		mark := s.StartAfter.Sub(g.epoch).Milliseconds()
-		if mark > g.alloc.MaxDelta() {
-			return nil, fmt.Errorf("%w: start after %s", ErrTimeOverflow, s.StartAfter.Format(time.RFC3339))
-		}
-		if mark > 0 {
-			// The mark's millisecond counts as used up.
-			g.state.Store(mark<<g.seqBits | g.seqMask)
+		if err := g.AdvanceTo(s.StartAfter); err != nil {
+			return nil, err
 		}
 	}
 	return g, nil
@@ -335,6 +330,23 @@ func (g *SnowFlakeAlg) Stats() Stats {
 // next never issues at or below it.
 func (g *SnowFlakeAlg) HighWater() time.Time {
 	return g.epoch.Add(time.Duration(g.state.Load()>>g.seqBits) * time.Millisecond)
+}
+
+// AdvanceTo makes sure that no ID at or below mark's millisecond is issued
+// from now on, as if that millisecond had been used up. A mark at or below the
+// last issued millisecond changes nothing. A lease calls it with the mark saved
+// by the worker's previous holder.
+func (g *SnowFlakeAlg) AdvanceTo(mark time.Time) error {
+	ms := mark.Sub(g.epoch).Milliseconds()
+	if ms > g.alloc.MaxDelta() {
+		return fmt.Errorf("%w: mark %s", ErrTimeOverflow, mark.Format(time.RFC3339))
+	}
+	for {
+		old := g.state.Load()
+		if old>>g.seqBits >= ms || g.state.CompareAndSwap(old, ms<<g.seqBits|g.seqMask) {
+			return nil
+		}
+	}
 }
 
 // WorkerID returns the worker this generator issues for.

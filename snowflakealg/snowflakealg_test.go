@@ -364,3 +364,29 @@ func TestNextIDDoesNotAllocate(t *testing.T) {
 		t.Fatalf("got %v allocations per ID, want 0", allocs)
 	}
 }
+
+func TestAdvanceTo(t *testing.T) {
+	g, clock := newFake(t, Settings{})
+	first := mustNext(t, g)
+	if err := g.AdvanceTo(t0.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if id := mustNext(t, g); id != first+1 {
+		t.Fatalf("a mark in the past changed the sequence: got %d after %d", id, first)
+	}
+	mark := t0.Add(3 * time.Millisecond)
+	if err := g.AdvanceTo(mark); err != nil {
+		t.Fatal(err)
+	}
+	if !g.HighWater().Equal(mark) {
+		t.Fatalf("HighWater: got %v, want %v", g.HighWater(), mark)
+	}
+	clock.Add(3 * time.Millisecond) // now equals the mark: its millisecond is used up
+	clock.step = 100 * time.Microsecond
+	if id := mustNext(t, g); !id.Time(g.Allocator(), g.Epoch()).After(mark) {
+		t.Fatalf("issued %v, not after the mark %v", mustParts(t, g, id).Time, mark)
+	}
+	if err := g.AdvanceTo(t0.AddDate(100, 0, 0)); !errors.Is(err, ErrTimeOverflow) {
+		t.Fatalf("mark beyond the layout: got %v", err)
+	}
+}
