@@ -78,7 +78,9 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 		}
 		log.Info("released the worker id lease", "worker_id", worker, "high_water", ids.HighWater())
 	}()
-	svc, err := token.NewService(keys, token.NewStore(rdb, ""), ids, token.Options{
+	store := token.NewStore(rdb, "")
+	defer store.Close()
+	svc, err := token.NewService(keys, store, ids, token.Options{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,
 	})
 	if err != nil {

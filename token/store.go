@@ -15,15 +15,24 @@ const DefaultKeyPrefix = "st:"
 type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
+	batch  *batcher
 }
 
+// storeTimeout bounds one batch of Redis commands.
+const storeTimeout = 2 * time.Second
+
 // NewStore returns a store on rdb. An empty prefix means DefaultKeyPrefix.
+// Commands of concurrent requests share pipelines; see batcher.
 func NewStore(rdb redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
 		prefix = DefaultKeyPrefix
 	}
-	return &Store{rdb: rdb, prefix: prefix}
+	return &Store{rdb: rdb, prefix: prefix, batch: newBatcher(rdb, storeTimeout)}
 }
+
+// Close stops the goroutines that send batches. Call it after the last
+// request; it does not close the Redis client.
+func (s *Store) Close() { s.batch.close() }
 
 // keys are the two Redis keys that decide whether one token is live.
 type keys struct {
@@ -61,7 +70,14 @@ return gen
 // Create writes the session record of a new token for ttl. A record that
 // already exists is never overwritten: ErrDuplicateID.
 func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
-	n, err := createScript.Run(ctx, s.rdb, []string{k.session, k.gen}, ttl.Milliseconds()).Int()
+	keys := []string{k.session, k.gen}
+	cmd := redis.NewIntCmd(ctx, "evalsha", createScript.Hash(), 2, k.session, k.gen, ttl.Milliseconds())
+	err := s.batch.do(ctx, cmd)
+	n := cmd.Val()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// Redis restarted or flushed its scripts: EVAL loads it again.
+		n, err = createScript.Run(ctx, s.rdb, keys, ttl.Milliseconds()).Int64()
+	}
 	if err != nil {
 		return unavailable(err)
 	}
@@ -75,10 +91,11 @@ func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
 // generation, ErrRevoked when not, ErrUnavailable when Redis does not answer.
 // It is one MGET.
 func (s *Store) Check(ctx context.Context, k keys) error {
-	vals, err := s.rdb.MGet(ctx, k.session, k.gen).Result()
-	if err != nil {
+	cmd := redis.NewSliceCmd(ctx, "mget", k.session, k.gen)
+	if err := s.batch.do(ctx, cmd); err != nil {
 		return unavailable(err)
 	}
+	vals := cmd.Val()
 	rec, ok := vals[0].(string)
 	if !ok {
 		return fmt.Errorf("%w: no session", ErrRevoked)

@@ -45,6 +45,8 @@ var (
 	ErrUnavailable       = errors.New("token: temporarily unavailable")
 	ErrDuplicateID       = errors.New("token: session for this id already exists")
 	ErrOptions           = errors.New("token: bad options")
+
+	errStoreClosed = errors.New("token: session store closed")
 )
 
 // Defaults of Options.
