@@ -1,0 +1,435 @@
+// Command load measures the issuer under load, side by side with a bare
+// net/http handler on the same machine, in one run:
+//
+//	cd bench && go run ./cmd/load
+//
+// It starts its own redis-server and issuer (production mode, real Redis) on
+// loopback, warms up, then runs wrk (64 connections) against the bare handler
+// and each endpoint and prints a table of requests/s, latency and the ratio to
+// the bare handler; then an open-loop load at a constant rate (default 10,000
+// requests/s) for issue and validate, reporting p50/p99 measured from each
+// request's scheduled start, so a stall cannot hide its queue (no coordinated
+// omission). It needs redis-server and wrk on PATH (Debian packages).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		os.Exit(1)
+	}
+}
+
+var (
+	duration    = flag.Duration("d", 10*time.Second, "duration of each wrk run")
+	connections = flag.Int("c", 64, "wrk connections")
+	rate        = flag.Int("rate", 10000, "requests/s of the constant-rate runs (0 skips them)")
+	rateFor     = flag.Duration("rate-d", 10*time.Second, "duration of each constant-rate run")
+	tokens      = flag.Int("tokens", 20000, "distinct tokens for the cold validate run")
+)
+
+type proc struct{ cmd *exec.Cmd }
+
+func (p *proc) stop() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func start(dir, name string, env []string, args ...string) (*proc, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	logf, err := os.Create(filepath.Join(dir, filepath.Base(name)+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &proc{cmd: cmd}, nil
+}
+
+func waitHTTP(url string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not become ready", url)
+}
+
+func run() error {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "snowtoken-load-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return err
+	}
+	// Build the issuer and the bare handler the way the Dockerfile does.
+	issuerBin, bareBin := filepath.Join(dir, "snowtoken"), filepath.Join(dir, "bare")
+	for _, b := range []struct{ out, pkg, wd string }{{issuerBin, ".", root}, {bareBin, "./cmd/bare", "."}} {
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", b.out, b.pkg)
+		cmd.Dir, cmd.Stderr = b.wd, os.Stderr
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build %s: %w", b.pkg, err)
+		}
+	}
+
+	redisPort, _ := freePort()
+	redis, err := start(dir, "redis-server", nil, "--port", strconv.Itoa(redisPort), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir)
+	if err != nil {
+		return fmt.Errorf("redis-server: %w", err)
+	}
+	defer redis.stop()
+
+	// A signing key and a clients file, made by the binary itself.
+	keyPath := filepath.Join(dir, "key.pem")
+	if out, err := exec.Command(issuerBin, "keys", "new", "-out", keyPath).CombinedOutput(); err != nil {
+		return fmt.Errorf("keys new: %v: %s", err, out)
+	}
+	out, err := exec.Command(issuerBin, "client", "new", "-id", "bench", "-scopes", "read,write").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("client new: %v: %s", err, out)
+	}
+	secret, entry, err := parseClientNew(out)
+	if err != nil {
+		return err
+	}
+	clientsPath := filepath.Join(dir, "clients.json")
+	if err := os.WriteFile(clientsPath, []byte(`{"clients":[`+entry+`]}`), 0o600); err != nil {
+		return err
+	}
+
+	issuerPort, _ := freePort()
+	barePort, _ := freePort()
+	issuerURL := fmt.Sprintf("http://127.0.0.1:%d", issuerPort)
+	bareURL := fmt.Sprintf("http://127.0.0.1:%d", barePort)
+	issuer, err := start(dir, issuerBin, []string{
+		"SNOWTOKEN_ENV=production", "SNOWTOKEN_ADDR=127.0.0.1:" + strconv.Itoa(issuerPort),
+		fmt.Sprintf("SNOWTOKEN_REDIS_URL=redis://127.0.0.1:%d/0", redisPort),
+		"SNOWTOKEN_ISSUER=" + issuerURL, "SNOWTOKEN_SIGNING_KEYS=" + keyPath,
+		"SNOWTOKEN_CLIENTS_FILE=" + clientsPath, "SNOWTOKEN_WORKER_ID=1", "SNOWTOKEN_LOG_LEVEL=error",
+	})
+	if err != nil {
+		return err
+	}
+	defer issuer.stop()
+	bare, err := start(dir, bareBin, nil, "-addr", "127.0.0.1:"+strconv.Itoa(barePort))
+	if err != nil {
+		return err
+	}
+	defer bare.stop()
+	if err := waitHTTP(issuerURL + "/readyz"); err != nil {
+		return err
+	}
+	if err := waitHTTP(bareURL + "/"); err != nil {
+		return err
+	}
+
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("bench:"+secret))
+	hot, err := issue(issuerURL, basic)
+	if err != nil {
+		return err
+	}
+	// Distinct tokens for the cold run, fetched before measuring.
+	cold := make([]string, *tokens)
+	var wg sync.WaitGroup
+	errc := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < len(cold); i += 8 {
+				t, err := issue(issuerURL, basic)
+				if err != nil {
+					errc <- err
+					return
+				}
+				cold[i] = t
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return err
+	}
+	coldFile := filepath.Join(dir, "tokens.txt")
+	if err := os.WriteFile(coldFile, []byte(strings.Join(cold, "\n")+"\n"), 0o600); err != nil {
+		return err
+	}
+
+	scripts := map[string]string{
+		"issue.lua": fmt.Sprintf(`wrk.method = "POST"
+wrk.body = "grant_type=client_credentials&scope=read"
+wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
+wrk.headers["Authorization"] = %q
+`, basic),
+		"hot.lua": fmt.Sprintf(`wrk.headers["Authorization"] = "Bearer %s"
+`, hot),
+		"introspect.lua": fmt.Sprintf(`wrk.method = "POST"
+wrk.body = "token=%s"
+wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
+wrk.headers["Authorization"] = %q
+`, hot, basic),
+		"cold.lua": fmt.Sprintf(`local tokens = {}
+for line in io.lines(%q) do tokens[#tokens + 1] = line end
+local i = 0
+request = function()
+  i = i %% #tokens + 1
+  return wrk.format("GET", nil, { Authorization = "Bearer " .. tokens[i] })
+end
+`, coldFile),
+		"status.lua": `local bad = 0
+response = function(status) if status ~= 200 then bad = bad + 1 end end
+done = function() end
+`,
+	}
+	for name, body := range scripts {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			return err
+		}
+	}
+
+	type row struct {
+		name, url, script string
+		res               wrkResult
+	}
+	rows := []*row{
+		{name: "bare net/http, fixed JSON", url: bareURL + "/"},
+		{name: "POST /token", url: issuerURL + "/token", script: "issue.lua"},
+		{name: "GET /token/validate, hot (same token)", url: issuerURL + "/token/validate", script: "hot.lua"},
+		{name: "GET /token/validate, cold (distinct tokens)", url: issuerURL + "/token/validate", script: "cold.lua"},
+		{name: "POST /token/introspect", url: issuerURL + "/token/introspect", script: "introspect.lua"},
+	}
+	// Warm up every route, then measure.
+	for _, r := range rows {
+		if _, err := runWrk(dir, r.url, r.script, 2*time.Second); err != nil {
+			return err
+		}
+	}
+	for _, r := range rows {
+		if r.res, err = runWrk(dir, r.url, r.script, *duration); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("wrk, %d connections, %v each, one run (%s):\n\n", *connections, *duration, time.Now().UTC().Format(time.RFC3339))
+	fmt.Println("| endpoint | requests/s | ratio to bare | p50 | p99 | non-2xx |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %.0f | %.2f× | %s | %s | %d |\n", r.name, r.res.rps, r.res.rps/rows[0].res.rps, r.res.p50, r.res.p99, r.res.non2xx)
+	}
+
+	if *rate > 0 {
+		fmt.Printf("\nconstant %d requests/s for %v (open loop, latency from the scheduled start):\n\n", *rate, *rateFor)
+		fmt.Println("| endpoint | sent | errors | p50 | p99 | max |")
+		fmt.Println("|---|---:|---:|---:|---:|---:|")
+		for _, c := range []struct {
+			name string
+			req  func() (*http.Request, error)
+		}{
+			{"POST /token", func() (*http.Request, error) {
+				r, err := http.NewRequest(http.MethodPost, issuerURL+"/token", strings.NewReader("grant_type=client_credentials&scope=read"))
+				if err == nil {
+					r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+					r.Header.Set("Authorization", basic)
+				}
+				return r, err
+			}},
+			{"GET /token/validate (hot)", func() (*http.Request, error) {
+				r, err := http.NewRequest(http.MethodGet, issuerURL+"/token/validate", nil)
+				if err == nil {
+					r.Header.Set("Authorization", "Bearer "+hot)
+				}
+				return r, err
+			}},
+		} {
+			res := constantRate(*rate, *rateFor, c.req)
+			fmt.Printf("| %s | %d | %d | %v | %v | %v |\n", c.name, res.sent, res.errors, res.p50, res.p99, res.max)
+		}
+	}
+	return nil
+}
+
+func parseClientNew(out []byte) (secret, entry string, err error) {
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		if s, ok := strings.CutPrefix(line, "client_secret:"); ok {
+			secret = strings.TrimSpace(s)
+		}
+		if strings.HasPrefix(line, "{") {
+			entry = line
+		}
+	}
+	if secret == "" || entry == "" {
+		return "", "", fmt.Errorf("unexpected client new output: %s", out)
+	}
+	return secret, entry, nil
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+
+func issue(issuerURL, basic string) (string, error) {
+	req, err := http.NewRequest(http.MethodPost, issuerURL+"/token", strings.NewReader(url.Values{"grant_type": {"client_credentials"}}.Encode()))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", basic)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		AccessToken string `json:"access_token"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return "", fmt.Errorf("POST /token: %s: %s", resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return "", err
+	}
+	return body.AccessToken, nil
+}
+
+type wrkResult struct {
+	rps      float64
+	p50, p99 string
+	non2xx   int
+}
+
+var (
+	rpsRe    = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	pctRe    = regexp.MustCompile(`(?m)^\s+(50|99)%\s+(\S+)`)
+	non2xxRe = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
+)
+
+func runWrk(dir, url, script string, d time.Duration) (wrkResult, error) {
+	args := []string{"-t2", "-c" + strconv.Itoa(*connections), "-d" + strconv.Itoa(int(d.Seconds())) + "s", "--latency"}
+	if script != "" {
+		args = append(args, "-s", filepath.Join(dir, script))
+	}
+	out, err := exec.Command("wrk", append(args, url)...).CombinedOutput()
+	if err != nil {
+		return wrkResult{}, fmt.Errorf("wrk %s: %v: %s", url, err, out)
+	}
+	m := rpsRe.FindSubmatch(out)
+	if m == nil {
+		return wrkResult{}, fmt.Errorf("wrk %s: no Requests/sec in %s", url, out)
+	}
+	var r wrkResult
+	r.rps, _ = strconv.ParseFloat(string(m[1]), 64)
+	for _, p := range pctRe.FindAllSubmatch(out, -1) {
+		if string(p[1]) == "50" {
+			r.p50 = string(p[2])
+		} else {
+			r.p99 = string(p[2])
+		}
+	}
+	if m := non2xxRe.FindSubmatch(out); m != nil {
+		r.non2xx, _ = strconv.Atoi(string(m[1]))
+	}
+	if r.non2xx > 0 {
+		return r, fmt.Errorf("wrk %s: %d non-2xx responses", url, r.non2xx)
+	}
+	return r, nil
+}
+
+type rateResult struct {
+	sent, errors  int
+	p50, p99, max time.Duration
+}
+
+// constantRate sends n requests/s for d, each at its scheduled time, and
+// measures latency from that scheduled time.
+func constantRate(n int, d time.Duration, newReq func() (*http.Request, error)) rateResult {
+	total := int(d.Seconds() * float64(n))
+	interval := time.Second / time.Duration(n)
+	lat := make([]time.Duration, total)
+	var errs sync.Map
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}}
+	ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Second)
+	defer cancel()
+	sem := make(chan struct{}, 512)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range total {
+		at := start.Add(time.Duration(i) * interval)
+		if w := time.Until(at); w > 0 {
+			time.Sleep(w)
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			req, err := newReq()
+			if err == nil {
+				var resp *http.Response
+				resp, err = client.Do(req.WithContext(ctx))
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = errors.New(resp.Status)
+					}
+				}
+			}
+			lat[i] = time.Since(at)
+			if err != nil {
+				errs.Store(i, err)
+			}
+		})
+	}
+	wg.Wait()
+	res := rateResult{sent: total}
+	errs.Range(func(_, _ any) bool { res.errors++; return true })
+	slices.Sort(lat)
+	res.p50, res.p99, res.max = lat[total/2].Round(time.Microsecond), lat[total*99/100].Round(time.Microsecond), lat[total-1].Round(time.Microsecond)
+	return res
+}
