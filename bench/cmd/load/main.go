@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,6 +50,7 @@ var (
 	rate        = flag.Int("rate", 10000, "requests/s of the constant-rate runs (0 skips them)")
 	rateFor     = flag.Duration("rate-d", 10*time.Second, "duration of each constant-rate run")
 	tokens      = flag.Int("tokens", 20000, "distinct tokens for the cold validate run")
+	sessions    = flag.Int("sessions", 1_000_000, "live sessions to grow Redis to for the memory and flat-latency figures (0 skips)")
 )
 
 type proc struct{ cmd *exec.Cmd }
@@ -203,6 +205,14 @@ func run() error {
 		return err
 	}
 
+	// Validate latency with few live sessions, to compare with many later.
+	var few latencyProbe
+	if *sessions > 0 {
+		if few, err = probeValidate(issuerURL, cold[:min(1000, len(cold))]); err != nil {
+			return err
+		}
+	}
+
 	scripts := map[string]string{
 		"issue.lua": fmt.Sprintf(`wrk.method = "POST"
 wrk.body = "grant_type=client_credentials&scope=read"
@@ -263,6 +273,13 @@ done = function() end
 	for _, r := range rows {
 		fmt.Printf("| %s | %.0f | %.2f× | %s | %s | %d |\n", r.name, r.res.rps, r.res.rps/rows[0].res.rps, r.res.p50, r.res.p99, r.res.non2xx)
 	}
+
+	if *sessions > 0 {
+		if err := sessionsPhase(issuerURL, basic, redisPort, cold[:min(1000, len(cold))], few); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nissuer peak RSS (VmHWM): %s\n", peakRSS(issuer.cmd.Process.Pid))
 
 	if *rate > 0 {
 		fmt.Printf("\nconstant %d requests/s for %v (open loop, latency from the scheduled start):\n\n", *rate, *rateFor)
@@ -432,4 +449,147 @@ func constantRate(n int, d time.Duration, newReq func() (*http.Request, error)) 
 	slices.Sort(lat)
 	res.p50, res.p99, res.max = lat[total/2].Round(time.Microsecond), lat[total*99/100].Round(time.Microsecond), lat[total-1].Round(time.Microsecond)
 	return res
+}
+
+// latencyProbe is the latency of validating a fixed set of tokens, closed loop.
+type latencyProbe struct {
+	live     int64
+	p50, p99 time.Duration
+}
+
+// probeValidate validates each token 10 times with 8 concurrent clients.
+func probeValidate(issuerURL string, tokens []string) (latencyProbe, error) {
+	lat := make([]time.Duration, 0, len(tokens)*10)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errc := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < len(tokens)*10; i += 8 {
+				req, _ := http.NewRequest(http.MethodGet, issuerURL+"/token/validate", nil)
+				req.Header.Set("Authorization", "Bearer "+tokens[i%len(tokens)])
+				start := time.Now()
+				resp, err := httpClient.Do(req)
+				if err != nil {
+					errc <- err
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				d := time.Since(start)
+				if resp.StatusCode != http.StatusOK {
+					errc <- fmt.Errorf("validate: %s", resp.Status)
+					return
+				}
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return latencyProbe{}, err
+	}
+	slices.Sort(lat)
+	return latencyProbe{p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}, nil
+}
+
+// sessionsPhase grows Redis to *sessions live sessions by issuing real tokens,
+// reporting Redis bytes per session at 100k and at the end, and validate
+// latency on the same tokens with few and with many sessions live.
+func sessionsPhase(issuerURL, basic string, redisPort int, probeTokens []string, few latencyProbe) error {
+	info := func() (used, keys int64, err error) {
+		out, err := exec.Command("redis-cli", "-p", strconv.Itoa(redisPort), "INFO", "memory").Output()
+		if err != nil {
+			return 0, 0, fmt.Errorf("redis-cli: %w", err)
+		}
+		m := regexp.MustCompile(`used_memory:(\d+)`).FindSubmatch(out)
+		if m == nil {
+			return 0, 0, errors.New("no used_memory in INFO")
+		}
+		used, _ = strconv.ParseInt(string(m[1]), 10, 64)
+		out, err = exec.Command("redis-cli", "-p", strconv.Itoa(redisPort), "DBSIZE").Output()
+		if err != nil {
+			return 0, 0, err
+		}
+		keys, _ = strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+		return used, keys, nil
+	}
+	used0, keys0, err := info()
+	if err != nil {
+		return err
+	}
+	few.live = keys0
+	fmt.Printf("\nRedis memory per live session (INFO used_memory delta / keys added, sessions issued through POST /token):\n\n")
+	fmt.Println("| live sessions added | used_memory added | bytes per session |")
+	fmt.Println("|---:|---:|---:|")
+	var issuedTotal int64
+	start := time.Now()
+	for _, target := range []int64{100_000, int64(*sessions)} {
+		if target <= issuedTotal {
+			continue
+		}
+		if err := issueN(issuerURL, basic, target-issuedTotal); err != nil {
+			return err
+		}
+		issuedTotal = target
+		used, keys, err := info()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| %d | %d | %.1f |\n", keys-keys0, used-used0, float64(used-used0)/float64(keys-keys0))
+	}
+	fmt.Printf("\n(issued %d tokens in %v through HTTP: %.0f tokens/s with 64 clients, no wrk)\n", issuedTotal, time.Since(start).Round(time.Second), float64(issuedTotal)/time.Since(start).Seconds())
+	_, keys, err := info()
+	if err != nil {
+		return err
+	}
+	many, err := probeValidate(issuerURL, probeTokens)
+	if err != nil {
+		return err
+	}
+	many.live = keys
+	fmt.Printf("\nvalidate latency on the same %d tokens (8 clients, closed loop):\n\n", len(probeTokens))
+	fmt.Println("| Redis keys live | p50 | p99 |")
+	fmt.Println("|---:|---:|---:|")
+	for _, p := range []latencyProbe{few, many} {
+		fmt.Printf("| %d | %v | %v |\n", p.live, p.p50.Round(time.Microsecond), p.p99.Round(time.Microsecond))
+	}
+	return nil
+}
+
+// issueN issues n tokens with 64 concurrent clients.
+func issueN(issuerURL, basic string, n int64) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errc := make(chan error, 64)
+	for range 64 {
+		wg.Go(func() {
+			for next.Add(1) <= n {
+				if _, err := issue(issuerURL, basic); err != nil {
+					errc <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+// peakRSS reads the high-water resident set size of a process.
+func peakRSS(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }
