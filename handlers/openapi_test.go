@@ -1,0 +1,254 @@
+package handlers_test
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/goccy/go-yaml"
+
+	"snowtoken/handlers"
+	"snowtoken/internal/redistest"
+	"snowtoken/snowflakealg"
+	"snowtoken/token"
+)
+
+// openAPIPath is docs/openapi.yaml, relative to this package's directory.
+const openAPIPath = "../docs/openapi.yaml"
+
+// openAPIMethods are the keys of a path item that are operations.
+var openAPIMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+// loadOpenAPI parses the OpenAPI description into plain maps and slices.
+func loadOpenAPI(tb testing.TB) map[string]any {
+	tb.Helper()
+	b, err := os.ReadFile(openAPIPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		tb.Fatalf("%s: %v", openAPIPath, err)
+	}
+	if got, want := doc["openapi"], "3.0.3"; got != want {
+		tb.Fatalf("%s: openapi %v, want %s", openAPIPath, got, want)
+	}
+	return doc
+}
+
+// openAPIPaths returns the description's path items by path template.
+func openAPIPaths(tb testing.TB, doc map[string]any) map[string]map[string]any {
+	tb.Helper()
+	raw, ok := doc["paths"].(map[string]any)
+	if !ok || len(raw) == 0 {
+		tb.Fatalf("%s: no paths", openAPIPath)
+	}
+	paths := make(map[string]map[string]any, len(raw))
+	for p, item := range raw {
+		m, ok := item.(map[string]any)
+		if !ok {
+			tb.Fatalf("%s: path %s is %T, want a mapping", openAPIPath, p, item)
+		}
+		paths[p] = m
+	}
+	return paths
+}
+
+// openAPITemplate turns a gin route (/ids/:id, /files/*rest) into an OpenAPI
+// path template (/ids/{id}, /files/{rest}).
+func openAPITemplate(ginPath string) string {
+	segs := strings.Split(ginPath, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, ":") || strings.HasPrefix(s, "*") {
+			segs[i] = "{" + s[1:] + "}"
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// routesEngine is the real engine, built by handlers.New, for its route table.
+func routesEngine(tb testing.TB) *gin.Engine {
+	tb.Helper()
+	key, err := token.GenerateKey()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	keys, err := token.NewKeySet(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, sum, err := token.NewClientSecret()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	clients, err := token.NewClients([]token.Client{{ID: "docs", SecretSHA256: sum, Scopes: []string{"docs:read"}}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ids, err := snowflakealg.New(snowflakealg.Settings{WorkerID: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r := redistest.New(tb)
+	store := token.NewStore(r.Client, r.Prefix)
+	tb.Cleanup(store.Close)
+	svc, err := token.NewService(keys, store, ids, token.Options{Issuer: "https://issuer.test"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	engine, err := handlers.New(handlers.Options{
+		Service: svc, Clients: clients, IDs: ids, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return engine
+}
+
+// TestOpenAPIRoutes checks that docs/openapi.yaml documents every route the
+// engine serves and nothing it does not.
+func TestOpenAPIRoutes(t *testing.T) {
+	t.Parallel()
+	paths := openAPIPaths(t, loadOpenAPI(t))
+	documented := map[string]bool{}
+	for p, item := range paths {
+		for _, m := range openAPIMethods {
+			if _, ok := item[m]; ok {
+				documented[strings.ToUpper(m)+" "+p] = true
+			}
+		}
+	}
+	served := map[string]bool{}
+	for _, r := range routesEngine(t).Routes() {
+		served[r.Method+" "+openAPITemplate(r.Path)] = true
+	}
+
+	var undocumented, unserved []string
+	for op := range served {
+		if !documented[op] {
+			undocumented = append(undocumented, op)
+		}
+	}
+	for op := range documented {
+		if !served[op] {
+			unserved = append(unserved, op)
+		}
+	}
+	slices.Sort(undocumented)
+	slices.Sort(unserved)
+	if len(undocumented) > 0 {
+		t.Errorf("served but not in %s:\n\t%s", openAPIPath, strings.Join(undocumented, "\n\t"))
+	}
+	if len(unserved) > 0 {
+		t.Errorf("in %s but not served:\n\t%s", openAPIPath, strings.Join(unserved, "\n\t"))
+	}
+}
+
+// TestOpenAPIOperations checks that every operation has a response and
+// declares each parameter of its path template.
+func TestOpenAPIOperations(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	for p, item := range openAPIPaths(t, doc) {
+		for _, m := range openAPIMethods {
+			raw, ok := item[m]
+			if !ok {
+				continue
+			}
+			name := strings.ToUpper(m) + " " + p
+			op, ok := raw.(map[string]any)
+			if !ok {
+				t.Errorf("%s: operation is %T, want a mapping", name, raw)
+				continue
+			}
+			if responses, _ := op["responses"].(map[string]any); len(responses) == 0 {
+				t.Errorf("%s: no responses", name)
+			}
+			declared := map[string]bool{}
+			for _, params := range []any{item["parameters"], op["parameters"]} {
+				list, _ := params.([]any)
+				for _, param := range list {
+					pm, _ := param.(map[string]any)
+					if ref, ok := pm["$ref"].(string); ok {
+						pm, _ = resolveRef(doc, ref).(map[string]any)
+					}
+					if pm["in"] == "path" {
+						declared[fmt.Sprint(pm["name"])] = true
+					}
+				}
+			}
+			for _, want := range pathParams(p) {
+				if !declared[want] {
+					t.Errorf("%s: path parameter %q not declared", name, want)
+				}
+			}
+		}
+	}
+}
+
+// pathParams returns the names in a path template's braces.
+func pathParams(template string) []string {
+	var names []string
+	for _, seg := range strings.Split(template, "/") {
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			names = append(names, seg[1:len(seg)-1])
+		}
+	}
+	return names
+}
+
+// TestOpenAPIRefs checks that every $ref is local and resolves.
+func TestOpenAPIRefs(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	var refs int
+	var walk func(at string, v any)
+	walk = func(at string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"]; ok {
+				refs++
+				s, _ := ref.(string)
+				if resolveRef(doc, s) == nil {
+					t.Errorf("%s: $ref %v does not resolve", at, ref)
+				}
+			}
+			for k, e := range v {
+				walk(at+"/"+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s/%d", at, i), e)
+			}
+		}
+	}
+	walk("#", doc)
+	if refs == 0 {
+		t.Errorf("%s: no $ref found; is the walk broken?", openAPIPath)
+	}
+}
+
+// resolveRef follows a local JSON pointer ("#/components/schemas/X") in doc,
+// or returns nil.
+func resolveRef(doc map[string]any, ref string) any {
+	rest, ok := strings.CutPrefix(ref, "#/")
+	if !ok {
+		return nil
+	}
+	var cur any = doc
+	for _, tok := range strings.Split(rest, "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		if cur, ok = m[tok]; !ok {
+			return nil
+		}
+	}
+	return cur
+}
