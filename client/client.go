@@ -1,0 +1,422 @@
+// Package client lets a service accept snowtoken access tokens: a Validator
+// checks a bearer token, and its middleware (net/http or gin) answers 401, 403
+// or 503 on its own and hands the token's claims to the next handler.
+//
+// A Validator works in one of two modes:
+//
+//   - Remote (the default) asks the issuer about every token:
+//     GET {IssuerURL}/token/validate with the same Authorization header. The
+//     issuer checks signature, claims and its Redis session record, so a
+//     revoked token is rejected at once.
+//   - Local verifies the signature itself against the issuer's JWKS (EdDSA
+//     only, typ at+jwt, iss, aud, exp and iat), so forged, tampered, expired
+//     and foreign tokens are rejected without a network call and the issuer is
+//     never made to check them. Revocation lives only in the issuer's Redis,
+//     so by default a token that passes the local checks is then still sent to
+//     /token/validate (RevocationCheck Check). Only with RevocationCheck Skip
+//     does a valid token pass without asking anyone, and then A REVOKED TOKEN
+//     IS ACCEPTED UNTIL IT EXPIRES; see Skip.
+//
+// Staleness. With CacheTTL zero (the default) every token is checked with
+// the issuer on every request, and revocation takes effect at once. With
+// CacheTTL above zero an answer of the issuer is reused for up to CacheTTL,
+// and never past the token's exp: a token revoked at the issuer may still be
+// accepted for at most CacheTTL. Rejections are remembered for at most
+// CacheTTL too, and failures to reach the issuer never.
+//
+// Failing closed. When the issuer cannot be reached, times out (Timeout, 2 s
+// by default), or answers 5xx or anything unexpected, Validate returns an
+// error wrapping ErrUnavailable and the middleware answers 503 with
+// Retry-After and {"error":"temporarily_unavailable"}: never a pass.
+//
+// Tokens are never logged, and never part of an error.
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"snowtoken/bitsalloc"
+)
+
+// Errors returned by this package, wrapped with detail; match them with
+// errors.Is. The middleware answers ErrNoToken and ErrInvalidToken with 401,
+// ErrInsufficientScope with 403 and ErrUnavailable with 503.
+var (
+	ErrNoToken           = errors.New("client: no bearer token")
+	ErrInvalidToken      = errors.New("client: invalid token")
+	ErrInsufficientScope = errors.New("client: insufficient scope")
+	ErrUnavailable       = errors.New("client: token issuer unavailable")
+	ErrBadScope          = errors.New("client: malformed required scope")
+	ErrOptions           = errors.New("client: bad options")
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout         = 2 * time.Second
+	DefaultLeeway          = 5 * time.Second
+	DefaultCacheSize       = 10_000
+	DefaultJWKSMaxAge      = 5 * time.Minute
+	DefaultJWKSMinInterval = 10 * time.Second
+	DefaultRealm           = "snowtoken"
+	// MaxTokenLen bounds the tokens looked at; the issuer refuses longer ones too.
+	MaxTokenLen = 4096
+)
+
+// Mode chooses who verifies a token's signature.
+type Mode int
+
+const (
+	// Remote asks the issuer about every token (GET /token/validate). It is
+	// the zero value.
+	Remote Mode = iota
+	// Local verifies signatures and claims against the issuer's JWKS, then
+	// checks revocation as RevocationCheck says.
+	Local
+)
+
+// RevocationCheck says whether Local mode asks the issuer if a token whose
+// signature and claims check out has been revoked.
+type RevocationCheck int
+
+const (
+	// Check asks the issuer (GET /token/validate) about every token that
+	// passed the local checks, through the cache when CacheTTL is set. It is
+	// the zero value, so a revoked token is rejected as in Remote mode; Local
+	// mode still spares the issuer every forged, expired or malformed token.
+	Check RevocationCheck = iota
+	// Skip trusts a valid signature alone and never asks the issuer.
+	//
+	// WARNING: the issuer's revocation (POST /token/revoke, DELETE
+	// /subjects/{sub}/tokens) is then NOT SEEN: a revoked token, or every
+	// token of a subject whose tokens were all revoked, is accepted until its
+	// own exp, up to the issuer's maximum token lifetime (24 h by default).
+	// Choose it only for tokens with short lifetimes, or where accepting a
+	// revoked token that long is acceptable.
+	Skip
+)
+
+// Options configures a Validator. Zero values mean the documented defaults;
+// only IssuerURL is required.
+type Options struct {
+	// IssuerURL is the issuer's base URL as this service reaches it, such as
+	// "http://issuer:8080". Required; http or https, no query.
+	IssuerURL string
+
+	// Mode is Remote (zero) or Local.
+	Mode Mode
+
+	// RevocationCheck applies to Local mode: Check (zero) or Skip. Read Skip
+	// before choosing it.
+	RevocationCheck RevocationCheck
+
+	// Issuer is the iss a token must carry. Empty means IssuerURL in Local
+	// mode; in Remote mode it means no check here (the issuer accepts only its
+	// own iss).
+	Issuer string
+
+	// Audience, if set, must be one of the token's aud values, in both modes.
+	Audience string
+
+	// Leeway allows for clock skew on exp and iat in Local mode. Zero means
+	// DefaultLeeway; negative means none.
+	Leeway time.Duration
+
+	// Timeout bounds each call to the issuer. Zero means DefaultTimeout.
+	Timeout time.Duration
+
+	// CacheTTL is how long an answer of the issuer is reused, keyed by the
+	// SHA-256 of the token. Zero (the default) means no cache: revocation
+	// takes effect at once. Above zero, a revoked token may be accepted for at
+	// most CacheTTL after its revocation, and never past its exp; rejections
+	// are kept for at most CacheTTL; failures are never kept.
+	CacheTTL time.Duration
+
+	// CacheSize bounds the cache's entries. Zero means DefaultCacheSize.
+	CacheSize int
+
+	// JWKSMaxAge is how old the keys of Local mode may grow before they are
+	// fetched again. Zero means DefaultJWKSMaxAge. When a fetch fails the keys
+	// already known stay in use.
+	JWKSMaxAge time.Duration
+
+	// JWKSMinInterval is the least time between two JWKS fetches, so a flood
+	// of tokens with unknown kids costs the issuer at most one fetch per
+	// interval. Zero means DefaultJWKSMinInterval. A key is therefore best
+	// published in the JWKS (as a verify-only key of the issuer's key set)
+	// before it starts signing; otherwise a token signed by it may be refused
+	// for up to this long after a fetch.
+	JWKSMinInterval time.Duration
+
+	// IDLayout is the layout of the Snowflake IDs in jti, used to find the
+	// issuing worker in Local mode with Skip (otherwise the issuer says which).
+	// Nil means bitsalloc.Default() (41/10/12).
+	IDLayout *bitsalloc.BitsAllocator
+
+	// Realm names the protection space in WWW-Authenticate challenges. Empty
+	// means DefaultRealm.
+	Realm string
+
+	// HTTPClient calls the issuer. Nil means a client of its own that does not
+	// follow redirects. Timeout applies either way.
+	HTTPClient *http.Client
+
+	// Logger receives failures to reach the issuer; never a token. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+
+	// Now reads the clock. Nil means time.Now. Tests inject a fake clock.
+	Now func() time.Time
+}
+
+// Validator checks snowtoken access tokens. It is safe for concurrent use.
+type Validator struct {
+	opts        Options
+	validateURL string
+	http        *http.Client
+	cache       *answerCache // nil when CacheTTL is zero
+	keys        *keyCache    // Local mode only
+	parser      *jwt.Parser  // Local mode only
+}
+
+// New returns a Validator configured by opts. It does no I/O: Local mode
+// fetches the JWKS when the first token arrives.
+func New(opts Options) (*Validator, error) {
+	u, err := url.Parse(opts.IssuerURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%w: IssuerURL %.100q must be an http(s) base URL such as http://issuer:8080", ErrOptions, opts.IssuerURL)
+	}
+	base := strings.TrimRight(u.String(), "/")
+	switch {
+	case opts.Mode != Remote && opts.Mode != Local:
+		return nil, fmt.Errorf("%w: unknown Mode %d", ErrOptions, opts.Mode)
+	case opts.RevocationCheck != Check && opts.RevocationCheck != Skip:
+		return nil, fmt.Errorf("%w: unknown RevocationCheck %d", ErrOptions, opts.RevocationCheck)
+	case opts.Timeout < 0, opts.CacheTTL < 0, opts.CacheSize < 0, opts.JWKSMaxAge < 0, opts.JWKSMinInterval < 0:
+		return nil, fmt.Errorf("%w: durations and sizes must not be negative", ErrOptions)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Leeway == 0 {
+		opts.Leeway = DefaultLeeway
+	}
+	opts.Leeway = max(opts.Leeway, 0)
+	if opts.CacheSize == 0 {
+		opts.CacheSize = DefaultCacheSize
+	}
+	if opts.JWKSMaxAge == 0 {
+		opts.JWKSMaxAge = DefaultJWKSMaxAge
+	}
+	if opts.JWKSMinInterval == 0 {
+		opts.JWKSMinInterval = DefaultJWKSMinInterval
+	}
+	if opts.IDLayout == nil {
+		opts.IDLayout = bitsalloc.Default()
+	}
+	if opts.Realm == "" {
+		opts.Realm = DefaultRealm
+	}
+	if strings.ContainsAny(opts.Realm, "\"\\\r\n") {
+		return nil, fmt.Errorf("%w: Realm must not hold quotes, backslashes or line breaks", ErrOptions)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Issuer == "" && opts.Mode == Local {
+		opts.Issuer = base
+	}
+	v := &Validator{opts: opts, validateURL: base + "/token/validate", http: opts.HTTPClient}
+	if v.http == nil {
+		v.http = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	if opts.CacheTTL > 0 {
+		v.cache = newAnswerCache(opts.CacheSize)
+	}
+	if opts.Mode == Local {
+		v.keys = &keyCache{v: v, url: base + "/.well-known/jwks.json"}
+		popts := []jwt.ParserOption{
+			jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
+			jwt.WithIssuer(opts.Issuer),
+			jwt.WithLeeway(opts.Leeway),
+			jwt.WithExpirationRequired(),
+			jwt.WithIssuedAt(),
+			jwt.WithTimeFunc(opts.Now),
+			jwt.WithStrictDecoding(),
+		}
+		if opts.Audience != "" {
+			popts = append(popts, jwt.WithAudience(opts.Audience))
+		}
+		v.parser = jwt.NewParser(popts...)
+	}
+	return v, nil
+}
+
+// Validate checks a raw token (without "Bearer ") and that it carries every
+// one of requiredScopes. It returns the token's claims, or an error wrapping
+// ErrInvalidToken, ErrInsufficientScope, ErrUnavailable or ErrBadScope.
+func (v *Validator) Validate(ctx context.Context, raw string, requiredScopes ...string) (*Claims, error) {
+	if err := checkScopes(requiredScopes); err != nil {
+		return nil, err
+	}
+	if err := checkSyntax(raw); err != nil {
+		return nil, err
+	}
+	if v.opts.Mode == Local {
+		c, err := v.verifyLocal(ctx, raw)
+		if err != nil {
+			return nil, err
+		}
+		if v.opts.RevocationCheck == Skip {
+			return c, requireScopes(c, requiredScopes)
+		}
+	}
+	return v.ask(ctx, raw, requiredScopes)
+}
+
+// ask returns the issuer's answer about raw, from the cache when it holds
+// one, and checks the scopes.
+func (v *Validator) ask(ctx context.Context, raw string, scopes []string) (*Claims, error) {
+	var key [sha256.Size]byte
+	now := v.opts.Now()
+	if v.cache != nil {
+		key = sha256.Sum256([]byte(raw))
+		if c, err, ok := v.cache.get(&key, now); ok {
+			if err != nil {
+				return nil, err
+			}
+			return c, requireScopes(c, scopes)
+		}
+	}
+	c, err := v.callIssuer(ctx, raw, scopes)
+	if v.cache != nil {
+		// The answer is as old as the moment before the call; it is kept for
+		// CacheTTL from then, and a positive one never past the token's exp.
+		until := now.Add(v.opts.CacheTTL)
+		switch {
+		case err == nil:
+			if c.ExpiresAt.Before(until) {
+				until = c.ExpiresAt
+			}
+			v.cache.put(&key, answer{claims: c.clone(), until: until}, now)
+		case errors.Is(err, ErrInvalidToken):
+			v.cache.put(&key, answer{err: err, until: until}, now)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, requireScopes(c, scopes)
+}
+
+// Claims are what a valid token says.
+type Claims struct {
+	Subject   string
+	ClientID  string
+	Scopes    []string
+	Issuer    string
+	Audience  []string
+	IssuedAt  time.Time
+	ExpiresAt time.Time
+	// TokenID is the jti: the token's Snowflake ID in decimal.
+	TokenID string
+	// WorkerID is the issuer worker that made TokenID.
+	WorkerID int64
+}
+
+// HasScope reports whether the token carries scope.
+func (c *Claims) HasScope(scope string) bool { return slices.Contains(c.Scopes, scope) }
+
+func (c *Claims) clone() *Claims {
+	d := *c
+	d.Scopes = slices.Clone(c.Scopes)
+	d.Audience = slices.Clone(c.Audience)
+	return &d
+}
+
+// requireScopes returns nil when c carries every scope in want.
+func requireScopes(c *Claims, want []string) error {
+	for _, s := range want {
+		if !c.HasScope(s) {
+			return fmt.Errorf("%w: token lacks %q", ErrInsufficientScope, strings.Join(want, " "))
+		}
+	}
+	return nil
+}
+
+// checkScopes accepts scopes as RFC 6749 §3.3 defines them: printable ASCII
+// other than space, double quote and backslash.
+func checkScopes(scopes []string) error {
+	for _, s := range scopes {
+		if s == "" || len(s) > 128 {
+			return fmt.Errorf("%w: %.32q must be 1 to 128 characters", ErrBadScope, s)
+		}
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+				return fmt.Errorf("%w: %.32q: character %q not allowed", ErrBadScope, s, c)
+			}
+		}
+	}
+	return nil
+}
+
+// checkSyntax rejects, without a network call, anything that is not shaped
+// like a compact JWS: three non-empty base64url segments.
+func checkSyntax(raw string) error {
+	if len(raw) > MaxTokenLen {
+		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+	}
+	segments, start := 0, 0
+	for i := 0; i <= len(raw); i++ {
+		if i == len(raw) || raw[i] == '.' {
+			if i == start {
+				return fmt.Errorf("%w: not a JWT", ErrInvalidToken)
+			}
+			segments++
+			start = i + 1
+			continue
+		}
+		if c := raw[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("%w: not a JWT", ErrInvalidToken)
+		}
+	}
+	if segments != 3 {
+		return fmt.Errorf("%w: not a JWT", ErrInvalidToken)
+	}
+	return nil
+}
+
+// claimsKey keys the claims in a context.Context.
+type claimsKey struct{}
+
+// GinKey is the key GinMiddleware stores the *Claims under with c.Set.
+const GinKey = "snowtoken/client.claims"
+
+// NewContext returns a copy of ctx that carries c, as the middleware passes it
+// on; handler tests use it too.
+func NewContext(ctx context.Context, c *Claims) context.Context {
+	return context.WithValue(ctx, claimsKey{}, c)
+}
+
+// ClaimsFrom returns the claims the middleware put in ctx. A *gin.Context
+// works too: it finds what GinMiddleware stored under GinKey.
+func ClaimsFrom(ctx context.Context) (*Claims, bool) {
+	if c, ok := ctx.Value(claimsKey{}).(*Claims); ok && c != nil {
+		return c, true
+	}
+	c, ok := ctx.Value(GinKey).(*Claims)
+	return c, ok && c != nil
+}

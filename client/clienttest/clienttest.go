@@ -1,0 +1,244 @@
+// Package clienttest runs a real snowtoken issuer in-process, for tests and
+// examples of services that accept its tokens: the same token.Service and
+// gin handlers as the snowtoken binary, served by an httptest.Server, with
+// one client allowed to ask for tokens.
+package clienttest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"snowtoken/handlers"
+	"snowtoken/internal/redistest"
+	"snowtoken/snowflakealg"
+	"snowtoken/token"
+)
+
+// Config configures an Issuer. Zero values mean the documented defaults.
+type Config struct {
+	// Redis holds the sessions. Nil means an embedded miniredis of its own.
+	Redis redis.UniversalClient
+	// Prefix starts every Redis key. Empty means token.DefaultKeyPrefix.
+	Prefix string
+	// ClientID names the client tokens are issued to. Empty means "orders-app".
+	ClientID string
+	// Scopes are the client's. Nil means orders:read and orders:write.
+	Scopes []string
+	// WorkerID goes into every token ID.
+	WorkerID int64
+	// Now is the issuer's clock for iat, exp and validation. Nil means
+	// time.Now. Share it with the code under test to move both in step.
+	Now func() time.Time
+}
+
+// Issuer is a running issuer.
+type Issuer struct {
+	// URL is the issuer's base URL, and the iss of its tokens.
+	URL string
+	// ClientID and ClientSecret authenticate the client (an admin).
+	ClientID, ClientSecret string
+
+	srv     *httptest.Server
+	mini    *miniredis.Miniredis
+	ownRDB  *redis.Client // the client of mini
+	handler atomic.Pointer[http.Handler]
+	store   *token.Store
+	ids     *snowflakealg.SnowFlakeAlg
+	clients *token.Clients
+	now     func() time.Time
+
+	mu   sync.Mutex
+	keys []token.Key
+	hits map[string]int
+}
+
+// New starts an Issuer on the Redis of internal/redistest (a real one when
+// SNOWTOKEN_TEST_REDIS_URL is set), stopped when tb ends.
+func New(tb testing.TB, cfg Config) *Issuer {
+	tb.Helper()
+	if cfg.Redis == nil {
+		r := redistest.New(tb)
+		cfg.Redis, cfg.Prefix = r.Client, r.Prefix
+	}
+	is, err := Start(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(is.Close)
+	return is
+}
+
+// Start starts an Issuer; Close stops it.
+func Start(cfg Config) (_ *Issuer, err error) {
+	if cfg.ClientID == "" {
+		cfg.ClientID = "orders-app"
+	}
+	if cfg.Scopes == nil {
+		cfg.Scopes = []string{"orders:read", "orders:write"}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	is := &Issuer{ClientID: cfg.ClientID, now: cfg.Now, hits: make(map[string]int)}
+	defer func() {
+		if err != nil {
+			is.Close()
+		}
+	}()
+	if cfg.Redis == nil {
+		m, err := miniredis.Run()
+		if err != nil {
+			return nil, err
+		}
+		is.mini, is.ownRDB = m, redis.NewClient(&redis.Options{Addr: m.Addr()})
+		cfg.Redis = is.ownRDB
+	}
+	is.store = token.NewStore(cfg.Redis, cfg.Prefix)
+	secret, sum, err := token.NewClientSecret()
+	if err != nil {
+		return nil, err
+	}
+	is.ClientSecret = secret
+	if is.clients, err = token.NewClients([]token.Client{{
+		ID: cfg.ClientID, SecretSHA256: sum, Scopes: cfg.Scopes, MaySetSubject: true, Admin: true,
+	}}); err != nil {
+		return nil, err
+	}
+	if is.ids, err = snowflakealg.New(snowflakealg.Settings{WorkerID: cfg.WorkerID}); err != nil {
+		return nil, err
+	}
+	key, err := token.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	is.keys = []token.Key{key}
+
+	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		is.mu.Lock()
+		is.hits[r.URL.Path]++
+		is.mu.Unlock()
+		(*is.handler.Load()).ServeHTTP(w, r)
+	}))
+	is.URL = is.srv.URL
+	if err := is.serveKeys(); err != nil {
+		return nil, err
+	}
+	return is, nil
+}
+
+// serveKeys builds the service and handlers on the current keys and serves
+// them, as serve.go wires them.
+func (is *Issuer) serveKeys() error {
+	keys, err := token.NewKeySet(is.keys...)
+	if err != nil {
+		return err
+	}
+	svc, err := token.NewService(keys, is.store, is.ids, token.Options{Issuer: is.URL, Now: is.now})
+	if err != nil {
+		return err
+	}
+	h, err := handlers.New(handlers.Options{
+		Service: svc, Clients: is.clients, IDs: is.ids, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return err
+	}
+	var hh http.Handler = h
+	is.handler.Store(&hh)
+	return nil
+}
+
+// RotateKey makes a new key sign from now on; the old ones still verify and
+// stay in the JWKS. It returns the new kid.
+func (is *Issuer) RotateKey() (string, error) {
+	key, err := token.GenerateKey()
+	if err != nil {
+		return "", err
+	}
+	is.mu.Lock()
+	old := is.keys
+	is.keys = append([]token.Key{key}, old...)
+	is.mu.Unlock()
+	return key.ID, is.serveKeys()
+}
+
+// Requests returns how many requests have come for path, such as
+// "/token/validate".
+func (is *Issuer) Requests(path string) int {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return is.hits[path]
+}
+
+// Close stops the issuer: from then on it refuses connections.
+func (is *Issuer) Close() {
+	if is.srv != nil {
+		is.srv.Close()
+	}
+	if is.mini != nil {
+		is.ownRDB.Close()
+		is.mini.Close()
+	}
+}
+
+// Token asks POST /token for a token with scope (space-separated; empty
+// means all of the client's).
+func (is *Issuer) Token(ctx context.Context, scope string) (string, error) {
+	form := url.Values{"grant_type": {"client_credentials"}}
+	if scope != "" {
+		form.Set("scope", scope)
+	}
+	body, err := is.post(ctx, "/token", form)
+	if err != nil {
+		return "", err
+	}
+	var resp struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil || resp.AccessToken == "" {
+		return "", fmt.Errorf("clienttest: POST /token: no access_token in %.200q", body)
+	}
+	return resp.AccessToken, nil
+}
+
+// Revoke revokes raw with POST /token/revoke.
+func (is *Issuer) Revoke(ctx context.Context, raw string) error {
+	_, err := is.post(ctx, "/token/revoke", url.Values{"token": {raw}})
+	return err
+}
+
+func (is *Issuer) post(ctx context.Context, path string, form url.Values) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, is.URL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(url.QueryEscape(is.ClientID), url.QueryEscape(is.ClientSecret))
+	resp, err := is.srv.Client().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("clienttest: POST %s: %d %.200s", path, resp.StatusCode, body)
+	}
+	return body, nil
+}

@@ -1,0 +1,104 @@
+// Command consumer is the demo service of the Compose stack: a service that
+// accepts snowtoken tokens through package client (remote mode: the issuer
+// is asked about every token, so revocation takes effect at once).
+//
+//	GET /orders   the orders, for a bearer token with scope orders:read
+//	GET /healthz  {"status":"ok"}
+//
+//	SNOWTOKEN_ISSUER_URL  the issuer's base URL, such as http://issuer:8080 (required)
+//	CONSUMER_ADDR         the address to listen on; default :8081
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"snowtoken/client"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "consumer:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx ends, then finishes in-flight requests.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q: configure with SNOWTOKEN_ISSUER_URL and CONSUMER_ADDR", args)
+	}
+	log := slog.New(slog.NewJSONHandler(stdout, nil))
+	v, err := client.New(client.Options{IssuerURL: getenv("SNOWTOKEN_ISSUER_URL"), Logger: log})
+	if err != nil {
+		return fmt.Errorf("SNOWTOKEN_ISSUER_URL: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /orders", v.Middleware(http.HandlerFunc(orders), "orders:read"))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, map[string]string{"status": "ok"})
+	})
+	ln, err := net.Listen("tcp", cmp.Or(getenv("CONSUMER_ADDR"), ":8081"))
+	if err != nil {
+		return fmt.Errorf("CONSUMER_ADDR: %w", err)
+	}
+	srv := &http.Server{
+		Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "issuer", getenv("SNOWTOKEN_ISSUER_URL"))
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+type order struct {
+	ID       string `json:"id"`
+	Item     string `json:"item"`
+	Quantity int    `json:"quantity"`
+}
+
+// orders answers with the (fixed) orders and who asked; the middleware has
+// checked the token.
+func orders(w http.ResponseWriter, r *http.Request) {
+	c, _ := client.ClaimsFrom(r.Context())
+	writeJSON(w, struct {
+		Orders  []order `json:"orders"`
+		Subject string  `json:"subject"`
+	}{[]order{{"1001", "snow shovel", 1}, {"1002", "ice scraper", 2}}, c.Subject})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}

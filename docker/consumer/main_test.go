@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"snowtoken/client/clienttest"
+)
+
+// start runs the consumer against issuerURL on a free port and returns its
+// base URL; it is stopped, and must stop cleanly, when the test ends.
+func start(t *testing.T, issuerURL string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	env := map[string]string{"SNOWTOKEN_ISSUER_URL": issuerURL, "CONSUMER_ADDR": "127.0.0.1:0"}
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, nil, func(k string) string { return env[k] }, pw)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run after shutdown: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("run did not return after its context ended")
+		}
+	})
+
+	lines := bufio.NewReader(pr)
+	first, err := lines.ReadBytes('\n') // the "listening" log line
+	if err != nil {
+		t.Fatalf("no start-up log: %v", err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, lines) }()
+	var l struct{ Msg, Addr string }
+	if err := json.Unmarshal(first, &l); err != nil || l.Msg != "listening" || l.Addr == "" {
+		t.Fatalf("start-up log %q: %v", first, err)
+	}
+	return "http://" + l.Addr
+}
+
+func get(t *testing.T, url, tok string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+func TestConsumer(t *testing.T) {
+	issuer := clienttest.New(t, clienttest.Config{})
+	base := start(t, issuer.URL)
+
+	if resp, body := get(t, base+"/healthz", ""); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"ok"`) {
+		t.Errorf("GET /healthz: got %d %s, want 200", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, base+"/orders", ""); resp.StatusCode != http.StatusUnauthorized ||
+		resp.Header.Get("WWW-Authenticate") != `Bearer realm="snowtoken"` {
+		t.Errorf("no token: got %d %q, want 401 with a Bearer challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+
+	reader, err := issuer.Token(t.Context(), "orders:read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body := get(t, base+"/orders", reader)
+	var got struct {
+		Orders  []map[string]any `json:"orders"`
+		Subject string           `json:"subject"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); resp.StatusCode != http.StatusOK || err != nil ||
+		got.Subject != issuer.ClientID || len(got.Orders) == 0 {
+		t.Errorf("valid token: got %d %s, want 200 with the orders of %s", resp.StatusCode, body, issuer.ClientID)
+	}
+
+	writer, err := issuer.Token(t.Context(), "orders:write")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := get(t, base+"/orders", writer); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("token without orders:read: got %d, want 403", resp.StatusCode)
+	}
+
+	if err := issuer.Revoke(t.Context(), reader); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := get(t, base+"/orders", reader); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("revoked token: got %d, want 401", resp.StatusCode)
+	}
+
+	issuer.Close()
+	if resp, _ := get(t, base+"/orders", writer); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("issuer down: got %d Retry-After %q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+func TestRunRejectsBadConfiguration(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+	}{
+		"no issuer URL": {nil, map[string]string{}},
+		"bad issuer":    {nil, map[string]string{"SNOWTOKEN_ISSUER_URL": "issuer:8080"}},
+		"bad address":   {nil, map[string]string{"SNOWTOKEN_ISSUER_URL": "http://issuer:8080", "CONSUMER_ADDR": "nope"}},
+		"arguments":     {[]string{"serve"}, map[string]string{"SNOWTOKEN_ISSUER_URL": "http://issuer:8080"}},
+	} {
+		if err := run(t.Context(), tc.args, func(k string) string { return tc.env[k] }, io.Discard); err == nil {
+			t.Errorf("%s: run returned nil, want an error", name)
+		}
+	}
+}
