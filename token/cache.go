@@ -11,6 +11,7 @@ import (
 // token itself. When a shard is full an arbitrary entry makes room.
 type verifiedCache struct {
 	shards   [cacheShards]cacheShard
+	nShards  int // shards in use: fewer than cacheShards when size is smaller
 	perShard int
 }
 
@@ -25,15 +26,16 @@ func newVerifiedCache(size int) *verifiedCache {
 	if size <= 0 {
 		return nil
 	}
-	c := &verifiedCache{perShard: max(1, size/cacheShards)}
-	for i := range c.shards {
+	n := min(size, cacheShards)
+	c := &verifiedCache{nShards: n, perShard: size / n}
+	for i := range c.shards[:n] {
 		c.shards[i].m = make(map[[sha256.Size]byte]*Verified)
 	}
 	return c
 }
 
 func (c *verifiedCache) shard(key *[sha256.Size]byte) *cacheShard {
-	return &c.shards[key[0]%cacheShards]
+	return &c.shards[int(key[0])%c.nShards]
 }
 
 // get returns the entry for key if it is still within until (its expiry plus leeway).
