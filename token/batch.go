@@ -2,6 +2,7 @@ package token
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,6 +19,11 @@ type batcher struct {
 	queue   chan *batchOp
 	stop    chan struct{}
 	timeout time.Duration
+
+	// mu orders close after every enqueue: do holds it to read closed and
+	// enqueue, so nothing is queued once the senders may have left.
+	mu     sync.RWMutex
+	closed bool
 }
 
 type batchOp struct {
@@ -41,13 +47,18 @@ func newBatcher(rdb redis.UniversalClient, timeout time.Duration) *batcher {
 // do runs cmd in the next batch and waits for its result, or for ctx.
 func (b *batcher) do(ctx context.Context, cmd redis.Cmder) error {
 	op := &batchOp{cmd: cmd, done: make(chan struct{})}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return errStoreClosed
+	}
 	select {
 	case b.queue <- op:
 	case <-ctx.Done():
+		b.mu.RUnlock()
 		return ctx.Err()
-	case <-b.stop:
-		return errStoreClosed
 	}
+	b.mu.RUnlock()
 	select {
 	case <-op.done:
 		return cmd.Err()
@@ -57,7 +68,14 @@ func (b *batcher) do(ctx context.Context, cmd redis.Cmder) error {
 }
 
 // close stops the senders once the commands queued so far are sent.
-func (b *batcher) close() { close(b.stop) }
+func (b *batcher) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		close(b.stop)
+	}
+}
 
 func (b *batcher) send() {
 	batch := make([]*batchOp, 0, batchMax)
