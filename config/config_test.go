@@ -1,0 +1,319 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"maps"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// envOf returns a getenv that reads m.
+func envOf(m map[string]string) func(string) string {
+	return func(name string) string { return m[name] }
+}
+
+// mustLoad loads m or fails the test.
+func mustLoad(tb testing.TB, m map[string]string) Config {
+	tb.Helper()
+	c, err := Load(envOf(m))
+	if err != nil {
+		tb.Fatalf("Load(%v): %v", m, err)
+	}
+	return c
+}
+
+// documented returns the Default column of Vars for name.
+func documented(tb testing.TB, name string) string {
+	tb.Helper()
+	for _, v := range Vars {
+		if v.Name == name {
+			return v.Default
+		}
+	}
+	tb.Fatalf("%s is not in Vars", name)
+	return ""
+}
+
+func TestLoadDefaults(t *testing.T) {
+	c := mustLoad(t, nil)
+	for _, tc := range []struct {
+		name      string
+		got, want any
+	}{
+		{"Addr", c.Addr, ":8080"},
+		{"Production", c.Production, false},
+		{"RedisURL", c.RedisURL, ""},
+		{"Issuer", c.Issuer, "http://localhost:8080"},
+		{"IssuerDefaulted", c.IssuerDefaulted, true},
+		{"Audience", c.Audience, ""},
+		{"TokenTTL", c.TokenTTL, time.Hour},
+		{"MaxTokenTTL", c.MaxTokenTTL, 24 * time.Hour},
+		{"ClientsFile", c.ClientsFile, ""},
+		{"SigningKeys", len(c.SigningKeys), 0},
+		{"WorkerIDSet", c.WorkerIDSet, false},
+		{"Epoch", c.Epoch, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"Bits", c.Bits.String(), "41/10/12"},
+		{"LogLevel", c.LogLevel, slog.LevelInfo},
+		{"LocalURL", c.LocalURL(), "http://127.0.0.1:8080"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+
+	// The defaults are the ones -h documents: setting a variable to its
+	// documented default changes nothing.
+	for _, name := range []string{
+		"SNOWTOKEN_ADDR", "SNOWTOKEN_ENV", "SNOWTOKEN_ISSUER", "SNOWTOKEN_TOKEN_TTL",
+		"SNOWTOKEN_MAX_TOKEN_TTL", "SNOWTOKEN_EPOCH", "SNOWTOKEN_BITS", "SNOWTOKEN_LOG_LEVEL",
+	} {
+		doc := documented(t, name)
+		got, err := Load(envOf(map[string]string{name: doc}))
+		if err != nil {
+			t.Errorf("the documented default %s=%s does not load: %v", name, doc, err)
+			continue
+		}
+		if !equalConfig(got, c) {
+			t.Errorf("%s=%s (documented default) loads %+v, but the default is %+v", name, doc, got, c)
+		}
+	}
+}
+
+// equalConfig compares two configs, Bits by layout and Epoch as an instant.
+// IssuerDefaulted is left out: it says whether the issuer was set, not what it is.
+func equalConfig(a, b Config) bool {
+	if a.Bits.String() != b.Bits.String() || !a.Epoch.Equal(b.Epoch) {
+		return false
+	}
+	a.Bits, b.Bits = nil, nil
+	a.Epoch, b.Epoch = time.Time{}, time.Time{}
+	a.IssuerDefaulted, b.IssuerDefaulted = false, false
+	return reflect.DeepEqual(a, b)
+}
+
+func TestLoadValues(t *testing.T) {
+	c := mustLoad(t, map[string]string{
+		"SNOWTOKEN_ADDR":             "0.0.0.0:9000",
+		"SNOWTOKEN_ENV":              "Production",
+		"SNOWTOKEN_REDIS_URL":        "rediss://:pw@redis.internal:6380/2",
+		"SNOWTOKEN_ISSUER":           "https://auth.example.com",
+		"SNOWTOKEN_AUDIENCE":         "https://api.example.com",
+		"SNOWTOKEN_TOKEN_TTL":        "15m",
+		"SNOWTOKEN_MAX_TOKEN_TTL":    "2h",
+		"SNOWTOKEN_CLIENTS_FILE":     "/etc/snowtoken/clients.json",
+		"SNOWTOKEN_SIGNING_KEYS":     " /k/new.pem, /k/old.pem ,,",
+		"SNOWTOKEN_WORKER_ID":        "0",
+		"SNOWTOKEN_WORKER_IP":        "10.0.0.7",
+		"SNOWTOKEN_WORKER_INTERFACE": "eth0",
+		"SNOWTOKEN_EPOCH":            "2025-06-01T00:00:00+02:00",
+		"SNOWTOKEN_BITS":             "39/8/16",
+		"SNOWTOKEN_LOG_LEVEL":        "DEBUG",
+	})
+	for _, tc := range []struct {
+		name      string
+		got, want any
+	}{
+		{"Addr", c.Addr, "0.0.0.0:9000"},
+		{"Production", c.Production, true},
+		{"RedisURL", c.RedisURL, "rediss://:pw@redis.internal:6380/2"},
+		{"Issuer", c.Issuer, "https://auth.example.com"},
+		{"IssuerDefaulted", c.IssuerDefaulted, false},
+		{"Audience", c.Audience, "https://api.example.com"},
+		{"TokenTTL", c.TokenTTL, 15 * time.Minute},
+		{"MaxTokenTTL", c.MaxTokenTTL, 2 * time.Hour},
+		{"ClientsFile", c.ClientsFile, "/etc/snowtoken/clients.json"},
+		{"SigningKeys", strings.Join(c.SigningKeys, "|"), "/k/new.pem|/k/old.pem"},
+		{"WorkerID", c.WorkerID, int64(0)},
+		{"WorkerIDSet", c.WorkerIDSet, true},
+		{"WorkerIP", c.WorkerIP, "10.0.0.7"},
+		{"WorkerInterface", c.WorkerInterface, "eth0"},
+		{"Epoch", c.Epoch.UTC(), time.Date(2025, 5, 31, 22, 0, 0, 0, time.UTC)},
+		{"Bits", c.Bits.String(), "39/8/16"},
+		{"LogLevel", c.LogLevel, slog.LevelDebug},
+		{"LocalURL", c.LocalURL(), "http://127.0.0.1:9000"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+
+	if got, want := mustLoad(t, map[string]string{"SNOWTOKEN_ADDR": "127.0.0.1:0"}).Issuer, "http://localhost:0"; got != want {
+		t.Errorf("Issuer with SNOWTOKEN_ADDR=127.0.0.1:0 = %q, want %q", got, want)
+	}
+	if got, want := mustLoad(t, map[string]string{"SNOWTOKEN_ENV": "dev"}).Production, false; got != want {
+		t.Errorf("SNOWTOKEN_ENV=dev: Production = %v, want %v", got, want)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		name string // the variable the error must name
+	}{
+		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "abc"}, "SNOWTOKEN_TOKEN_TTL"},
+		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "500ms"}, "SNOWTOKEN_TOKEN_TTL"},
+		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "-1h"}, "SNOWTOKEN_TOKEN_TTL"},
+		{map[string]string{"SNOWTOKEN_MAX_TOKEN_TTL": "abc"}, "SNOWTOKEN_MAX_TOKEN_TTL"},
+		{map[string]string{"SNOWTOKEN_MAX_TOKEN_TTL": "30m"}, "SNOWTOKEN_MAX_TOKEN_TTL"},
+		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "2h", "SNOWTOKEN_MAX_TOKEN_TTL": "1h"}, "SNOWTOKEN_MAX_TOKEN_TTL"},
+		{map[string]string{"SNOWTOKEN_BITS": "41/10/13"}, "SNOWTOKEN_BITS"},
+		{map[string]string{"SNOWTOKEN_BITS": "41-10-12"}, "SNOWTOKEN_BITS"},
+		{map[string]string{"SNOWTOKEN_BITS": "63/0/0"}, "SNOWTOKEN_BITS"},
+		{map[string]string{"SNOWTOKEN_WORKER_ID": "5000"}, "SNOWTOKEN_WORKER_ID"},
+		{map[string]string{"SNOWTOKEN_WORKER_ID": "-1"}, "SNOWTOKEN_WORKER_ID"},
+		{map[string]string{"SNOWTOKEN_WORKER_ID": "seven"}, "SNOWTOKEN_WORKER_ID"},
+		{map[string]string{"SNOWTOKEN_BITS": "45/6/12", "SNOWTOKEN_WORKER_ID": "100"}, "SNOWTOKEN_WORKER_ID"},
+		{map[string]string{"SNOWTOKEN_EPOCH": "yesterday"}, "SNOWTOKEN_EPOCH"},
+		{map[string]string{"SNOWTOKEN_EPOCH": "2026-01-01"}, "SNOWTOKEN_EPOCH"},
+		{map[string]string{"SNOWTOKEN_LOG_LEVEL": "loud"}, "SNOWTOKEN_LOG_LEVEL"},
+		{map[string]string{"SNOWTOKEN_ENV": "staging"}, "SNOWTOKEN_ENV"},
+		{map[string]string{"SNOWTOKEN_REDIS_URL": "http://x"}, "SNOWTOKEN_REDIS_URL"},
+		{map[string]string{"SNOWTOKEN_REDIS_URL": "127.0.0.1:6379"}, "SNOWTOKEN_REDIS_URL"},
+	} {
+		_, err := Load(envOf(tc.env))
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("Load(%v): err = %v, want ErrConfig", tc.env, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("Load(%v): err = %q, want it to name %s", tc.env, err, tc.name)
+		}
+	}
+}
+
+func TestLoadHidesRedisURL(t *testing.T) {
+	const url = "http://user:hunter2@redis.internal"
+	_, err := Load(envOf(map[string]string{"SNOWTOKEN_REDIS_URL": url}))
+	if err == nil {
+		t.Fatal("Load accepted an http:// Redis URL")
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("the error shows the Redis password: %q", err)
+	}
+}
+
+func TestLoadProductionRequires(t *testing.T) {
+	required := []string{"SNOWTOKEN_REDIS_URL", "SNOWTOKEN_SIGNING_KEYS", "SNOWTOKEN_CLIENTS_FILE", "SNOWTOKEN_ISSUER"}
+	_, err := Load(envOf(map[string]string{"SNOWTOKEN_ENV": "production"}))
+	if !errors.Is(err, ErrConfig) {
+		t.Fatalf("Load in production with nothing set: err = %v, want ErrConfig", err)
+	}
+	for _, name := range required {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("err = %q, want it to name %s", err, name)
+		}
+	}
+
+	full := map[string]string{
+		"SNOWTOKEN_ENV":          "production",
+		"SNOWTOKEN_REDIS_URL":    "redis://redis:6379/0",
+		"SNOWTOKEN_SIGNING_KEYS": "/k/signing.pem",
+		"SNOWTOKEN_CLIENTS_FILE": "/etc/clients.json",
+		"SNOWTOKEN_ISSUER":       "https://auth.example.com",
+	}
+	if c := mustLoad(t, full); !c.Production {
+		t.Error("SNOWTOKEN_ENV=production: Production = false")
+	}
+	// Each one missing alone is named alone.
+	for _, name := range required {
+		env := maps.Clone(full)
+		delete(env, name)
+		_, err := Load(envOf(env))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), name) {
+			t.Errorf("production without %s: err = %v, want ErrConfig naming it", name, err)
+			continue
+		}
+		for _, other := range required {
+			if other != name && strings.Contains(err.Error(), other) {
+				t.Errorf("production without %s: err = %q also names %s, which is set", name, err, other)
+			}
+		}
+	}
+	// Dev mode needs none of them.
+	mustLoad(t, map[string]string{"SNOWTOKEN_ENV": "development"})
+}
+
+// TestVarsAreRead checks that Vars lists exactly the variables Load reads.
+func TestVarsAreRead(t *testing.T) {
+	listed := map[string]bool{}
+	for _, v := range Vars {
+		if listed[v.Name] {
+			t.Errorf("%s is listed twice in Vars", v.Name)
+		}
+		listed[v.Name] = true
+		if !strings.HasPrefix(v.Name, "SNOWTOKEN_") || v.Default == "" || v.Help == "" {
+			t.Errorf("Vars entry %+v: want a SNOWTOKEN_ name, a default and help", v)
+		}
+	}
+	// Production mode and set values take every branch that reads a variable.
+	for _, env := range []map[string]string{
+		nil,
+		{"SNOWTOKEN_ENV": "production", "SNOWTOKEN_BITS": "41/10/12", "SNOWTOKEN_WORKER_ID": "1",
+			"SNOWTOKEN_EPOCH": "2026-01-01T00:00:00Z", "SNOWTOKEN_LOG_LEVEL": "warn"},
+	} {
+		read := map[string]bool{}
+		_, _ = Load(func(name string) string {
+			read[name] = true
+			return env[name]
+		})
+		for name := range read {
+			if !listed[name] {
+				t.Errorf("Load reads %s, which Vars does not list", name)
+			}
+		}
+		for name := range listed {
+			if !read[name] {
+				t.Errorf("Vars lists %s, which Load never reads (env %v)", name, env)
+			}
+		}
+	}
+}
+
+func TestUsageListsEveryVar(t *testing.T) {
+	var buf bytes.Buffer
+	Usage(&buf)
+	for _, v := range Vars {
+		if !strings.Contains(buf.String(), v.Name) || !strings.Contains(buf.String(), v.Help) {
+			t.Errorf("Usage does not show %s and its help:\n%s", v.Name, buf.String())
+		}
+	}
+}
+
+func FuzzLoad(f *testing.F) {
+	f.Add("1h", "24h", "41/10/12", "7", "2026-01-01T00:00:00Z", "production")
+	f.Add("abc", "500ms", "41/10/13", "5000", "yesterday", "staging")
+	f.Add("", "", "", "", "", "")
+	f.Add("9223372036s", "-1s", "1/1/61", "-9223372036854775808", "0000-01-01T00:00:00Z", "DEV")
+	f.Fuzz(func(t *testing.T, ttl, maxTTL, bits, worker, epoch, env string) {
+		c, err := Load(envOf(map[string]string{
+			"SNOWTOKEN_TOKEN_TTL":     ttl,
+			"SNOWTOKEN_MAX_TOKEN_TTL": maxTTL,
+			"SNOWTOKEN_BITS":          bits,
+			"SNOWTOKEN_WORKER_ID":     worker,
+			"SNOWTOKEN_EPOCH":         epoch,
+			"SNOWTOKEN_ENV":           env,
+		}))
+		if err != nil {
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("Load: err = %v, want ErrConfig", err)
+			}
+			return
+		}
+		if c.TokenTTL < time.Second || c.MaxTokenTTL < c.TokenTTL {
+			t.Fatalf("Load accepted TTL %v, max %v", c.TokenTTL, c.MaxTokenTTL)
+		}
+		if c.Bits == nil {
+			t.Fatal("Load returned no layout")
+		}
+		if err := c.Bits.CheckWorker(c.WorkerID); err != nil {
+			t.Fatalf("Load accepted worker %d for layout %s: %v", c.WorkerID, c.Bits, err)
+		}
+		if c.Production {
+			t.Fatal("Load accepted production mode with no Redis, keys, clients or issuer")
+		}
+	})
+}

@@ -1,0 +1,155 @@
+package token
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"snowtoken/internal/redistest"
+)
+
+func BenchmarkIssue(b *testing.B) {
+	e := newEnv(b, Options{})
+	c := e.clients["svc"]
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.svc.Issue(ctx, c, IssueRequest{ExpiresIn: time.Minute}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkValidate(b *testing.B) {
+	e := newEnv(b, Options{})
+	ctx := b.Context()
+	tokens := make([]string, 1000)
+	for i := range tokens {
+		tokens[i] = e.issue(b, e.svc, "svc", IssueRequest{ExpiresIn: 10 * time.Minute}).AccessToken
+	}
+
+	// hot: the same token again and again, so the signature check is cached.
+	b.Run("hot", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.svc.Validate(ctx, tokens[0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// cold: distinct tokens through a service without the cache, so every
+	// call checks a signature.
+	b.Run("cold", func(b *testing.B) {
+		svc := e.newService(b, e.keys, e.ids, Options{CacheSize: -1})
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := svc.Validate(ctx, tokens[i%len(tokens)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}
+
+// usedMemory returns used_memory of INFO memory.
+func usedMemory(tb testing.TB, r *redistest.Redis) int64 {
+	tb.Helper()
+	info, err := r.Client.Info(tb.Context(), "memory").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "used_memory:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatalf("no used_memory in INFO memory:\n%s", info)
+	return 0
+}
+
+// TestRedisMemoryPerSession measures what one session record costs a real
+// Redis: the used_memory delta of issuing 20,000 tokens, divided. It is not
+// timed. The keys carry the test's prefix, longer than the default "st:".
+func TestRedisMemoryPerSession(t *testing.T) {
+	if !redistest.Real() {
+		t.Skipf("needs a real Redis: set %s", redistest.EnvURL)
+	}
+	const (
+		sessions = 20_000
+		maxBytes = 160
+	)
+	e := newEnv(t, Options{})
+	subjects := []string{"alice", "bob", "carol", "dave", "erin"}
+	gateway := e.clients["gateway"]
+	ctx := context.Background()
+
+	// Warm up: load the script, open the connections.
+	warm := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "warmup", ExpiresIn: time.Minute})
+	keys := []string{e.sessionKey("warmup", warm.ID)}
+	t.Cleanup(func() { deleteKeys(t, e.redis, keys) })
+
+	before := usedMemory(t, e.redis)
+	const workers = 8
+	issued := make([][]string, workers)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < sessions; i += workers {
+				sub := subjects[i%len(subjects)]
+				iss, err := e.svc.Issue(ctx, gateway, IssueRequest{Subject: sub, ExpiresIn: 10 * time.Minute})
+				if err != nil {
+					errs <- err
+					return
+				}
+				issued[w] = append(issued[w], e.sessionKey(sub, iss.ID))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for _, k := range issued {
+		keys = append(keys, k...)
+	}
+	for err := range errs {
+		t.Fatal(err)
+	}
+	after := usedMemory(t, e.redis)
+
+	perSession := float64(after-before) / sessions
+	sample := keys[len(keys)/2]
+	usage, err := e.redis.Client.MemoryUsage(ctx, sample).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Redis memory per session: %.1f bytes (used_memory %d -> %d over %d sessions); MEMORY USAGE of %q (%d bytes long) = %d",
+		perSession, before, after, sessions, sample, len(sample), usage)
+	if perSession > maxBytes {
+		t.Errorf("a session record costs %.1f bytes of Redis memory, want at most %d", perSession, maxBytes)
+	}
+}
+
+// deleteKeys removes keys in batches.
+func deleteKeys(tb testing.TB, r *redistest.Redis, keys []string) {
+	tb.Helper()
+	ctx := context.Background()
+	for len(keys) > 0 {
+		n := min(len(keys), 1000)
+		if err := r.Client.Del(ctx, keys[:n]...).Err(); err != nil {
+			tb.Error(fmt.Errorf("cleaning up: %w", err))
+			return
+		}
+		keys = keys[n:]
+	}
+}

@@ -1,0 +1,236 @@
+package token
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sha256Hex returns the hex SHA-256 of s, as the clients file stores a secret.
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func TestLoadClients(t *testing.T) {
+	path := writeFile(t, "clients.json", []byte(`{"clients": [
+		{"id": "svc", "secret_sha256": "`+sha256Hex("svc-secret")+`", "scopes": ["read", "write"]},
+		{"id": "gateway.prod@eu-1", "secret_sha256": "`+strings.ToUpper(sha256Hex("gw-secret"))+`", "scopes": ["read"],
+		 "may_set_subject": true, "max_ttl": "90m", "admin": true}
+	]}`))
+	cs, err := LoadClients(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id, secret string
+		want       Client
+	}{
+		{"svc", "svc-secret", Client{ID: "svc", Scopes: []string{"read", "write"}}},
+		{"gateway.prod@eu-1", "gw-secret", Client{
+			ID: "gateway.prod@eu-1", Scopes: []string{"read"}, MaySetSubject: true,
+			MaxTTL: Duration(90 * time.Minute), Admin: true,
+		}},
+	} {
+		c, err := cs.Authenticate(tc.id, tc.secret)
+		if err != nil {
+			t.Fatalf("Authenticate(%q): %v", tc.id, err)
+		}
+		if c.ID != tc.want.ID || !slices.Equal(c.Scopes, tc.want.Scopes) || c.MaySetSubject != tc.want.MaySetSubject ||
+			c.MaxTTL != tc.want.MaxTTL || c.Admin != tc.want.Admin {
+			t.Errorf("client %q = %+v, want %+v", tc.id, *c, tc.want)
+		}
+	}
+}
+
+func TestLoadClientsRejects(t *testing.T) {
+	good := sha256Hex("secret")
+	for _, tc := range []struct {
+		name, file string
+	}{
+		{"unknown field", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "scopes": ["a"], "admn": true}]}`},
+		{"unknown top-level field", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `"}], "extra": 1}`},
+		{"bad hex", `{"clients": [{"id": "svc", "secret_sha256": "` + strings.Repeat("zz", 32) + `"}]}`},
+		{"short hash", `{"clients": [{"id": "svc", "secret_sha256": "` + good[:62] + `"}]}`},
+		{"no hash", `{"clients": [{"id": "svc"}]}`},
+		{"duplicate id", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `"}, {"id": "svc", "secret_sha256": "` + good + `"}]}`},
+		{"id with a brace", `{"clients": [{"id": "svc{x}", "secret_sha256": "` + good + `"}]}`},
+		{"id with a space", `{"clients": [{"id": "svc x", "secret_sha256": "` + good + `"}]}`},
+		{"empty id", `{"clients": [{"id": "", "secret_sha256": "` + good + `"}]}`},
+		{"id too long", `{"clients": [{"id": "` + strings.Repeat("a", maxNameLen+1) + `", "secret_sha256": "` + good + `"}]}`},
+		{"empty list", `{"clients": []}`},
+		{"no list", `{}`},
+		{"bad max_ttl", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "max_ttl": "soon"}]}`},
+		{"numeric max_ttl", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "max_ttl": 3600}]}`},
+		{"negative max_ttl", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "max_ttl": "-1h"}]}`},
+		{"bad scope", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "scopes": ["a b"]}]}`},
+		{"not JSON", `clients: svc`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, err := LoadClients(writeFile(t, "clients.json", []byte(tc.file)))
+			if !errors.Is(err, ErrClientsFile) {
+				t.Errorf("LoadClients: clients %v, err = %v, want ErrClientsFile", cs, err)
+			}
+		})
+	}
+	t.Run("missing file", func(t *testing.T) {
+		missing := filepath.Join(t.TempDir(), "clients.json")
+		_, err := LoadClients(missing)
+		if !errors.Is(err, ErrClientsFile) || !strings.Contains(err.Error(), missing) {
+			t.Errorf("LoadClients: err = %v, want ErrClientsFile naming %s", err, missing)
+		}
+	})
+}
+
+func TestAuthenticate(t *testing.T) {
+	secret, sum, err := NewClientSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := NewClients([]Client{
+		{ID: "svc", SecretSHA256: sum, Scopes: []string{"read"}},
+		{ID: "other", SecretSHA256: sha256Hex("other-secret")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, id, secret string
+		wantErr          error
+	}{
+		{"right secret", "svc", secret, nil},
+		{"wrong secret", "svc", secret + "x", ErrInvalidClient},
+		{"another client's secret", "svc", "other-secret", ErrInvalidClient},
+		{"empty secret", "svc", "", ErrInvalidClient},
+		{"unknown id", "nobody", secret, ErrInvalidClient},
+		{"empty id", "", "", ErrInvalidClient},
+		{"the hash as the secret", "svc", sum, ErrInvalidClient},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := cs.Authenticate(tc.id, tc.secret)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Authenticate(%q): err = %v, want %v", tc.id, err, tc.wantErr)
+			}
+			if tc.wantErr == nil && c.ID != tc.id {
+				t.Errorf("Authenticate(%q) = client %q", tc.id, c.ID)
+			}
+			if tc.wantErr != nil && c != nil {
+				t.Errorf("Authenticate(%q) failed but returned client %q", tc.id, c.ID)
+			}
+		})
+	}
+}
+
+func TestNewClientSecret(t *testing.T) {
+	secret, sum, err := NewClientSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sum, sha256Hex(secret); got != want {
+		t.Errorf("hash = %s, want SHA-256 of the secret %s", got, want)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(secret)
+	if err != nil {
+		t.Fatalf("secret %q is not base64url: %v", secret, err)
+	}
+	if got, want := len(raw), 32; got != want {
+		t.Errorf("secret has %d random bytes, want %d", got, want)
+	}
+	again, _, err := NewClientSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again == secret {
+		t.Error("two secrets are equal")
+	}
+}
+
+func TestParseScope(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []string
+		wantErr bool
+	}{
+		{in: "", want: []string{}},
+		{in: "a", want: []string{"a"}},
+		{in: "a b", want: []string{"a", "b"}},
+		{in: "read write:all urn:x:y", want: []string{"read", "write:all", "urn:x:y"}},
+		{in: "a b a", want: []string{"a", "b"}},
+		{in: "b a b b", want: []string{"b", "a"}},
+		{in: "!#$%&'()*+,-./[]^_`{|}~", want: []string{"!#$%&'()*+,-./[]^_`{|}~"}},
+		{in: "a  b", wantErr: true},
+		{in: " a", wantErr: true},
+		{in: "a ", wantErr: true},
+		{in: " ", wantErr: true},
+		{in: `a "b"`, wantErr: true},
+		{in: `a\b`, wantErr: true},
+		{in: "a\tb", wantErr: true},
+		{in: "a\nb", wantErr: true},
+		{in: "caf\u00e9", wantErr: true},
+		{in: "a\x7f", wantErr: true},
+		{in: strings.Repeat("s", maxNameLen+1), wantErr: true},
+	} {
+		got, err := ParseScope(tc.in)
+		if tc.wantErr {
+			if !errors.Is(err, ErrInvalidScope) {
+				t.Errorf("ParseScope(%q) = %q, %v; want ErrInvalidScope", tc.in, got, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("ParseScope(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func FuzzParseScope(f *testing.F) {
+	for _, s := range []string{"", "a", "a b", "a  b", "a b a", `a "b"`, " a", "a\tb", "caf\u00e9", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseScope(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidScope) {
+				t.Fatalf("ParseScope(%q): err = %v, want ErrInvalidScope", s, err)
+			}
+			return
+		}
+		for i, sc := range got {
+			if err := checkScopeToken(sc); err != nil {
+				t.Fatalf("ParseScope(%q) accepted scope %q: %v", s, sc, err)
+			}
+			if slices.Contains(got[:i], sc) {
+				t.Fatalf("ParseScope(%q) = %q repeats %q", s, got, sc)
+			}
+		}
+		joined := strings.Join(got, " ")
+		again, err := ParseScope(joined)
+		if err != nil || !slices.Equal(again, got) {
+			t.Fatalf("ParseScope(%q) = %q, but ParseScope(%q) = %q, %v", s, got, joined, again, err)
+		}
+	})
+}
+
+func TestClientHasScopes(t *testing.T) {
+	c := &Client{Scopes: []string{"read", "write"}}
+	for _, tc := range []struct {
+		want []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"read"}, true},
+		{[]string{"write", "read"}, true},
+		{[]string{"admin"}, false},
+		{[]string{"read", "admin"}, false},
+	} {
+		if got := c.HasScopes(tc.want); got != tc.ok {
+			t.Errorf("HasScopes(%q) = %v, want %v", tc.want, got, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,745 @@
+package token
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
+
+	"snowtoken/bitsalloc"
+	"snowtoken/internal/redistest"
+	"snowtoken/snowflakealg"
+)
+
+const testIssuer = "https://issuer.test"
+
+// waitLimit bounds a wait that must not hang; it is a deadline for a hung
+// test, never a timing the test depends on.
+const waitLimit = 10 * time.Second
+
+// testClock is a clock tests move by hand.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// env is a Service on a Redis of its own, with its clients and clock.
+type env struct {
+	svc     *Service
+	redis   *redistest.Redis
+	store   *Store
+	clock   *testClock
+	keys    *KeySet
+	ids     IDs
+	clients map[string]*Client
+}
+
+// newEnv returns a Service on redistest.New, signing with a new key. opts
+// may set anything but Now, which is the env's clock.
+func newEnv(tb testing.TB, opts Options) *env {
+	tb.Helper()
+	ks, err := NewKeySet(mustKey(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gen, err := snowflakealg.New(snowflakealg.Settings{WorkerID: 7})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r := redistest.New(tb)
+	e := &env{
+		redis: r,
+		store: newStore(tb, r.Client, r.Prefix),
+		clock: &testClock{t: time.Now().Truncate(time.Second)},
+		keys:  ks,
+		ids:   gen,
+	}
+	cs, err := NewClients([]Client{
+		{ID: "svc", SecretSHA256: sha256Hex("svc"), Scopes: []string{"read", "write"}},
+		{ID: "other", SecretSHA256: sha256Hex("other"), Scopes: []string{"read"}},
+		{ID: "short", SecretSHA256: sha256Hex("short"), Scopes: []string{"read"}, MaxTTL: Duration(30 * time.Minute)},
+		{ID: "gateway", SecretSHA256: sha256Hex("gateway"), Scopes: []string{"read"}, MaySetSubject: true},
+		{ID: "admin", SecretSHA256: sha256Hex("admin"), Admin: true},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.clients = make(map[string]*Client)
+	for _, id := range []string{"svc", "other", "short", "gateway", "admin"} {
+		if e.clients[id], err = cs.Authenticate(id, id); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	e.svc = e.newService(tb, ks, gen, opts)
+	return e
+}
+
+// newStore returns a Store closed when tb ends.
+func newStore(tb testing.TB, rdb redis.UniversalClient, prefix string) *Store {
+	tb.Helper()
+	s := NewStore(rdb, prefix)
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// newService returns another Service on the env's store and clock.
+func (e *env) newService(tb testing.TB, ks *KeySet, ids IDs, opts Options) *Service {
+	tb.Helper()
+	if opts.Issuer == "" {
+		opts.Issuer = testIssuer
+	}
+	opts.Now = e.clock.Now
+	svc, err := NewService(ks, e.store, ids, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return svc
+}
+
+// issue issues a token for client id or fails the test.
+func (e *env) issue(tb testing.TB, svc *Service, client string, req IssueRequest) Issued {
+	tb.Helper()
+	c, ok := e.clients[client]
+	if !ok {
+		tb.Fatalf("no client %q", client)
+	}
+	iss, err := svc.Issue(tb.Context(), c, req)
+	if err != nil {
+		tb.Fatalf("Issue for %q: %v", client, err)
+	}
+	return iss
+}
+
+// sessionKey is the Redis key of a token's session record, as the package doc writes it.
+func (e *env) sessionKey(subject string, id snowflakealg.ID) string {
+	return e.redis.Prefix + "{" + subject + "}:" + id.String()
+}
+
+// mustValidate validates raw or fails the test.
+func mustValidate(tb testing.TB, svc *Service, raw string) *Verified {
+	tb.Helper()
+	v, err := svc.Validate(tb.Context(), raw)
+	if err != nil {
+		tb.Fatalf("Validate: %v", err)
+	}
+	return v
+}
+
+// wantRevoked checks that raw fails as revoked: ErrRevoked and ErrInvalidToken.
+func wantRevoked(tb testing.TB, svc *Service, raw string) {
+	tb.Helper()
+	v, err := svc.Validate(tb.Context(), raw)
+	if !errors.Is(err, ErrRevoked) || !errors.Is(err, ErrInvalidToken) {
+		tb.Fatalf("Validate = %v, %v; want ErrRevoked and ErrInvalidToken", v, err)
+	}
+}
+
+// decodeSegment decodes the JSON of one base64url segment of a JWT.
+func decodeSegment(tb testing.TB, raw string, i int) map[string]any {
+	tb.Helper()
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		tb.Fatalf("token has %d segments, want 3", len(parts))
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[i])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+func TestIssueValidateRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		audience string
+	}{
+		{"no audience", ""},
+		{"audience", "https://api.test"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Options{Audience: tc.audience})
+			now := e.clock.Now()
+			iss := e.issue(t, e.svc, "svc", IssueRequest{Scope: "read"})
+			if got, want := iss.ExpiresIn, DefaultTTL; got != want {
+				t.Errorf("ExpiresIn = %v, want %v", got, want)
+			}
+			if got, want := iss.Scope, "read"; got != want {
+				t.Errorf("Scope = %q, want %q", got, want)
+			}
+
+			header := decodeSegment(t, iss.AccessToken, 0)
+			wantHeader := map[string]any{"alg": "EdDSA", "typ": "at+jwt", "kid": e.keys.SigningKeyID()}
+			if !maps.Equal(header, wantHeader) {
+				t.Errorf("header = %v, want %v", header, wantHeader)
+			}
+
+			claims := decodeSegment(t, iss.AccessToken, 1)
+			wantClaims := map[string]any{
+				"iss": testIssuer, "sub": "svc", "client_id": "svc", "scope": "read",
+				"iat": float64(now.Unix()), "exp": float64(now.Add(DefaultTTL).Unix()), "jti": iss.ID.String(),
+			}
+			if tc.audience != "" {
+				wantClaims["aud"] = []any{tc.audience}
+			}
+			if len(claims) != len(wantClaims) {
+				t.Errorf("claims = %v, want %v", claims, wantClaims)
+			}
+			for k, want := range wantClaims {
+				got := claims[k]
+				if gs, ok := got.([]any); ok {
+					if ws, _ := want.([]any); !slices.Equal(gs, ws) {
+						t.Errorf("claim %s = %v, want %v", k, got, want)
+					}
+					continue
+				}
+				if got != want {
+					t.Errorf("claim %s = %v (%T), want %v (%T)", k, got, got, want, want)
+				}
+			}
+
+			v := mustValidate(t, e.svc, iss.AccessToken)
+			if v.ID != iss.ID || v.Claims.ID != iss.ID.String() {
+				t.Errorf("Validate: ID %v, jti %q; want %v", v.ID, v.Claims.ID, iss.ID)
+			}
+			if v.Claims.Subject != "svc" || v.Claims.ClientID != "svc" || v.Claims.Issuer != testIssuer {
+				t.Errorf("Validate: sub %q client_id %q iss %q", v.Claims.Subject, v.Claims.ClientID, v.Claims.Issuer)
+			}
+			if got, want := v.Parts.Worker, int64(7); got != want {
+				t.Errorf("Validate: worker %d, want %d", got, want)
+			}
+			if !slices.Equal(v.Scopes, []string{"read"}) || !v.HasScopes([]string{"read"}) || v.HasScopes([]string{"write"}) {
+				t.Errorf("Validate: scopes %q, want [read]", v.Scopes)
+			}
+		})
+	}
+}
+
+func TestIssueScopesAndSubject(t *testing.T) {
+	e := newEnv(t, Options{})
+	for _, tc := range []struct {
+		name      string
+		client    string
+		req       IssueRequest
+		wantScope string
+		wantSub   string
+		wantErr   error
+	}{
+		{name: "all of the client's scopes", client: "svc", wantScope: "read write", wantSub: "svc"},
+		{name: "a subset", client: "svc", req: IssueRequest{Scope: "write"}, wantScope: "write", wantSub: "svc"},
+		{name: "repeats dropped", client: "svc", req: IssueRequest{Scope: "write read write"}, wantScope: "write read", wantSub: "svc"},
+		{name: "a scope the client lacks", client: "other", req: IssueRequest{Scope: "write"}, wantErr: ErrInvalidScope},
+		{name: "malformed scope", client: "svc", req: IssueRequest{Scope: "read  write"}, wantErr: ErrInvalidScope},
+		{name: "own subject", client: "svc", req: IssueRequest{Subject: "svc"}, wantScope: "read write", wantSub: "svc"},
+		{name: "subject without permission", client: "svc", req: IssueRequest{Subject: "alice"}, wantErr: ErrInvalidRequest},
+		{name: "subject with permission", client: "gateway", req: IssueRequest{Subject: "alice"}, wantScope: "read", wantSub: "alice"},
+		{name: "subject with a brace", client: "gateway", req: IssueRequest{Subject: "al{ice}"}, wantErr: ErrInvalidRequest},
+		{name: "negative lifetime", client: "svc", req: IssueRequest{ExpiresIn: -time.Second}, wantErr: ErrInvalidRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			iss, err := e.svc.Issue(t.Context(), e.clients[tc.client], tc.req)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Issue: err = %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			v := mustValidate(t, e.svc, iss.AccessToken)
+			if got := v.Claims.Subject; got != tc.wantSub {
+				t.Errorf("sub = %q, want %q", got, tc.wantSub)
+			}
+			if got := v.Claims.Scope; got != tc.wantScope || iss.Scope != tc.wantScope {
+				t.Errorf("scope = %q (Issued %q), want %q", got, iss.Scope, tc.wantScope)
+			}
+			if got := v.Claims.ClientID; got != tc.client {
+				t.Errorf("client_id = %q, want %q", got, tc.client)
+			}
+		})
+	}
+}
+
+// TestIssueTTL checks the lifetime caps, and that the Redis record lives as
+// long as the token.
+func TestIssueTTL(t *testing.T) {
+	e := newEnv(t, Options{TTL: time.Hour, MaxTTL: 2 * time.Hour})
+	for _, tc := range []struct {
+		name   string
+		client string
+		ask    time.Duration
+		want   time.Duration
+	}{
+		{"default", "svc", 0, time.Hour},
+		{"asked, under the maximum", "svc", 90 * time.Minute, 90 * time.Minute},
+		{"asked, over the maximum", "svc", 5 * time.Hour, 2 * time.Hour},
+		{"client maximum caps the default", "short", 0, 30 * time.Minute},
+		{"client maximum caps the asked", "short", time.Hour, 30 * time.Minute},
+		{"asked, under the client maximum", "short", 10 * time.Minute, 10 * time.Minute},
+		{"fractions of a second dropped", "svc", 90*time.Second + 900*time.Millisecond, 90 * time.Second},
+		{"at least a second", "svc", 300 * time.Millisecond, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			iss := e.issue(t, e.svc, tc.client, IssueRequest{ExpiresIn: tc.ask})
+			if iss.ExpiresIn != tc.want {
+				t.Errorf("ExpiresIn = %v, want %v", iss.ExpiresIn, tc.want)
+			}
+			v := mustValidate(t, e.svc, iss.AccessToken)
+			lifetime := v.Claims.ExpiresAt.Sub(v.Claims.IssuedAt.Time)
+			if lifetime != tc.want {
+				t.Errorf("exp - iat = %v, want %v", lifetime, tc.want)
+			}
+			pttl, err := e.redis.Client.PTTL(t.Context(), e.sessionKey(tc.client, iss.ID)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := lifetime - pttl; d < 0 || d >= time.Second {
+				t.Errorf("record PTTL = %v, want within a second below the token's lifetime %v", pttl, lifetime)
+			}
+		})
+	}
+}
+
+// sameIDs hands out the same ID every time: a generator gone wrong.
+type sameIDs struct{ id snowflakealg.ID }
+
+func (s sameIDs) NextID(context.Context) (snowflakealg.ID, error) { return s.id, nil }
+
+func (s sameIDs) Decompose(id snowflakealg.ID) (snowflakealg.Parts, error) {
+	return id.Parts(bitsalloc.Default(), snowflakealg.DefaultEpoch)
+}
+
+func TestIssueNeverOverwritesARecord(t *testing.T) {
+	e := newEnv(t, Options{})
+	id, err := e.ids.NextID(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := e.newService(t, e.keys, sameIDs{id}, Options{})
+	first := e.issue(t, svc, "svc", IssueRequest{Scope: "read", ExpiresIn: time.Hour})
+
+	// The second record would differ in TTL; it must not replace the first.
+	second, err := svc.Issue(t.Context(), e.clients["svc"], IssueRequest{Scope: "write", ExpiresIn: time.Minute})
+	if !errors.Is(err, ErrDuplicateID) {
+		t.Fatalf("second Issue with the same ID = %+v, %v; want ErrDuplicateID", second, err)
+	}
+	if second.AccessToken != "" {
+		t.Error("a failed Issue returned a token")
+	}
+	mustValidate(t, svc, first.AccessToken)
+	pttl, err := e.redis.Client.PTTL(t.Context(), e.sessionKey("svc", id)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pttl <= time.Minute {
+		t.Errorf("record PTTL = %v after the failed Issue, want the first token's hour", pttl)
+	}
+
+	// The same ID for another subject is another record.
+	if _, err := svc.Issue(t.Context(), e.clients["other"], IssueRequest{}); err != nil {
+		t.Errorf("Issue of the same ID for another subject: %v", err)
+	}
+}
+
+// failingIDs fails as a generator whose clock went backwards does.
+type failingIDs struct{ sameIDs }
+
+func (failingIDs) NextID(context.Context) (snowflakealg.ID, error) {
+	return 0, &snowflakealg.RollbackError{Behind: time.Second}
+}
+
+func TestIssueIDGeneratorFails(t *testing.T) {
+	e := newEnv(t, Options{})
+	svc := e.newService(t, e.keys, failingIDs{}, Options{})
+	_, err := svc.Issue(t.Context(), e.clients["svc"], IssueRequest{})
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, snowflakealg.ErrClockRollback) {
+		t.Errorf("Issue = %v, want ErrUnavailable wrapping ErrClockRollback", err)
+	}
+}
+
+func TestRevoke(t *testing.T) {
+	e := newEnv(t, Options{})
+	for _, tc := range []struct {
+		name    string
+		owner   string
+		caller  string
+		wantErr error
+	}{
+		{"own token", "svc", "svc", nil},
+		{"another client's token", "svc", "other", ErrForbidden},
+		{"admin", "svc", "admin", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			iss := e.issue(t, e.svc, tc.owner, IssueRequest{})
+			mustValidate(t, e.svc, iss.AccessToken)
+			err := e.svc.Revoke(t.Context(), e.clients[tc.caller], iss.AccessToken)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Revoke: err = %v, want %v", err, tc.wantErr)
+			}
+			if tc.wantErr != nil {
+				mustValidate(t, e.svc, iss.AccessToken)
+				return
+			}
+			wantRevoked(t, e.svc, iss.AccessToken)
+			// Revoking again, and revoking what is no token, are not errors (RFC 7009).
+			if err := e.svc.Revoke(t.Context(), e.clients[tc.caller], iss.AccessToken); err != nil {
+				t.Errorf("Revoke of a revoked token: %v", err)
+			}
+		})
+	}
+	if err := e.svc.Revoke(t.Context(), e.clients["svc"], "not.a.token"); err != nil {
+		t.Errorf("Revoke of garbage: %v", err)
+	}
+}
+
+func TestRevokeSubject(t *testing.T) {
+	e := newEnv(t, Options{})
+	var alice []Issued
+	for range 3 {
+		alice = append(alice, e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"}))
+	}
+	bob := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "bob"})
+	gateway := e.issue(t, e.svc, "gateway", IssueRequest{})
+	for _, iss := range append(alice, bob, gateway) {
+		mustValidate(t, e.svc, iss.AccessToken)
+	}
+
+	if err := e.svc.RevokeSubject(t.Context(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	for _, iss := range alice {
+		wantRevoked(t, e.svc, iss.AccessToken)
+	}
+	mustValidate(t, e.svc, bob.AccessToken)
+	mustValidate(t, e.svc, gateway.AccessToken)
+
+	after := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"})
+	mustValidate(t, e.svc, after.AccessToken)
+
+	// A second revocation ends the tokens issued after the first.
+	if err := e.svc.RevokeSubject(t.Context(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	wantRevoked(t, e.svc, after.AccessToken)
+	mustValidate(t, e.svc, e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"}).AccessToken)
+
+	// The generation outlives every token the subject could still hold.
+	genTTL, err := e.redis.Client.PTTL(t.Context(), e.redis.Prefix+"{alice}:gen").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := DefaultMaxTTL; genTTL < want {
+		t.Errorf("generation PTTL = %v, want at least the longest token lifetime %v", genTTL, want)
+	}
+
+	if err := e.svc.RevokeSubject(t.Context(), "al{ice}"); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("RevokeSubject of a bad name: err = %v, want ErrInvalidRequest", err)
+	}
+}
+
+func TestKeyRotation(t *testing.T) {
+	e := newEnv(t, Options{})
+	oldKey, newKey := mustKey(t), mustKey(t)
+	oldSet, err := NewKeySet(oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		old  Key
+	}{
+		{"old key pair kept", oldKey},
+		{"old public key kept", publicOnly(t, oldKey)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rotated, err := NewKeySet(newKey, tc.old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := e.newService(t, oldSet, e.ids, Options{})
+			after := e.newService(t, rotated, e.ids, Options{})
+
+			oldToken := e.issue(t, before, "svc", IssueRequest{})
+			mustValidate(t, after, oldToken.AccessToken)
+
+			newToken := e.issue(t, after, "svc", IssueRequest{})
+			if got, want := decodeSegment(t, newToken.AccessToken, 0)["kid"], newKey.ID; got != want {
+				t.Errorf("kid after rotation = %v, want the new key's %v", got, want)
+			}
+			mustValidate(t, after, newToken.AccessToken)
+			if _, err := before.Validate(t.Context(), newToken.AccessToken); !errors.Is(err, ErrInvalidToken) {
+				t.Errorf("a service without the new key validated its token: err = %v", err)
+			}
+		})
+	}
+}
+
+// signed signs claims with k under header, bypassing Issue.
+func signed(tb testing.TB, k Key, header map[string]any, claims jwt.Claims) string {
+	tb.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
+	maps.Copy(tok.Header, header)
+	s, err := tok.SignedString(k.Private)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func TestValidateRejects(t *testing.T) {
+	e := newEnv(t, Options{Audience: "https://api.test"})
+	signer := e.keys.signer
+	now := e.clock.Now()
+	good := e.issue(t, e.svc, "svc", IssueRequest{})
+	v := mustValidate(t, e.svc, good.AccessToken)
+	claims := func(edit func(*Claims)) Claims {
+		c := v.Claims
+		edit(&c)
+		return c
+	}
+	hdr := map[string]any{"kid": signer.ID, "typ": "at+jwt"}
+	parts := strings.Split(good.AccessToken, ".")
+
+	// Every case but the first is signed by our key with a live record, so
+	// only the flaw named fails it.
+	for _, tc := range []struct {
+		name string
+		raw  string
+	}{
+		{"stranger's key", signed(t, mustKey(t), hdr, v.Claims)},
+		{"unknown kid", signed(t, signer, map[string]any{"kid": "nope", "typ": "at+jwt"}, v.Claims)},
+		{"no kid", signed(t, signer, map[string]any{"typ": "at+jwt"}, v.Claims)},
+		{"typ JWT", signed(t, signer, map[string]any{"kid": signer.ID, "typ": "JWT"}, v.Claims)},
+		{"no typ", signed(t, signer, map[string]any{"kid": signer.ID, "typ": nil}, v.Claims)},
+		{"alg none", func() string {
+			tok := jwt.NewWithClaims(jwt.SigningMethodNone, v.Claims)
+			maps.Copy(tok.Header, hdr)
+			s, err := tok.SignedString(jwt.UnsafeAllowNoneSignatureType)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}()},
+		{"wrong issuer", signed(t, signer, hdr, claims(func(c *Claims) { c.Issuer = "https://evil.test" }))},
+		{"wrong audience", signed(t, signer, hdr, claims(func(c *Claims) { c.Audience = jwt.ClaimStrings{"https://other.test"} }))},
+		{"no audience", signed(t, signer, hdr, claims(func(c *Claims) { c.Audience = nil }))},
+		{"expired", signed(t, signer, hdr, claims(func(c *Claims) { c.ExpiresAt = jwt.NewNumericDate(now.Add(-time.Minute)) }))},
+		{"no exp", signed(t, signer, hdr, claims(func(c *Claims) { c.ExpiresAt = nil }))},
+		{"issued in the future", signed(t, signer, hdr, claims(func(c *Claims) { c.IssuedAt = jwt.NewNumericDate(now.Add(time.Minute)) }))},
+		{"no client_id", signed(t, signer, hdr, claims(func(c *Claims) { c.ClientID = "" }))},
+		{"jti not an id", signed(t, signer, hdr, claims(func(c *Claims) { c.ID = "x" + c.ID }))},
+		{"bad scope", signed(t, signer, hdr, claims(func(c *Claims) { c.Scope = "read  write" }))},
+		{"payload swapped", parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"admin"}`)) + "." + parts[2]},
+		{"signature cut", parts[0] + "." + parts[1] + "." + parts[2][:40]},
+		{"too long", good.AccessToken + strings.Repeat("A", MaxTokenLen)},
+		{"empty", ""},
+		{"garbage", "not a token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if v, err := e.svc.Validate(t.Context(), tc.raw); !errors.Is(err, ErrInvalidToken) {
+				t.Errorf("Validate = %+v, %v; want ErrInvalidToken", v, err)
+			}
+		})
+	}
+
+	// A token whose record was never written is not live, however well signed.
+	t.Run("no record", func(t *testing.T) {
+		id, err := e.ids.NextID(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := signed(t, signer, hdr, claims(func(c *Claims) { c.ID = id.String() }))
+		wantRevoked(t, e.svc, raw)
+	})
+}
+
+func TestValidateExpiry(t *testing.T) {
+	e := newEnv(t, Options{Leeway: 5 * time.Second})
+	iss := e.issue(t, e.svc, "svc", IssueRequest{ExpiresIn: time.Minute})
+	mustValidate(t, e.svc, iss.AccessToken) // now cached
+
+	e.clock.Add(time.Minute + 4*time.Second) // past exp, within the leeway
+	mustValidate(t, e.svc, iss.AccessToken)
+
+	e.clock.Add(time.Second) // exp + leeway: the cached entry must not outlive it
+	if _, err := e.svc.Validate(t.Context(), iss.AccessToken); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("Validate after exp + leeway: err = %v, want ErrInvalidToken", err)
+	}
+}
+
+func TestValidateRedisDown(t *testing.T) {
+	srv := redistest.NewServer(t)
+	e := newEnv(t, Options{})
+	e.store = newStore(t, srv.Client(), "")
+	e.svc = e.newService(t, e.keys, e.ids, Options{})
+	iss := e.issue(t, e.svc, "svc", IssueRequest{})
+	mustValidate(t, e.svc, iss.AccessToken)
+
+	srv.Stop()
+	ctx := t.Context()
+	if v, err := e.svc.Validate(ctx, iss.AccessToken); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrInvalidToken) {
+		t.Errorf("Validate with Redis down = %v, %v; want ErrUnavailable only", v, err)
+	}
+	if _, err := e.svc.Issue(ctx, e.clients["svc"], IssueRequest{}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Issue with Redis down: err = %v, want ErrUnavailable", err)
+	}
+	if err := e.svc.Ping(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Ping with Redis down: err = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestCacheNeverSkipsRedis(t *testing.T) {
+	e := newEnv(t, Options{})
+	iss := e.issue(t, e.svc, "svc", IssueRequest{})
+	mustValidate(t, e.svc, iss.AccessToken)
+	sum := sha256.Sum256([]byte(iss.AccessToken))
+	if e.svc.cache.get(&sum, e.clock.Now()) == nil {
+		t.Fatal("a validated token is not in the cache")
+	}
+	if err := e.svc.Revoke(t.Context(), e.clients["svc"], iss.AccessToken); err != nil {
+		t.Fatal(err)
+	}
+	wantRevoked(t, e.svc, iss.AccessToken)
+}
+
+func TestCacheRejectsTamperedCopy(t *testing.T) {
+	e := newEnv(t, Options{})
+	iss := e.issue(t, e.svc, "svc", IssueRequest{})
+	mustValidate(t, e.svc, iss.AccessToken)
+	sum := sha256.Sum256([]byte(iss.AccessToken))
+	if e.svc.cache.get(&sum, e.clock.Now()) == nil {
+		t.Fatal("a validated token is not in the cache")
+	}
+	parts := strings.Split(iss.AccessToken, ".")
+	flip := func(s string, i int) string {
+		c := byte('A')
+		if s[i] == 'A' {
+			c = 'B'
+		}
+		return s[:i] + string(c) + s[i+1:]
+	}
+	for _, tc := range []struct{ name, raw string }{
+		{"signature", parts[0] + "." + parts[1] + "." + flip(parts[2], len(parts[2])/2)},
+		{"payload", parts[0] + "." + flip(parts[1], len(parts[1])/2) + "." + parts[2]},
+		{"header", flip(parts[0], len(parts[0])/2) + "." + parts[1] + "." + parts[2]},
+		{"trailing byte", iss.AccessToken + "A"},
+		{"padding", iss.AccessToken + "="},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if v, err := e.svc.Validate(t.Context(), tc.raw); !errors.Is(err, ErrInvalidToken) {
+				t.Errorf("Validate of a tampered copy = %+v, %v; want ErrInvalidToken", v, err)
+			}
+		})
+	}
+	mustValidate(t, e.svc, iss.AccessToken)
+}
+
+func TestCacheOff(t *testing.T) {
+	e := newEnv(t, Options{CacheSize: -1})
+	if e.svc.cache != nil {
+		t.Fatal("CacheSize -1 made a cache")
+	}
+	iss := e.issue(t, e.svc, "svc", IssueRequest{})
+	mustValidate(t, e.svc, iss.AccessToken)
+	mustValidate(t, e.svc, iss.AccessToken)
+}
+
+// cacheKey returns a key that falls in shard s, numbered n.
+func cacheKey(s byte, n int) [sha256.Size]byte {
+	var k [sha256.Size]byte
+	k[0] = s
+	k[1], k[2] = byte(n), byte(n>>8)
+	return k
+}
+
+func TestVerifiedCacheSize(t *testing.T) {
+	now := time.Now()
+	live := &Verified{cacheUntil: now.Add(time.Hour)}
+	for _, size := range []int{1, 2, 5, 31, 32, 33, 64, 100, 1000} {
+		c := newVerifiedCache(size)
+		for n := range 10*size + 100 {
+			k := sha256.Sum256([]byte{byte(n), byte(n >> 8), byte(n >> 16)})
+			c.put(&k, live, now)
+		}
+		total := 0
+		for i := range c.shards {
+			total += len(c.shards[i].m)
+		}
+		if total > size {
+			t.Errorf("cache of size %d holds %d entries", size, total)
+		}
+		if total < size/2 {
+			t.Errorf("cache of size %d holds only %d entries", size, total)
+		}
+	}
+	for _, size := range []int{0, -1} {
+		c := newVerifiedCache(size)
+		k := cacheKey(0, 0)
+		c.put(&k, live, now)
+		if got := c.get(&k, now); got != nil {
+			t.Errorf("cache of size %d returned an entry", size)
+		}
+	}
+}
+
+func TestVerifiedCacheExpiry(t *testing.T) {
+	now := time.Now()
+	c := newVerifiedCache(2 * cacheShards) // two entries a shard
+	expired := &Verified{cacheUntil: now}
+	live := &Verified{cacheUntil: now.Add(time.Hour)}
+	a, b, d := cacheKey(0, 1), cacheKey(0, 2), cacheKey(0, 3)
+	c.put(&a, expired, now.Add(-time.Minute))
+	c.put(&b, live, now)
+	if got := c.get(&a, now); got != nil {
+		t.Error("get returned an entry at its expiry")
+	}
+	if got := c.get(&a, now.Add(-time.Second)); got != expired {
+		t.Error("get did not return an entry before its expiry")
+	}
+	c.put(&d, live, now) // the shard is full: the expired entry goes first
+	if c.get(&b, now) != live || c.get(&d, now) != live {
+		t.Error("a live entry was evicted while an expired one could go")
+	}
+}
+
+func TestStoreClosed(t *testing.T) {
+	r := redistest.New(t)
+	s := NewStore(r.Client, r.Prefix)
+	k := s.keysFor("svc", "1")
+	if err := s.Check(t.Context(), k); !errors.Is(err, ErrRevoked) {
+		t.Fatalf("Check of a missing record: err = %v, want ErrRevoked", err)
+	}
+	s.Close()
+	// Every call after Close fails at once; none waits for a sender that is gone.
+	for i := range 100 {
+		ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+		err := s.Check(ctx, k)
+		cancel()
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errStoreClosed) {
+			t.Fatalf("Check %d after Close: err = %v, want ErrUnavailable wrapping errStoreClosed", i, err)
+		}
+	}
+}
