@@ -38,6 +38,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return clientCmd(args[1:], stdout)
 	case "keys":
 		return keysCmd(args[1:], stdout)
+	case "init":
+		return initCmd(args[1:], stdout)
 	case "id":
 		return idCmd(args[1:], getenv, stdout)
 	case "healthcheck":

@@ -1,0 +1,14 @@
+// Package docker holds no code: it is the Docker packaging of snowtoken
+// (Dockerfile, docker-compose.yml, nginx/default.conf) and the tests that
+// prove it without a Docker engine.
+//
+//   - compose_test.go loads docker-compose.yml with compose-go and checks the
+//     stack: services, replicas, network, health checks, start order, and the
+//     issuer's environment against config.Vars and config.Load.
+//   - dockerfile_test.go checks the Dockerfile's stages and runs its go build
+//     lines, requiring byte-identical (reproducible) binaries.
+//   - nginx_test.go runs nginx/default.conf in a real nginx in front of the
+//     real issuer and consumer.
+//
+// The consumer service is docker/consumer, its own package main.
+package docker

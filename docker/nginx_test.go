@@ -1,0 +1,529 @@
+package docker
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"snowtoken/handlers"
+	"snowtoken/internal/redistest"
+	"snowtoken/snowflakealg"
+	"snowtoken/token"
+)
+
+// envRequireNginx makes a missing nginx a failure instead of a skip; CI sets it.
+const envRequireNginx = "SNOWTOKEN_TEST_REQUIRE_NGINX"
+
+// nginxBinary returns the nginx to run, or skips (fails under envRequireNginx).
+func nginxBinary(tb testing.TB) string {
+	tb.Helper()
+	missing := func(why string) {
+		tb.Helper()
+		if os.Getenv(envRequireNginx) == "1" {
+			tb.Fatalf("%s, and %s=1", why, envRequireNginx)
+		}
+		tb.Skipf("%s (set %s=1 to make this a failure)", why, envRequireNginx)
+	}
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		missing("nginx is not on PATH")
+	}
+	out, err := exec.Command(bin, "-V").CombinedOutput()
+	if err != nil {
+		missing(fmt.Sprintf("nginx -V: %v: %s", err, out))
+	}
+	if !strings.Contains(string(out), "http_auth_request_module") {
+		missing("this nginx has no auth_request module")
+	}
+	return bin
+}
+
+// renderNginxConf is nginx/default.conf with its three host-specific
+// strings replaced, each exactly once, and nothing else changed.
+func renderNginxConf(tb testing.TB, conf, issuerAddr, consumerAddr, listenAddr string) string {
+	tb.Helper()
+	for _, r := range []struct{ old, new string }{
+		{"server issuer:8080;", "server " + issuerAddr + ";"},
+		{"server consumer:8081;", "server " + consumerAddr + ";"},
+		{"listen 8080;", "listen " + listenAddr + ";"},
+	} {
+		if n := strings.Count(conf, r.old); n != 1 {
+			tb.Fatalf("nginx/default.conf holds %q %d times, want once", r.old, n)
+		}
+		conf = strings.Replace(conf, r.old, r.new, 1)
+	}
+	return conf
+}
+
+// nginxMainConf stands in for the image's /etc/nginx/nginx.conf, which
+// includes conf.d/*.conf in its http block; every path is under dir, so
+// nginx runs unprivileged and leaves nothing behind.
+func nginxMainConf(dir, version string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "worker_processes 1;\nevents { worker_connections 256; }\nhttp {\n")
+	fmt.Fprintf(&b, "    default_type application/octet-stream;\n    keepalive_timeout 65;\n")
+	fmt.Fprintf(&b, "    access_log %s;\n", filepath.Join(dir, "access.log"))
+	fmt.Fprintf(&b, "    client_body_temp_path %s;\n    proxy_temp_path %s;\n", filepath.Join(dir, "tmp", "body"), filepath.Join(dir, "tmp", "proxy"))
+	for _, m := range []string{"fastcgi", "uwsgi", "scgi"} {
+		if !strings.Contains(version, "--without-http_"+m+"_module") {
+			fmt.Fprintf(&b, "    %s_temp_path %s;\n", m, filepath.Join(dir, "tmp", m))
+		}
+	}
+	fmt.Fprintf(&b, "    include %s;\n}\n", filepath.Join(dir, "default.conf"))
+	return b.String()
+}
+
+func TestRenderNginxConf(t *testing.T) {
+	conf, err := os.ReadFile(filepath.Join("nginx", "default.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := renderNginxConf(t, string(conf), "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3")
+	if got == string(conf) {
+		t.Fatal("rendering changed nothing")
+	}
+	// Undoing the three replacements gives the file back: nothing else changed.
+	back := strings.NewReplacer("server 127.0.0.1:1;", "server issuer:8080;", "server 127.0.0.1:2;", "server consumer:8081;", "listen 127.0.0.1:3;", "listen 8080;").Replace(got)
+	if back != string(conf) {
+		t.Error("rendering changed more than the three host-specific strings")
+	}
+}
+
+// recorder is a reverse proxy that remembers the headers of what passed.
+type recorder struct {
+	mu   sync.Mutex
+	seen []http.Header
+	next http.Handler
+}
+
+func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec.mu.Lock()
+	rec.seen = append(rec.seen, r.Header.Clone())
+	rec.mu.Unlock()
+	rec.next.ServeHTTP(w, r)
+}
+
+func (rec *recorder) count() int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return len(rec.seen)
+}
+
+func (rec *recorder) last(tb testing.TB) http.Header {
+	tb.Helper()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.seen) == 0 {
+		tb.Fatal("nothing reached the upstream")
+	}
+	return rec.seen[len(rec.seen)-1]
+}
+
+// testIssuer is the real issuer in-process, wired as serve.go wires it.
+type testIssuer struct {
+	redis   *redistest.Redis
+	secret  string // client demo: orders:read orders:write, as `snowtoken init` makes it
+	handler http.Handler
+}
+
+func newTestIssuer(tb testing.TB, issuerURL string) *testIssuer {
+	tb.Helper()
+	r := redistest.New(tb)
+	k, err := token.GenerateKey()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	keys, err := token.NewKeySet(k)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	secret, sum, err := token.NewClientSecret()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	clients, err := token.NewClients([]token.Client{{ID: "demo", SecretSHA256: sum, Scopes: []string{"orders:read", "orders:write"}}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ids, err := snowflakealg.New(snowflakealg.Settings{WorkerID: 7})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	svc, err := token.NewService(keys, token.NewStore(r.Client, r.Prefix), ids, token.Options{Issuer: issuerURL})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h, err := handlers.New(handlers.Options{
+		Service: svc, Clients: clients, IDs: ids,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &testIssuer{redis: r, secret: secret, handler: h}
+}
+
+// startConsumer runs the consumer binary the Dockerfile builds, configured
+// as the Compose file configures it, and returns its address.
+func startConsumer(tb testing.TB, issuerURL string) string {
+	tb.Helper()
+	bin := builtBinaries(tb)["consumer"]
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(tb))
+	cmd := exec.Command(bin)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SNOWTOKEN_ISSUER_URL=" + issuerURL, "CONSUMER_ADDR=" + addr}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	tb.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	waitOK(tb, "http://"+addr+"/healthz", exited, func() string { return out.String() })
+	return addr
+}
+
+// startNginx runs nginx with conf as its server block on a free loopback
+// port, and returns the port's URL.
+func startNginx(tb testing.TB, bin, issuerAddr, consumerAddr string) string {
+	tb.Helper()
+	version, _ := exec.Command(bin, "-V").CombinedOutput()
+	conf, err := os.ReadFile(filepath.Join("nginx", "default.conf"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(tb))
+	dir := tb.TempDir()
+	// nginx started as root runs its worker as nobody, which must reach dir.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "tmp"), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	rendered := renderNginxConf(tb, string(conf), issuerAddr, consumerAddr, listen)
+	if err := os.WriteFile(filepath.Join(dir, "default.conf"), []byte(rendered), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(nginxMainConf(dir, string(version))), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	args := []string{"-p", dir + "/", "-c", filepath.Join(dir, "nginx.conf"), "-e", "stderr",
+		"-g", "daemon off; pid " + filepath.Join(dir, "nginx.pid") + "; error_log stderr;"}
+	if out, err := exec.Command(bin, append([]string{"-t"}, args...)...).CombinedOutput(); err != nil {
+		tb.Fatalf("nginx -t: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, args...)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	tb.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGQUIT) // graceful stop
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Signal(syscall.SIGTERM)
+			<-exited
+		}
+		if tb.Failed() {
+			access, _ := os.ReadFile(filepath.Join(dir, "access.log"))
+			tb.Logf("nginx output:\n%s\naccess log:\n%s", out.String(), access)
+		}
+	})
+	base := "http://" + listen
+	waitOK(tb, base+"/nginx-health", exited, out.String)
+	return base
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitOK polls url until it answers 200, failing if the process exits first.
+func waitOK(tb testing.TB, url string, exited <-chan struct{}, output func() string) {
+	tb.Helper()
+	c := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := c.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-exited:
+			tb.Fatalf("%s: the process exited\n%s", url, output())
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s did not answer 200 in 15s (last error %v)\n%s", url, err, output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestNginxGateway runs nginx/default.conf in a real nginx in front of the
+// real issuer and the real consumer, and checks what a client and the
+// consumer see.
+func TestNginxGateway(t *testing.T) {
+	nginx := nginxBinary(t)
+	const issuerURL = "http://localhost:8080" // the Compose file's SNOWTOKEN_ISSUER
+
+	iss := newTestIssuer(t, issuerURL)
+	issuerRec := &recorder{next: iss.handler}
+	issuerSrv := httptest.NewServer(issuerRec)
+	t.Cleanup(issuerSrv.Close)
+
+	consumerAddr := startConsumer(t, issuerSrv.URL)
+	consumerURL, _ := url.Parse("http://" + consumerAddr)
+	consumerRec := &recorder{next: httputil.NewSingleHostReverseProxy(consumerURL)}
+	consumerSrv := httptest.NewServer(consumerRec)
+	t.Cleanup(consumerSrv.Close)
+
+	gw := startNginx(t, nginx, issuerSrv.Listener.Addr().String(), consumerSrv.Listener.Addr().String())
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	t.Cleanup(client.CloseIdleConnections)
+
+	do := func(t *testing.T, method, path string, header http.Header, body string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, gw+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+	bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
+	type issued struct {
+		AccessToken string `json:"access_token"`
+		Scope       string `json:"scope"`
+		TokenID     string `json:"token_id"`
+	}
+	issue := func(t *testing.T, scope string, extra http.Header) issued {
+		t.Helper()
+		form := url.Values{"grant_type": {"client_credentials"}}
+		if scope != "" {
+			form.Set("scope", scope)
+		}
+		h := http.Header{}
+		for k, v := range extra {
+			h[k] = v
+		}
+		req, _ := http.NewRequest("POST", "/", nil)
+		req.SetBasicAuth("demo", iss.secret)
+		h.Set("Authorization", req.Header.Get("Authorization"))
+		resp, body := do(t, "POST", "/token", h, form.Encode())
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST /token through nginx: %s %s", resp.Status, body)
+		}
+		var tok issued
+		if err := json.Unmarshal([]byte(body), &tok); err != nil || tok.AccessToken == "" {
+			t.Fatalf("POST /token: %v: %s", err, body)
+		}
+		return tok
+	}
+	forged := http.Header{
+		"X-Auth-Subject":  {"admin"},
+		"X-Auth-Client":   {"admin"},
+		"X-Auth-Scope":    {"orders:read orders:write admin"},
+		"X-Auth-Token-Id": {"1"},
+	}
+	withForged := func(h http.Header) http.Header {
+		for k, v := range forged {
+			h[k] = v
+		}
+		return h
+	}
+
+	var tok issued
+	t.Run("token route strips X-Auth headers", func(t *testing.T) {
+		tok = issue(t, "", forged)
+		got := issuerRec.last(t)
+		for k := range forged {
+			if v := got.Values(k); len(v) > 0 {
+				t.Errorf("the issuer got client-sent %s: %q", k, v)
+			}
+		}
+		if tok.Scope != "orders:read orders:write" {
+			t.Errorf("scope %q, want the client's scopes", tok.Scope)
+		}
+	})
+
+	t.Run("no token is 401", func(t *testing.T) {
+		before := consumerRec.count()
+		resp, _ := do(t, "GET", "/orders", withForged(http.Header{}), "")
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("status %s, want 401", resp.Status)
+		}
+		if c := resp.Header.Values("WWW-Authenticate"); len(c) != 1 || !strings.HasPrefix(c[0], "Bearer ") {
+			t.Errorf("WWW-Authenticate %q, want one: the issuer's Bearer challenge", c)
+		}
+		if consumerRec.count() != before {
+			t.Error("the consumer was reached without a token")
+		}
+	})
+
+	t.Run("bad token is 401", func(t *testing.T) {
+		resp, _ := do(t, "GET", "/orders", bearer("not.a.token"), "")
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("status %s, want 401", resp.Status)
+		}
+		if c := resp.Header.Values("WWW-Authenticate"); len(c) != 1 || !strings.Contains(c[0], `error="invalid_token"`) {
+			t.Errorf("WWW-Authenticate %q, want one, with error=\"invalid_token\"", c)
+		}
+	})
+
+	t.Run("valid token reaches the consumer with its identity", func(t *testing.T) {
+		resp, body := do(t, "GET", "/orders", withForged(bearer(tok.AccessToken)), "")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %s, want 200: %s", resp.Status, body)
+		}
+		if c := resp.Header.Get("WWW-Authenticate"); c != "" {
+			t.Errorf("a 200 carries WWW-Authenticate %q", c)
+		}
+		got := consumerRec.last(t)
+		for k, want := range map[string]string{
+			"X-Auth-Subject":  "demo",
+			"X-Auth-Client":   "demo",
+			"X-Auth-Scope":    "orders:read orders:write",
+			"X-Auth-Token-Id": tok.TokenID,
+		} {
+			if v := got.Values(k); len(v) != 1 || v[0] != want {
+				t.Errorf("the consumer saw %s: %q, want only %q (the client sent %q)", k, v, want, forged.Get(k))
+			}
+		}
+		if got.Get("Authorization") != "Bearer "+tok.AccessToken {
+			t.Error("the consumer did not get the bearer token to check it itself")
+		}
+		var answer struct {
+			Subject string `json:"subject"`
+		}
+		if err := json.Unmarshal([]byte(body), &answer); err != nil || answer.Subject != "demo" {
+			t.Errorf("the consumer answered %s, want subject demo (%v)", body, err)
+		}
+	})
+
+	t.Run("token without orders:read is 403", func(t *testing.T) {
+		writer := issue(t, "orders:write", nil)
+		before := consumerRec.count()
+		resp, _ := do(t, "GET", "/orders", bearer(writer.AccessToken), "")
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("status %s, want 403", resp.Status)
+		}
+		if c := resp.Header.Values("WWW-Authenticate"); len(c) != 1 || !strings.Contains(c[0], `error="insufficient_scope"`) {
+			t.Errorf("WWW-Authenticate %q, want one, with error=\"insufficient_scope\"", c)
+		}
+		if consumerRec.count() != before {
+			t.Error("the consumer was reached with a token lacking orders:read")
+		}
+	})
+
+	t.Run("well-known routes reach the issuer", func(t *testing.T) {
+		resp, body := do(t, "GET", "/.well-known/jwks.json", nil, "")
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"keys"`) {
+			t.Errorf("GET /.well-known/jwks.json: %s %s", resp.Status, body)
+		}
+		resp, body = do(t, "GET", "/.well-known/oauth-authorization-server", nil, "")
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, issuerURL+"/token") {
+			t.Errorf("GET /.well-known/oauth-authorization-server: %s %s", resp.Status, body)
+		}
+	})
+
+	t.Run("other paths are 404 at the gateway", func(t *testing.T) {
+		for _, p := range []string{"/metrics", "/healthz", "/subjects/demo/tokens", "/_auth/orders", "/orders/1"} {
+			if resp, _ := do(t, "GET", p, nil, ""); resp.StatusCode != http.StatusNotFound {
+				t.Errorf("GET %s: %s, want 404", p, resp.Status)
+			}
+		}
+	})
+
+	// A second token, still valid, for the outage below.
+	spare := issue(t, "orders:read", nil)
+
+	t.Run("revoked token is 401", func(t *testing.T) {
+		form := url.Values{"token": {tok.AccessToken}}
+		req, _ := http.NewRequest("POST", "/", nil)
+		req.SetBasicAuth("demo", iss.secret)
+		resp, body := do(t, "POST", "/token/revoke", http.Header{"Authorization": {req.Header.Get("Authorization")}}, form.Encode())
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST /token/revoke: %s %s", resp.Status, body)
+		}
+		before := consumerRec.count()
+		resp, _ = do(t, "GET", "/orders", bearer(tok.AccessToken), "")
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("status %s, want 401", resp.Status)
+		}
+		if consumerRec.count() != before {
+			t.Error("the consumer was reached with a revoked token")
+		}
+		if resp, _ := do(t, "GET", "/orders", bearer(spare.AccessToken), ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("another token of the same client: %s, want 200", resp.Status)
+		}
+	})
+
+	t.Run("issuer unavailable is 503", func(t *testing.T) {
+		iss.redis.Client.Close() // the issuer's Redis is gone: validation answers 503
+		resp, body := do(t, "GET", "/orders", bearer(spare.AccessToken), "")
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("status %s, want 503: %s", resp.Status, body)
+		}
+		if resp.Header.Get("Retry-After") == "" {
+			t.Error("503 without Retry-After")
+		}
+	})
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"snowtoken/token"
+)
+
+// Files init writes into its directory. The issuer finds the first two
+// through SNOWTOKEN_SIGNING_KEYS and SNOWTOKEN_CLIENTS_FILE.
+const (
+	initKeyFile     = "signing-key.pem"
+	initClientsFile = "clients.json"
+)
+
+// initCmd prepares a production secrets directory: a signing key, and a
+// clients file with one client whose secret goes to DIR/<client-id>.secret.
+// It never replaces a file that exists, so running it on every start (the
+// Compose stack's one-shot init service does) keeps the key and the client.
+//
+// The secret is not printed: output of a container ends up in `docker
+// compose logs` and whatever collects them, and stays there. The secret file is
+// 0600 in the secrets volume; init prints only its path.
+func initCmd(args []string, stdout io.Writer) error {
+	flags := flag.NewFlagSet("init", flag.ContinueOnError)
+	flags.SetOutput(stdout)
+	dir := flags.String("dir", "", "directory for "+initKeyFile+", "+initClientsFile+" and <client-id>.secret (created 0700 if missing)")
+	clientID := flags.String("client-id", "demo", "id of the client to create")
+	scopes := flags.String("scopes", "orders:read,orders:write", "comma-separated scopes the client may ask for")
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *dir == "" || flags.NArg() > 0 {
+		return errors.New("usage: snowtoken init -dir DIR [-client-id demo] [-scopes orders:read,orders:write]")
+	}
+	client, err := initClient(*clientID, *scopes)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*dir, 0o700); err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+
+	keyDone, err := initKey(filepath.Join(*dir, initKeyFile), stdout)
+	if err != nil {
+		return err
+	}
+	clientsDone, err := initClients(*dir, client, stdout)
+	if err != nil {
+		return err
+	}
+	if !keyDone && !clientsDone {
+		fmt.Fprintf(stdout, "init: nothing to do: %s already holds a key and a clients file\n", *dir)
+	}
+	return nil
+}
+
+// initKey writes a new Ed25519 key to path unless a file is there. It reports
+// whether it wrote one.
+func initKey(path string, stdout io.Writer) (bool, error) {
+	exists, err := fileExists(path)
+	if err != nil {
+		return false, err
+	}
+	if exists {
+		fmt.Fprintf(stdout, "init: kept %s (exists)\n", path)
+		return false, nil
+	}
+	k, err := token.GenerateKey()
+	if err != nil {
+		return false, err
+	}
+	pemBytes, err := k.MarshalPEM()
+	if err != nil {
+		return false, err
+	}
+	created, err := writeNewFile(path, pemBytes)
+	if err != nil {
+		return false, err
+	}
+	if !created {
+		fmt.Fprintf(stdout, "init: kept %s (exists)\n", path)
+		return false, nil
+	}
+	fmt.Fprintf(stdout, "init: wrote %s (Ed25519 signing key, kid %s)\n", path, k.ID)
+	return true, nil
+}
+
+// initClient checks the client init is asked for, before anything is written.
+func initClient(id, scopeList string) (token.Client, error) {
+	c := token.Client{ID: id, SecretSHA256: strings.Repeat("0", 64)}
+	for _, s := range strings.Split(scopeList, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.Scopes = append(c.Scopes, s)
+		}
+	}
+	if _, err := token.NewClients([]token.Client{c}); err != nil {
+		return token.Client{}, fmt.Errorf("init: %w", err)
+	}
+	return c, nil
+}
+
+// initClients writes a clients file holding c with a new secret, unless a
+// clients file is there. The secret file is written first, so a clients file
+// never exists whose secret was lost; a secret file left without a clients
+// file is refused rather than replaced.
+func initClients(dir string, c token.Client, stdout io.Writer) (bool, error) {
+	clientsPath := filepath.Join(dir, initClientsFile)
+	exists, err := fileExists(clientsPath)
+	if err != nil {
+		return false, err
+	}
+	if exists {
+		fmt.Fprintf(stdout, "init: kept %s (exists)\n", clientsPath)
+		return false, nil
+	}
+	secret, sum, err := token.NewClientSecret()
+	if err != nil {
+		return false, err
+	}
+	c.SecretSHA256 = sum
+	doc, err := json.MarshalIndent(token.ClientsFile{Clients: []token.Client{c}}, "", "  ")
+	if err != nil {
+		return false, err
+	}
+	secretPath := filepath.Join(dir, c.ID+".secret")
+	created, err := writeNewFile(secretPath, []byte(secret+"\n"))
+	if err != nil {
+		return false, err
+	}
+	if !created {
+		return false, fmt.Errorf("init: %s exists but %s does not: remove the stale secret file to create the client again", secretPath, clientsPath)
+	}
+	created, err = writeNewFile(clientsPath, append(doc, '\n'))
+	if err != nil || !created {
+		// Someone else wrote a clients file meanwhile: ours is not in use.
+		os.Remove(secretPath)
+		if err == nil {
+			fmt.Fprintf(stdout, "init: kept %s (exists)\n", clientsPath)
+		}
+		return false, err
+	}
+	fmt.Fprintf(stdout, "init: wrote %s (client %q, scopes %s)\n", clientsPath, c.ID, strings.Join(c.Scopes, " "))
+	fmt.Fprintf(stdout, "init: wrote %s (the client's secret, mode 0600; it is not printed)\n", secretPath)
+	return true, nil
+}
+
+func fileExists(path string) (bool, error) {
+	_, err := os.Lstat(path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	default:
+		return false, fmt.Errorf("init: %w", err)
+	}
+}
+
+// writeNewFile creates path, mode 0600, holding data, unless path exists: it
+// reports false then and leaves the file alone. The data goes to a temporary
+// file first, which is then hard-linked into place: link(2) never replaces a
+// file, and path never exists with partial contents, even if init is killed
+// or two inits race. Where the file system has no hard links, it falls back to
+// an exclusive create, which still never replaces a file.
+func writeNewFile(path string, data []byte) (bool, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".init-*")
+	if err != nil {
+		return false, fmt.Errorf("init: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("init: %w", err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("init: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("init: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return false, fmt.Errorf("init: %w", err)
+	}
+	err = os.Link(tmp.Name(), path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrExist):
+		return false, nil
+	}
+	return writeExclusive(path, data)
+}
+
+// writeExclusive is writeNewFile without the temporary file: a crash while
+// writing can leave path partial, so it is only the fallback.
+func writeExclusive(path string, data []byte) (bool, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("init: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return false, fmt.Errorf("init: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return false, fmt.Errorf("init: %w", err)
+	}
+	return true, nil
+}

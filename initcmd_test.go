@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"snowtoken/config"
+	"snowtoken/token"
+)
+
+// runInit runs `snowtoken init ARGS` through run, as the binary would.
+func runInit(tb testing.TB, args ...string) (string, error) {
+	tb.Helper()
+	var out bytes.Buffer
+	err := run(context.Background(), append([]string{"init"}, args...), func(string) string { return "" }, &out)
+	return out.String(), err
+}
+
+// readDir returns every file in dir with its contents.
+func readDir(tb testing.TB, dir string) map[string]string {
+	tb.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	files := make(map[string]string, len(entries))
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		files[e.Name()] = string(b)
+	}
+	return files
+}
+
+func TestInitCreatesWhatProductionNeeds(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "secrets", "nested")
+	out, err := runInit(t, "-dir", dir)
+	if err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+
+	files := readDir(t, dir)
+	names := slices.Sorted(maps.Keys(files))
+	if want := []string{"clients.json", "demo.secret", "signing-key.pem"}; !slices.Equal(names, want) {
+		t.Fatalf("files = %v, want %v (no temporary files left)", names, want)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Mode().Perm(); got != 0o700 {
+		t.Errorf("dir mode = %v, want 0700", got)
+	}
+	for _, n := range names {
+		st, err := os.Stat(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Mode().Perm(); got != 0o600 {
+			t.Errorf("%s mode = %v, want 0600", n, got)
+		}
+	}
+
+	// The secret is in its file, never on stdout; stdout names the files.
+	secret := strings.TrimSpace(files["demo.secret"])
+	if len(secret) < 40 {
+		t.Fatalf("secret %q is too short", secret)
+	}
+	if strings.Contains(out, secret) {
+		t.Errorf("stdout shows the secret:\n%s", out)
+	}
+	for _, n := range names {
+		if !strings.Contains(out, filepath.Join(dir, n)) {
+			t.Errorf("stdout does not name %s:\n%s", n, out)
+		}
+	}
+
+	// The issuer accepts the files as production configuration.
+	env := map[string]string{
+		"SNOWTOKEN_ENV":          "production",
+		"SNOWTOKEN_REDIS_URL":    "redis://127.0.0.1:6379/0",
+		"SNOWTOKEN_ISSUER":       "http://localhost:8080",
+		"SNOWTOKEN_SIGNING_KEYS": filepath.Join(dir, "signing-key.pem"),
+		"SNOWTOKEN_CLIENTS_FILE": filepath.Join(dir, "clients.json"),
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("config.Load: %v", err)
+	}
+	ks, err := token.LoadKeySet(cfg.SigningKeys...)
+	if err != nil {
+		t.Fatalf("LoadKeySet: %v", err)
+	}
+	if !strings.Contains(out, ks.SigningKeyID()) {
+		t.Errorf("stdout does not name kid %s:\n%s", ks.SigningKeyID(), out)
+	}
+	clients, err := token.LoadClients(cfg.ClientsFile)
+	if err != nil {
+		t.Fatalf("LoadClients: %v", err)
+	}
+	c, err := clients.Authenticate("demo", secret)
+	if err != nil {
+		t.Fatalf("the written secret does not authenticate client demo: %v", err)
+	}
+	if want := []string{"orders:read", "orders:write"}; !slices.Equal(c.Scopes, want) {
+		t.Errorf("scopes = %v, want %v", c.Scopes, want)
+	}
+	if c.Admin || c.MaySetSubject {
+		t.Errorf("demo client has admin=%v may_set_subject=%v, want neither", c.Admin, c.MaySetSubject)
+	}
+}
+
+func TestInitSecondRunChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := runInit(t, "-dir", dir, "-client-id", "shop", "-scopes", "a, b"); err != nil {
+		t.Fatalf("first init: %v\n%s", err, out)
+	}
+	before := readDir(t, dir)
+	if _, ok := before["shop.secret"]; !ok {
+		t.Fatalf("no shop.secret in %v", before)
+	}
+	var f token.ClientsFile
+	if err := json.Unmarshal([]byte(before["clients.json"]), &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Clients) != 1 || f.Clients[0].ID != "shop" || !slices.Equal(f.Clients[0].Scopes, []string{"a", "b"}) {
+		t.Fatalf("clients file = %+v, want client shop with scopes a b", f)
+	}
+
+	out, err := runInit(t, "-dir", dir, "-client-id", "other")
+	if err != nil {
+		t.Fatalf("second init: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "nothing to do") {
+		t.Errorf("second run does not say it did nothing:\n%s", out)
+	}
+	if after := readDir(t, dir); !maps.Equal(after, before) {
+		t.Errorf("second run changed the directory:\nbefore %v\nafter  %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
+	}
+}
+
+func TestInitKeepsAnExistingKey(t *testing.T) {
+	dir := t.TempDir()
+	const mine = "operator's own key\n"
+	keyPath := filepath.Join(dir, "signing-key.pem")
+	if err := os.WriteFile(keyPath, []byte(mine), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runInit(t, "-dir", dir)
+	if err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	files := readDir(t, dir)
+	if files["signing-key.pem"] != mine {
+		t.Errorf("the existing key was replaced")
+	}
+	if _, ok := files["clients.json"]; !ok {
+		t.Errorf("clients.json was not written beside an existing key")
+	}
+	if !strings.Contains(out, "kept "+keyPath) {
+		t.Errorf("stdout does not say the key was kept:\n%s", out)
+	}
+}
+
+func TestInitRefusesAStaleSecret(t *testing.T) {
+	dir := t.TempDir()
+	const stale = "old secret\n"
+	if err := os.WriteFile(filepath.Join(dir, "demo.secret"), []byte(stale), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runInit(t, "-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "demo.secret exists") {
+		t.Fatalf("init = %v, want an error about the stale secret\n%s", err, out)
+	}
+	files := readDir(t, dir)
+	if files["demo.secret"] != stale {
+		t.Errorf("the stale secret was replaced")
+	}
+	if _, ok := files["clients.json"]; ok {
+		t.Errorf("clients.json written although its secret could not be")
+	}
+}
+
+func TestInitRejectsBadInputBeforeWriting(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"no dir", nil},
+		{"extra argument", []string{"-dir", "DIR", "extra"}},
+		{"bad client id", []string{"-dir", "DIR", "-client-id", "has space"}},
+		{"bad scope", []string{"-dir", "DIR", "-scopes", `a,"b"`}},
+		{"unknown flag", []string{"-dir", "DIR", "-admin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "secrets")
+			args := slices.Clone(tc.args)
+			for i := range args {
+				if args[i] == "DIR" {
+					args[i] = dir
+				}
+			}
+			if _, err := runInit(t, args...); err == nil {
+				t.Fatalf("init %q succeeded, want an error", args)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("init wrote %s before rejecting its input (stat: %v)", dir, err)
+			}
+		})
+	}
+}
+
+func TestWriteNewFileNeverReplaces(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	for i, tc := range []struct {
+		write       func(string, []byte) (bool, error)
+		data        string
+		wantCreated bool
+	}{
+		{writeNewFile, "first", true},
+		{writeNewFile, "second", false},
+		{writeExclusive, "third", false},
+	} {
+		created, err := tc.write(path, []byte(tc.data))
+		if err != nil || created != tc.wantCreated {
+			t.Fatalf("write %d = %v, %v; want %v, nil", i, created, err, tc.wantCreated)
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != "first" {
+		t.Errorf("file = %q, want %q", b, "first")
+	}
+	fresh := filepath.Join(t.TempDir(), "g")
+	if created, err := writeExclusive(fresh, []byte("x")); err != nil || !created {
+		t.Fatalf("writeExclusive on a new path = %v, %v", created, err)
+	}
+	st, err := os.Stat(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Mode().Perm(); got != 0o600 {
+		t.Errorf("writeExclusive mode = %v, want 0600", got)
+	}
+}
