@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,14 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	dev := !cfg.Production
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("SNOWTOKEN_ADDR: %w", err)
+	}
+	defer ln.Close()         // Serve closes it too; this covers a failed start
+	if cfg.IssuerDefaulted { // dev mode: name the port actually bound (SNOWTOKEN_ADDR may say :0)
+		cfg.Issuer = "http://localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	}
 
 	rdb, stopRedis, err := openRedis(ctx, cfg, log)
 	if err != nil {
@@ -91,10 +100,6 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("SNOWTOKEN_ADDR: %w", err)
-	}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,

@@ -132,6 +132,7 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 		if err != nil {
 			bad(name, v, err)
+			return def
 		}
 		return d
 	}
