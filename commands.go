@@ -25,6 +25,8 @@ Usage:
   snowtoken client new -id ID -scopes a,b [-may-set-subject] [-admin] [-max-ttl 1h]
                                          print a new client's secret (once) and its clients-file entry
   snowtoken keys new -out FILE           write a new Ed25519 signing key (PEM)
+  snowtoken init -dir DIR [-client-id demo] [-scopes a,b]
+                                         create a signing key and a clients file in DIR, never overwriting (Compose init)
   snowtoken id decode ID                 print an ID's time, worker and sequence
   snowtoken healthcheck                  exit 0 when the local issuer is ready (Docker HEALTHCHECK)
 

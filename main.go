@@ -3,6 +3,7 @@
 //	snowtoken                      serve (configured by SNOWTOKEN_* variables; see -h)
 //	snowtoken client new -id ID -scopes a,b [-may-set-subject] [-admin] [-max-ttl 1h]
 //	snowtoken keys new -out FILE
+//	snowtoken init -dir DIR [-client-id demo] [-scopes a,b]
 //	snowtoken id decode ID
 //	snowtoken healthcheck
 package main
