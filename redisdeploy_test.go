@@ -1,0 +1,435 @@
+package main
+
+// The tests in this file run the real snowtoken binary against the Redis
+// deployments it supports besides a single server: a Redis Cluster of three
+// masters (SNOWTOKEN_REDIS_CLUSTER_ADDRS) and a master with a replica watched
+// by three Sentinels (SNOWTOKEN_REDIS_SENTINEL_MASTER and _ADDRS), all started
+// by the test on loopback. They use the helpers of replicas_test.go.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"snowtoken/internal/redistest"
+	"snowtoken/token"
+)
+
+// deployRequireEnv, when set, turns a missing Redis binary into a failure
+// instead of a skip; CI sets it so that these tests cannot pass by not running.
+const deployRequireEnv = "SNOWTOKEN_TEST_REQUIRE_REDIS_DEPLOYMENTS"
+
+// deploySubjects hash to slots served by all three masters of a cluster made
+// by `redis-cli --cluster create` (alice 749, bob 8955, erin 12069, heidi 509);
+// TestRedisClusterDeployment checks that they do.
+var deploySubjects = []string{"alice", "bob", "erin", "heidi"}
+
+// deployNeeds skips the test when a binary is missing, unless a real Redis is
+// configured or deployRequireEnv is set: then it fails.
+func deployNeeds(tb testing.TB, bins ...string) {
+	tb.Helper()
+	var missing []string
+	for _, b := range bins {
+		if _, err := exec.LookPath(b); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	msg := fmt.Sprintf("needs %s on PATH (Debian: apt-get install redis-server redis-tools)", strings.Join(missing, " and "))
+	if os.Getenv(deployRequireEnv) != "" || redistest.Real() {
+		tb.Fatalf("%s; %s or %s is set, so this test must run", msg, deployRequireEnv, redistest.EnvURL)
+	}
+	tb.Skip(msg)
+}
+
+// deployWait calls cond until it returns nil, and fails with its last error
+// after fleetWait.
+func deployWait(tb testing.TB, what string, cond func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(fleetWait)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// deployRedisServer starts redis-server on 127.0.0.1:port with extra args
+// and returns once it answers PING.
+func deployRedisServer(tb testing.TB, dir string, port int, extra ...string) *fleetProc {
+	tb.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--logfile", filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log")}, extra...)
+	p := spawnFleetProc(tb, "redis-server "+addr, nil, "redis-server", args...)
+	p.addr = addr
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	deployWait(tb, "redis-server on "+addr, func() error {
+		select {
+		case <-p.done:
+			tb.Fatalf("redis-server on %s exited: %v; log:\n%s", addr, p.err, deployLog(dir, port))
+		default:
+		}
+		return c.Ping(tb.Context()).Err()
+	})
+	return p
+}
+
+func deployLog(dir string, port int) string {
+	b, _ := os.ReadFile(filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log"))
+	return lastLines(string(b), 20)
+}
+
+// deployPort returns a free port on 127.0.0.1.
+func deployPort(tb testing.TB) int {
+	tb.Helper()
+	_, port, _ := net.SplitHostPort(fleetAddr(tb, "127.0.0.1"))
+	n, _ := strconv.Atoi(port)
+	return n
+}
+
+// deployClusterPort returns a free port P below 30000 whose cluster bus port,
+// P+10000, is free too (an ephemeral port plus 10000 may not exist).
+func deployClusterPort(tb testing.TB) int {
+	tb.Helper()
+	free := func(port int) bool {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			return false
+		}
+		ln.Close()
+		return true
+	}
+	for range 200 {
+		if p := 20000 + rand.IntN(10000); free(p) && free(p+10000) {
+			return p
+		}
+	}
+	tb.Fatal("no free port pair P, P+10000 below 40000")
+	return 0
+}
+
+// startRedisCluster starts three cluster-enabled redis-servers, joins them
+// with `redis-cli --cluster create` and returns their addresses once every
+// node reports all 16384 slots served.
+func startRedisCluster(tb testing.TB) []string {
+	tb.Helper()
+	dir := tb.TempDir()
+	var addrs []string
+	for range 3 {
+		port := deployClusterPort(tb)
+		p := strconv.Itoa(port)
+		deployRedisServer(tb, dir, port, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+p+".conf",
+			"--cluster-node-timeout", "5000")
+		addrs = append(addrs, "127.0.0.1:"+p)
+	}
+	ctx, cancel := context.WithTimeout(tb.Context(), fleetWait)
+	defer cancel()
+	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		tb.Fatalf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		deployWait(tb, "cluster node "+addr, func() error {
+			info, err := c.ClusterInfo(tb.Context()).Result()
+			if err != nil {
+				return err
+			}
+			for _, want := range []string{"cluster_state:ok", "cluster_slots_ok:16384", "cluster_known_nodes:3"} {
+				if !strings.Contains(info, want) {
+					return fmt.Errorf("CLUSTER INFO lacks %s:\n%s", want, info)
+				}
+			}
+			return nil
+		})
+		c.Close()
+	}
+	return addrs
+}
+
+// deployExercise issues, validates, revokes and revokes all tokens of every
+// subject at p; check, if set, looks at each subject's keys in Redis.
+func deployExercise(tb testing.TB, p *fleetProc, creds fleetCreds, worker int64, subjects []string,
+	check func(subject string, tok fleetToken)) {
+	tb.Helper()
+	for _, s := range subjects {
+		t1, t2 := p.issue(tb, creds.svc, s), p.issue(tb, creds.svc, s)
+		for _, tok := range []fleetToken{t1, t2} {
+			p.mustValidate(tb, tok, worker)
+			if _, cl := p.validate(tb, tok); cl.Subject != s {
+				tb.Fatalf("token of %s validates with sub %q", s, cl.Subject)
+			}
+		}
+		if check != nil {
+			check(s, t2)
+		}
+		if status := p.revoke(tb, creds.svc, t1); status != http.StatusOK {
+			tb.Fatalf("POST /token/revoke of %s's token: %d, want 200", s, status)
+		}
+		p.mustReject(tb, t1, "after its revocation")
+		p.mustValidate(tb, t2, worker)
+		if status := p.revokeSubject(tb, creds.admin, s); status != http.StatusNoContent {
+			tb.Fatalf("DELETE /subjects/%s/tokens: %d, want 204", s, status)
+		}
+		p.mustReject(tb, t2, "after all of "+s+"'s tokens were revoked")
+		p.mustValidate(tb, p.issue(tb, creds.svc, s), worker)
+	}
+}
+
+// TestRedisClusterDeployment runs snowtoken on a three-master Redis Cluster:
+// the worker lease and the sessions of subjects in every master's slots.
+func TestRedisClusterDeployment(t *testing.T) {
+	deployNeeds(t, "redis-server", "redis-cli")
+	bin := fleetBinary(t)
+	addrs := startRedisCluster(t)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { cc.Close() })
+	ctx := t.Context()
+
+	masters := map[string][]string{}
+	for _, s := range deploySubjects {
+		m, err := cc.MasterForKey(ctx, token.DefaultKeyPrefix+"{"+s+"}:gen")
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Options().Addr] = append(masters[m.Options().Addr], s)
+	}
+	if len(masters) != len(addrs) {
+		t.Fatalf("subjects by master %v: want every one of the %d masters", masters, len(addrs))
+	}
+
+	creds := newFleetCreds(t, bin)
+	p := startFleetProc(t, bin, "snowtoken on the cluster",
+		creds.env(map[string]string{"SNOWTOKEN_REDIS_CLUSTER_ADDRS": strings.Join(addrs, ",")}, fleetAddr(t, "127.0.0.21"), "127.0.0.21"))
+	if w := p.worker(t); w != 21 {
+		t.Fatalf("worker %d, want 21", w)
+	}
+	leaseKey, _ := workerKeys(21)
+	if n, err := cc.Exists(ctx, leaseKey).Result(); err != nil || n != 1 {
+		t.Fatalf("lease key %s in the cluster: exists %d, %v", leaseKey, n, err)
+	}
+	deployExercise(t, p, creds, 21, deploySubjects, func(s string, tok fleetToken) {
+		key := token.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
+		if n, err := cc.Exists(ctx, key).Result(); err != nil || n != 1 {
+			t.Fatalf("session key %s in the cluster: exists %d, %v", key, n, err)
+		}
+	})
+	for _, s := range deploySubjects {
+		if gen, err := cc.Get(ctx, token.DefaultKeyPrefix+"{"+s+"}:gen").Result(); err != nil || gen != "1" {
+			t.Errorf("generation of %s in the cluster: %q, %v; want 1", s, gen, err)
+		}
+	}
+	t.Logf("subjects by master: %v", masters)
+}
+
+// TestRedisSentinelDeployment runs snowtoken on a master and a replica watched
+// by three Sentinels, kills the master and checks that snowtoken works again
+// on the promoted replica, and that no revoked token validates meanwhile.
+func TestRedisSentinelDeployment(t *testing.T) {
+	deployNeeds(t, "redis-server")
+	bin := fleetBinary(t)
+	dir := t.TempDir()
+	ctx := t.Context()
+
+	master := deployRedisServer(t, dir, deployPort(t))
+	replica := deployRedisServer(t, dir, deployPort(t), "--replicaof", "127.0.0.1", strings.TrimPrefix(master.addr, "127.0.0.1:"))
+	rc := redis.NewClient(&redis.Options{Addr: replica.addr})
+	t.Cleanup(func() { rc.Close() })
+	deployWait(t, "replica link to the master", func() error {
+		info, err := rc.Info(ctx, "replication").Result()
+		if err == nil && !strings.Contains(info, "master_link_status:up") {
+			err = errors.New("master_link_status is not up")
+		}
+		return err
+	})
+
+	const name = "mymaster"
+	var sentinels []string
+	for range 3 {
+		port := deployPort(t)
+		conf := filepath.Join(dir, fmt.Sprintf("sentinel-%d.conf", port))
+		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
+			"sentinel monitor %s 127.0.0.1 %s 2\n"+
+			"sentinel down-after-milliseconds %s 1000\n"+
+			"sentinel failover-timeout %s 5000\n",
+			port, dir, filepath.Join(dir, fmt.Sprintf("sentinel-%d.log", port)),
+			name, strings.TrimPrefix(master.addr, "127.0.0.1:"), name, name)
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		spawnFleetProc(t, fmt.Sprintf("sentinel :%d", port), nil, "redis-server", conf, "--sentinel")
+		sentinels = append(sentinels, "127.0.0.1:"+strconv.Itoa(port))
+	}
+	scs := make([]*redis.SentinelClient, len(sentinels))
+	for i, addr := range sentinels {
+		scs[i] = redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		t.Cleanup(func() { scs[i].Close() })
+		deployWait(t, "sentinel "+addr+" knows the other sentinels and the replica", func() error {
+			others, err := scs[i].Sentinels(ctx, name).Result()
+			if err != nil {
+				return err
+			}
+			replicas, err := scs[i].Replicas(ctx, name).Result()
+			if err != nil {
+				return err
+			}
+			if len(others) != len(sentinels)-1 || len(replicas) != 1 || replicas[0]["flags"] != "slave" {
+				return fmt.Errorf("sentinels %v, replicas %v", others, replicas)
+			}
+			return nil
+		})
+	}
+
+	creds := newFleetCreds(t, bin)
+	p := startFleetProc(t, bin, "snowtoken on sentinel", creds.env(map[string]string{
+		"SNOWTOKEN_REDIS_SENTINEL_MASTER": name,
+		"SNOWTOKEN_REDIS_SENTINEL_ADDRS":  strings.Join(sentinels, ","),
+	}, fleetAddr(t, "127.0.0.22"), "127.0.0.22"))
+	if w := p.worker(t); w != 22 {
+		t.Fatalf("worker %d, want 22", w)
+	}
+	mc := redis.NewClient(&redis.Options{Addr: master.addr})
+	t.Cleanup(func() { mc.Close() })
+	deployExercise(t, p, creds, 22, deploySubjects, func(s string, tok fleetToken) {
+		key := token.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
+		if n, err := mc.Exists(ctx, key).Result(); err != nil || n != 1 {
+			t.Fatalf("session key %s on the master: exists %d, %v", key, n, err)
+		}
+	})
+
+	// Tokens whose fate must survive the failover.
+	live := p.issue(t, creds.svc, "carol")
+	revoked := p.issue(t, creds.svc, "carol")
+	if status := p.revoke(t, creds.svc, revoked); status != http.StatusOK {
+		t.Fatalf("POST /token/revoke: %d", status)
+	}
+	subjectRevoked := p.issue(t, creds.svc, "dave")
+	if status := p.revokeSubject(t, creds.admin, "dave"); status != http.StatusNoContent {
+		t.Fatalf("DELETE /subjects/dave/tokens: %d", status)
+	}
+	// Replication is asynchronous: a revocation the master acknowledged but
+	// had not yet sent to the replica when it died would be lost. Wait until
+	// the replica has everything, so that the test checks snowtoken, not that.
+	if n, err := mc.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 5000 on the master: %d, %v", n, err)
+	}
+
+	// Watch the revoked tokens through the failover: a 503 is fine, a 200 never.
+	var (
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		statuses sync.Map // status -> *atomic.Int64
+		pollErr  atomic.Pointer[error]
+	)
+	for i := range 4 { // several, since a request waits while Redis has no master
+		tok := []fleetToken{revoked, subjectRevoked}[i%2]
+		wg.Go(func() {
+			for !stop.Load() {
+				status, err := deployValidateStatus(p, tok)
+				if err != nil {
+					pollErr.CompareAndSwap(nil, &err)
+					continue
+				}
+				n, _ := statuses.LoadOrStore(status, new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+
+	killed := time.Now()
+	master.kill()
+	deployWait(t, "sentinels promote the replica", func() error {
+		addr, err := scs[0].GetMasterAddrByName(ctx, name).Result()
+		if err == nil && strings.Join(addr, ":") != replica.addr {
+			err = fmt.Errorf("master is %v, want the replica %s", addr, replica.addr)
+		}
+		return err
+	})
+	promoted := time.Since(killed)
+	unavailable := 0
+	deployWait(t, "snowtoken issues on the promoted replica", func() error {
+		status, _, _, body := p.tryIssue(t, creds.svc, "")
+		switch status {
+		case http.StatusOK:
+			return nil
+		case http.StatusServiceUnavailable:
+			unavailable++
+		default:
+			t.Fatalf("POST /token during the failover: %d %s, want 503 or 200", status, body)
+		}
+		return fmt.Errorf("POST /token: %d %s", status, body)
+	})
+	recovered := time.Since(killed)
+
+	p.mustValidate(t, live, 22)
+	p.mustReject(t, revoked, "revoked before the failover")
+	p.mustReject(t, subjectRevoked, "of a subject revoked before the failover")
+	deployExercise(t, p, creds, 22, deploySubjects, func(s string, tok fleetToken) {
+		key := token.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
+		if n, err := rc.Exists(ctx, key).Result(); err != nil || n != 1 {
+			t.Fatalf("session key %s on the promoted replica: exists %d, %v", key, n, err)
+		}
+	})
+
+	stop.Store(true)
+	wg.Wait()
+	seen := map[int]int64{}
+	statuses.Range(func(k, v any) bool {
+		seen[k.(int)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	if e := pollErr.Load(); e != nil {
+		t.Errorf("validating revoked tokens during the failover: %v", *e)
+	}
+	if seen[http.StatusOK] != 0 {
+		t.Fatalf("a revoked token validated %d times during the failover (statuses seen: %v)", seen[http.StatusOK], seen)
+	}
+	if seen[http.StatusUnauthorized] == 0 {
+		t.Errorf("the watch saw no 401 for the revoked tokens: statuses %v", seen)
+	}
+	t.Logf("master killed: replica promoted after %v, snowtoken issued again after %v (%d × 503 before); revoked tokens during the failover: %v",
+		promoted.Round(time.Millisecond), recovered.Round(time.Millisecond), unavailable, seen)
+}
+
+// deployValidateStatus validates a token at p and returns the status, without
+// failing the test: for goroutines other than the test's.
+func deployValidateStatus(p *fleetProc, tok fleetToken) (int, error) {
+	req, err := http.NewRequest(http.MethodGet, p.url("/token/validate"), nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	resp, err := fleetHTTP.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, err
+}
