@@ -55,6 +55,7 @@ type Service struct {
 	opts   Options
 	parser *jwt.Parser
 	cache  *verifiedCache
+	signer *signer
 }
 
 // NewService returns a service that signs with keys, keeps sessions in store
@@ -94,10 +95,15 @@ func NewService(keys *KeySet, store *Store, ids IDs, opts Options) (*Service, er
 	if opts.Audience != "" {
 		popts = append(popts, jwt.WithAudience(opts.Audience))
 	}
+	sg, err := newSigner(keys.signer, opts.Issuer, opts.Audience)
+	if err != nil {
+		return nil, err
+	}
 	return &Service{
 		keys: keys, store: store, ids: ids, opts: opts,
 		parser: jwt.NewParser(popts...),
 		cache:  newVerifiedCache(opts.CacheSize),
+		signer: sg,
 	}, nil
 }
 
@@ -171,24 +177,7 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	jti := id.String()
 	now := s.opts.Now().Truncate(time.Second)
 	scope := strings.Join(scopes, " ")
-	claims := Claims{
-		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer:    s.opts.Issuer,
-			Subject:   subject,
-			IssuedAt:  jwt.NewNumericDate(now),
-			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
-			ID:        jti,
-		},
-		ClientID: c.ID,
-		Scope:    scope,
-	}
-	if s.opts.Audience != "" {
-		claims.Audience = jwt.ClaimStrings{s.opts.Audience}
-	}
-	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
-	t.Header["kid"] = s.keys.signer.ID
-	t.Header["typ"] = "at+jwt"
-	signed, err := t.SignedString(s.keys.signer.Private)
+	signed, err := s.signer.sign(subject, c.ID, scope, jti, now.Unix(), now.Add(ttl).Unix())
 	if err != nil {
 		return Issued{}, fmt.Errorf("signing: %w", err)
 	}
