@@ -326,7 +326,9 @@ func (s *Server) validate(c *gin.Context) {
 func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	want, err := token.ParseScope(c.Query("scope"))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", token.ErrInvalidRequest, err)
+		// %v, not %w: a bad ?scope= is the caller's invalid_request (RFC 6750
+		// §3.1), not the token endpoint's invalid_scope that fail checks first.
+		return nil, fmt.Errorf("%w: %v", token.ErrInvalidRequest, err)
 	}
 	raw, err := bearer(c)
 	if err != nil {

@@ -1,0 +1,380 @@
+package handlers_test
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
+
+	"snowtoken/handlers"
+	"snowtoken/internal/redistest"
+	"snowtoken/snowflakealg"
+	"snowtoken/token"
+)
+
+// The service every test talks to.
+const (
+	testIssuer   = "https://issuer.test"
+	testAudience = "orders-api"
+	testWorker   = 7
+	testMaxTTL   = 2 * time.Hour // global cap, above token.DefaultTTL
+	shortMaxTTL  = 5 * time.Minute
+	formType     = "application/x-www-form-urlencoded"
+)
+
+// fakeClock is a clock a test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// client is a registered client's credentials as a caller holds them.
+type client struct{ ID, Secret string }
+
+// env is one running issuer: the real gin engine behind an httptest.Server.
+type env struct {
+	URL     string
+	HTTP    *http.Client
+	Engine  *gin.Engine
+	Svc     *token.Service
+	Key     token.Key
+	Keys    *token.KeySet
+	Store   *token.Store
+	Clients *token.Clients
+	IDs     *snowflakealg.SnowFlakeAlg
+	Clock   *fakeClock // the token service's clock: iat, exp, expiry checks
+
+	Normal  client // scopes orders:read orders:write
+	Gateway client // may_set_subject
+	Admin   client // admin
+	Short   client // max_ttl 5m, scope orders:read
+	Partner client // an ID that needs form-urlencoding in HTTP Basic
+	secrets map[string]string
+}
+
+type envConfig struct {
+	rdb    redis.UniversalClient
+	prefix string
+	idNow  func() time.Time
+}
+
+type envOption func(*envConfig)
+
+// withRedis puts the sessions in rdb under prefix instead of redistest.New.
+func withRedis(rdb redis.UniversalClient, prefix string) envOption {
+	return func(c *envConfig) { c.rdb, c.prefix = rdb, prefix }
+}
+
+// withIDClock gives the Snowflake generator its own clock.
+func withIDClock(now func() time.Time) envOption {
+	return func(c *envConfig) { c.idNow = now }
+}
+
+// newEnv starts an issuer for tb; everything stops when tb ends.
+func newEnv(tb testing.TB, opts ...envOption) *env {
+	tb.Helper()
+	var cfg envConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.rdb == nil {
+		r := redistest.New(tb)
+		cfg.rdb, cfg.prefix = r.Client, r.Prefix
+	}
+	key, err := token.GenerateKey()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	keys, err := token.NewKeySet(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e := &env{Key: key, Keys: keys, secrets: map[string]string{}}
+	newClient := func(c token.Client) (token.Client, client) {
+		secret, sum, err := token.NewClientSecret()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c.SecretSHA256 = sum
+		e.secrets[c.ID] = secret
+		return c, client{ID: c.ID, Secret: secret}
+	}
+	var list [5]token.Client
+	list[0], e.Normal = newClient(token.Client{ID: "orders-svc", Scopes: []string{"orders:read", "orders:write"}})
+	list[1], e.Gateway = newClient(token.Client{ID: "gateway", Scopes: []string{"orders:read", "orders:write"}, MaySetSubject: true})
+	list[2], e.Admin = newClient(token.Client{ID: "ops-admin", Scopes: []string{"orders:read"}, Admin: true})
+	list[3], e.Short = newClient(token.Client{ID: "short-lived", Scopes: []string{"orders:read"}, MaxTTL: token.Duration(shortMaxTTL)})
+	list[4], e.Partner = newClient(token.Client{ID: "partner:eu+1@example.com", Scopes: []string{"orders:read"}})
+	if e.Clients, err = token.NewClients(list[:]); err != nil {
+		tb.Fatal(err)
+	}
+	if e.IDs, err = snowflakealg.New(snowflakealg.Settings{WorkerID: testWorker, Now: cfg.idNow}); err != nil {
+		tb.Fatal(err)
+	}
+	e.Clock = newFakeClock(time.Now().Truncate(time.Second))
+	e.Store = token.NewStore(cfg.rdb, cfg.prefix)
+	e.Svc, err = token.NewService(keys, e.Store, e.IDs, token.Options{
+		Issuer: testIssuer, Audience: testAudience, MaxTTL: testMaxTTL, Now: e.Clock.Now,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(nil)
+	e.URL = "http://" + srv.Listener.Addr().String()
+	e.Engine, err = handlers.New(handlers.Options{
+		Service: e.Svc, Clients: e.Clients, IDs: e.IDs, BaseURL: e.URL,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv.Config.Handler = e.Engine
+	srv.Start()
+	tb.Cleanup(srv.Close)
+	e.HTTP = srv.Client()
+	return e
+}
+
+// response is what came back, body read.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// do sends one request; hdr may be nil.
+func (e *env) do(tb testing.TB, method, path string, body io.Reader, hdr http.Header) *response {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(tb.Context(), method, e.URL+path, body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := e.HTTP.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("%s %s: reading body: %v", method, path, err)
+	}
+	return &response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// post sends form to path, authenticated with HTTP Basic as c when c is not nil.
+func (e *env) post(tb testing.TB, path string, c *client, form url.Values) *response {
+	tb.Helper()
+	hdr := http.Header{"Content-Type": {formType}}
+	if c != nil {
+		hdr.Set("Authorization", basic(c.ID, c.Secret))
+	}
+	return e.do(tb, http.MethodPost, path, strings.NewReader(form.Encode()), hdr)
+}
+
+// basic is the RFC 6749 §2.3.1 Authorization header: id and secret form-urlencoded, then base64.
+func basic(id, secret string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(url.QueryEscape(id)+":"+url.QueryEscape(secret)))
+}
+
+// validate calls GET /token/validate with tok as the Bearer token.
+func (e *env) validate(tb testing.TB, tok string) *response {
+	tb.Helper()
+	return e.do(tb, http.MethodGet, "/token/validate", nil, http.Header{"Authorization": {"Bearer " + tok}})
+}
+
+// issued is a successful token response.
+type issued struct {
+	AccessToken string          `json:"access_token"`
+	TokenType   string          `json:"token_type"`
+	ExpiresIn   int64           `json:"expires_in"`
+	Scope       string          `json:"scope"`
+	TokenID     json.RawMessage `json:"token_id"`
+}
+
+// issue gets a token for c over HTTP Basic with extra form parameters, and fails tb unless it gets one.
+func (e *env) issue(tb testing.TB, c client, extra url.Values) issued {
+	tb.Helper()
+	form := url.Values{"grant_type": {"client_credentials"}}
+	for k, v := range extra {
+		form[k] = v
+	}
+	r := e.post(tb, "/token", &c, form)
+	if r.Status != http.StatusOK {
+		tb.Fatalf("issue for %s: status %d, body %s", c.ID, r.Status, r.Body)
+	}
+	var out issued
+	if err := json.Unmarshal(r.Body, &out); err != nil {
+		tb.Fatalf("issue: %v in %s", err, r.Body)
+	}
+	return out
+}
+
+// object decodes a JSON object body.
+func (r *response) object(tb testing.TB) map[string]any {
+	tb.Helper()
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(r.Body))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		tb.Fatalf("status %d: body is not a JSON object: %v: %q", r.Status, err, r.Body)
+	}
+	return m
+}
+
+// wantError checks an error response: status, the error code, and no-store.
+func wantError(tb testing.TB, r *response, status int, code string) {
+	tb.Helper()
+	if r.Status != status {
+		tb.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)
+	}
+	if got := r.object(tb)["error"]; got != code {
+		tb.Errorf("error %v, want %q; body %s", got, code, r.Body)
+	}
+	if got := r.Header.Get("Cache-Control"); got != "no-store" {
+		tb.Errorf("Cache-Control %q, want no-store", got)
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		tb.Errorf("Content-Type %q, want application/json", ct)
+	}
+}
+
+// wantBearerChallenge checks an RFC 6750 §3 challenge; code "" means none (no credentials sent).
+func wantBearerChallenge(tb testing.TB, r *response, code string) {
+	tb.Helper()
+	h := r.Header.Get("WWW-Authenticate")
+	if !strings.HasPrefix(h, `Bearer realm="`) {
+		tb.Errorf("WWW-Authenticate %q, want a Bearer challenge with a realm", h)
+	}
+	if code == "" {
+		if strings.Contains(h, "error=") {
+			tb.Errorf("WWW-Authenticate %q: an error code without credentials (RFC 6750 §3.1)", h)
+		}
+		return
+	}
+	if !strings.Contains(h, `error="`+code+`"`) {
+		tb.Errorf("WWW-Authenticate %q, want error=%q", h, code)
+	}
+}
+
+// wantBasicChallenge checks the RFC 6749 §5.2 challenge of an invalid_client.
+func wantBasicChallenge(tb testing.TB, r *response) {
+	tb.Helper()
+	if h := r.Header.Get("WWW-Authenticate"); !strings.HasPrefix(h, "Basic ") || !strings.Contains(h, "realm=") {
+		tb.Errorf("WWW-Authenticate %q, want a Basic challenge with a realm", h)
+	}
+}
+
+// wantNoEcho checks that no secret (a client secret, a token or a part of
+// one) comes back in the response: error descriptions end up in logs.
+func wantNoEcho(tb testing.TB, r *response, secrets ...string) {
+	tb.Helper()
+	for _, s := range secrets {
+		for _, part := range strings.Split(s, ".") {
+			if len(part) >= 16 && (bytes.Contains(r.Body, []byte(part)) || strings.Contains(fmt.Sprint(r.Header), part)) {
+				tb.Errorf("response echoes a secret %.12q...: %s", part, r.Body)
+			}
+		}
+	}
+}
+
+// segments decodes a JWT's header and claims, numbers kept exact.
+func segments(tb testing.TB, tok string) (header, claims map[string]any) {
+	tb.Helper()
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		tb.Fatalf("token has %d segments, want 3", len(parts))
+	}
+	dec := func(s string) map[string]any {
+		b, err := base64.RawURLEncoding.DecodeString(s)
+		if err != nil {
+			tb.Fatalf("segment %q: %v", s, err)
+		}
+		var m map[string]any
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
+			tb.Fatalf("segment %s: %v", b, err)
+		}
+		return m
+	}
+	return dec(parts[0]), dec(parts[1])
+}
+
+// unixClaim reads a NumericDate claim.
+func unixClaim(tb testing.TB, claims map[string]any, name string) int64 {
+	tb.Helper()
+	n, ok := claims[name].(json.Number)
+	if !ok {
+		tb.Fatalf("claim %s = %v, want a number", name, claims[name])
+	}
+	v, err := n.Int64()
+	if err != nil {
+		tb.Fatalf("claim %s: %v", name, err)
+	}
+	return v
+}
+
+// resign signs the header and claims of tok, after edit changed them, with
+// priv as EdDSA. The edit may change any member but alg.
+func resign(tb testing.TB, tok string, priv ed25519.PrivateKey, edit func(header, claims map[string]any)) string {
+	tb.Helper()
+	h, c := segments(tb, tok)
+	if edit != nil {
+		edit(h, c)
+	}
+	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims(c))
+	t.Header = h
+	t.Header["alg"] = jwt.SigningMethodEdDSA.Alg()
+	s, err := t.SignedString(priv)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// b64json is base64url(JSON(v)), as a JWT segment.
+func b64json(tb testing.TB, v any) string {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}

@@ -1,0 +1,221 @@
+package handlers_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"snowtoken/snowflakealg"
+	"snowtoken/token"
+)
+
+func TestJWKS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.do(t, http.MethodGet, "/.well-known/jwks.json", nil, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	if cc := r.Header.Get("Cache-Control"); !strings.Contains(cc, "public") || !strings.Contains(cc, "max-age=") {
+		t.Errorf("Cache-Control %q, want public with a max-age", cc)
+	}
+	var set struct {
+		Keys []map[string]any `json:"keys"`
+	}
+	if err := json.Unmarshal(r.Body, &set); err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Keys) != 1 {
+		t.Fatalf("%d keys, want 1: %s", len(set.Keys), r.Body)
+	}
+	k := set.Keys[0]
+	public := map[string]bool{"kty": true, "crv": true, "x": true, "kid": true, "use": true, "alg": true}
+	for m := range k {
+		if !public[m] {
+			t.Errorf("member %q in a public JWK (a private part?): %s", m, r.Body)
+		}
+	}
+	if _, ok := k["d"]; ok {
+		t.Fatalf("the private key is published: %s", r.Body)
+	}
+	x, _ := k["x"].(string)
+	pub, err := base64.RawURLEncoding.DecodeString(x)
+	if err != nil || !bytes.Equal(pub, e.Key.Public) {
+		t.Errorf("x %q is not our public key", x)
+	}
+	if k["kid"] != token.Thumbprint(e.Key.Public) || k["kid"] != e.Key.ID {
+		t.Errorf("kid %v, want the RFC 7638 thumbprint %q", k["kid"], token.Thumbprint(e.Key.Public))
+	}
+	if k["kty"] != "OKP" || k["crv"] != "Ed25519" || k["alg"] != "EdDSA" || k["use"] != "sig" {
+		t.Errorf("jwk %v", k)
+	}
+	// The kid of an issued token names this key.
+	h, _ := segments(t, e.issue(t, e.Normal, nil).AccessToken)
+	if h["kid"] != k["kid"] {
+		t.Errorf("token kid %v, JWKS kid %v", h["kid"], k["kid"])
+	}
+}
+
+func TestMetadata(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.do(t, http.MethodGet, "/.well-known/oauth-authorization-server", nil, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	var md map[string]any
+	if err := json.Unmarshal(r.Body, &md); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"issuer":                 testIssuer,
+		"token_endpoint":         e.URL + "/token",
+		"jwks_uri":               e.URL + "/.well-known/jwks.json",
+		"introspection_endpoint": e.URL + "/token/introspect",
+		"revocation_endpoint":    e.URL + "/token/revoke",
+	}
+	for k, v := range want {
+		if md[k] != v {
+			t.Errorf("%s = %v, want %q", k, md[k], v)
+		}
+	}
+	if g, _ := md["grant_types_supported"].([]any); len(g) != 1 || g[0] != "client_credentials" {
+		t.Errorf("grant_types_supported %v", md["grant_types_supported"])
+	}
+	// The endpoints it names answer.
+	jwks := e.do(t, http.MethodGet, strings.TrimPrefix(md["jwks_uri"].(string), e.URL), nil, nil)
+	if jwks.Status != http.StatusOK {
+		t.Errorf("jwks_uri: status %d", jwks.Status)
+	}
+	tok := e.post(t, strings.TrimPrefix(md["token_endpoint"].(string), e.URL), &e.Normal, url.Values{"grant_type": {"client_credentials"}})
+	if tok.Status != http.StatusOK {
+		t.Errorf("token_endpoint: status %d: %s", tok.Status, tok.Body)
+	}
+}
+
+func TestDecodeID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	before := time.Now()
+	tok := e.issue(t, e.Normal, nil)
+	after := time.Now()
+	var id string
+	if err := json.Unmarshal(tok.TokenID, &id); err != nil {
+		t.Fatal(err)
+	}
+	r := e.do(t, http.MethodGet, "/ids/"+id, nil, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	var p struct {
+		ID       string    `json:"id"`
+		Time     time.Time `json:"time"`
+		Worker   int64     `json:"worker"`
+		Sequence int64     `json:"sequence"`
+	}
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatalf("%v: %s", err, r.Body)
+	}
+	// Decode the default 41/10/12 layout by hand.
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, worker, seq := n>>22, (n>>12)&(1<<10-1), n&(1<<12-1)
+	at := snowflakealg.DefaultEpoch.Add(time.Duration(ms) * time.Millisecond)
+	if p.ID != id || p.Worker != testWorker || worker != testWorker || p.Sequence != seq || !p.Time.Equal(at) {
+		t.Errorf("decoded %+v, want id %s worker %d sequence %d time %v", p, id, testWorker, seq, at)
+	}
+	if p.Time.Before(before.Truncate(time.Millisecond)) || p.Time.After(after) {
+		t.Errorf("time %v not within the request [%v, %v]", p.Time, before, after)
+	}
+
+	for _, bad := range []string{"abc", "-1", "99999999999999999999", "9223372036854775808", "01", "1.0", "%201", "0x10"} {
+		t.Run(bad, func(t *testing.T) {
+			wantError(t, e.do(t, http.MethodGet, "/ids/"+bad, nil, nil), http.StatusBadRequest, "invalid_request")
+		})
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	t.Run("unknown route", func(t *testing.T) {
+		for _, p := range []string{"/nope", "/token/", "/subjects/x", "/ids/"} {
+			wantError(t, e.do(t, http.MethodGet, p, nil, nil), http.StatusNotFound, "not_found")
+		}
+	})
+	t.Run("wrong method", func(t *testing.T) {
+		tests := []struct{ method, path, allow string }{
+			{http.MethodGet, "/token", "POST"},
+			{http.MethodPut, "/token/revoke", "POST"},
+			{http.MethodPost, "/token/validate", "GET"},
+			{http.MethodGet, "/subjects/u/tokens", "DELETE"},
+			{http.MethodDelete, "/.well-known/jwks.json", "GET"},
+		}
+		for _, tt := range tests {
+			r := e.do(t, tt.method, tt.path, nil, nil)
+			wantError(t, r, http.StatusMethodNotAllowed, "invalid_request")
+			if allow := r.Header.Get("Allow"); !strings.Contains(allow, tt.allow) {
+				t.Errorf("%s %s: Allow %q, want it to list %s (RFC 9110 §15.5.6)", tt.method, tt.path, allow, tt.allow)
+			}
+		}
+	})
+	t.Run("healthz", func(t *testing.T) {
+		if r := e.do(t, http.MethodGet, "/healthz", nil, nil); r.Status != http.StatusOK || r.object(t)["status"] != "ok" {
+			t.Errorf("status %d: %s", r.Status, r.Body)
+		}
+	})
+	t.Run("readyz", func(t *testing.T) {
+		if r := e.do(t, http.MethodGet, "/readyz", nil, nil); r.Status != http.StatusOK || r.object(t)["status"] != "ready" {
+			t.Errorf("status %d: %s", r.Status, r.Body)
+		}
+	})
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.issue(t, e.Normal, nil).AccessToken
+	e.issue(t, e.Short, nil)
+	e.validate(t, a)
+	e.validate(t, a)
+	e.validate(t, "garbage")
+	e.do(t, http.MethodGet, "/token/validate?scope=admin", nil, http.Header{"Authorization": {"Bearer " + a}})
+	e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {a}})
+	e.validate(t, a)
+
+	r := e.do(t, http.MethodGet, "/metrics", nil, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d", r.Status)
+	}
+	got := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(r.Body))
+	for sc.Scan() {
+		if line := sc.Text(); !strings.HasPrefix(line, "#") {
+			if name, val, ok := strings.Cut(line, " "); ok {
+				got[name] = val
+			}
+		}
+	}
+	want := map[string]string{
+		`snowtoken_tokens_issued_total`:                              "2",
+		`snowtoken_validations_total{outcome="valid"}`:               "2",
+		`snowtoken_validations_total{outcome="invalid"}`:             "1",
+		`snowtoken_validations_total{outcome="revoked"}`:             "1",
+		`snowtoken_validations_total{outcome="insufficient_scope"}`:  "1",
+		`snowtoken_http_requests_total{route="/token",status="200"}`: "2",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package handlers_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestIntrospect covers RFC 7662.
+func TestIntrospect(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tok := e.issue(t, e.Normal, url.Values{"scope": {"orders:read"}})
+	var jti string
+	if err := json.Unmarshal(tok.TokenID, &jti); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("active", func(t *testing.T) {
+		// Another client asks, with client_secret_post.
+		r := e.do(t, http.MethodPost, "/token/introspect", strings.NewReader(url.Values{
+			"token": {tok.AccessToken}, "client_id": {e.Short.ID}, "client_secret": {e.Short.Secret},
+		}.Encode()), http.Header{"Content-Type": {formType}})
+		if r.Status != http.StatusOK {
+			t.Fatalf("status %d: %s", r.Status, r.Body)
+		}
+		if got := r.Header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("Cache-Control %q, want no-store", got)
+		}
+		body := r.object(t)
+		iat := e.Clock.Now().Unix()
+		want := map[string]any{
+			"active": true, "sub": e.Normal.ID, "client_id": e.Normal.ID, "scope": "orders:read",
+			"iss": testIssuer, "iat": json.Number(itoa(iat)), "exp": json.Number(itoa(iat + 3600)),
+			"jti": jti, "worker_id": json.Number(itoa(testWorker)), "token_type": "Bearer",
+		}
+		for k, v := range want {
+			if body[k] != v {
+				t.Errorf("%s = %#v, want %#v", k, body[k], v)
+			}
+		}
+		if aud, _ := body["aud"].([]any); len(aud) != 1 || aud[0] != testAudience {
+			t.Errorf("aud %v, want [%q]", body["aud"], testAudience)
+		}
+	})
+
+	inactive := func(t *testing.T, raw string) {
+		t.Helper()
+		r := e.post(t, "/token/introspect", &e.Normal, url.Values{"token": {raw}})
+		if r.Status != http.StatusOK {
+			t.Fatalf("status %d: %s", r.Status, r.Body)
+		}
+		// Nothing but active:false: an inactive token's claims are not told.
+		if got := strings.TrimSpace(string(r.Body)); got != `{"active":false}` {
+			t.Errorf("body %s, want {\"active\":false}", got)
+		}
+		if got := r.Header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("Cache-Control %q, want no-store", got)
+		}
+	}
+	t.Run("garbage", func(t *testing.T) { inactive(t, "not-a-token") })
+	t.Run("oversized", func(t *testing.T) { inactive(t, strings.Repeat("x", 5000)) })
+	t.Run("tampered", func(t *testing.T) {
+		inactive(t, tamperClaims(t, tok.AccessToken, func(c map[string]any) { c["scope"] = "orders:write" }))
+	})
+	t.Run("forged by another key", func(t *testing.T) { inactive(t, resign(t, tok.AccessToken, otherKey(t).Private, nil)) })
+
+	t.Run("unauthenticated", func(t *testing.T) {
+		r := e.post(t, "/token/introspect", nil, url.Values{"token": {tok.AccessToken}})
+		wantError(t, r, http.StatusUnauthorized, "invalid_client")
+		wantBasicChallenge(t, r)
+		if strings.Contains(string(r.Body), e.Normal.ID) {
+			t.Errorf("an unauthenticated caller learned about the token: %s", r.Body)
+		}
+	})
+	t.Run("wrong secret", func(t *testing.T) {
+		r := e.post(t, "/token/introspect", &client{ID: e.Normal.ID, Secret: e.Short.Secret}, url.Values{"token": {tok.AccessToken}})
+		wantError(t, r, http.StatusUnauthorized, "invalid_client")
+	})
+	t.Run("bearer token as client authentication", func(t *testing.T) {
+		r := e.do(t, http.MethodPost, "/token/introspect", strings.NewReader(url.Values{"token": {tok.AccessToken}}.Encode()),
+			http.Header{"Content-Type": {formType}, "Authorization": {"Bearer " + tok.AccessToken}})
+		wantError(t, r, http.StatusUnauthorized, "invalid_client")
+	})
+	t.Run("missing token", func(t *testing.T) {
+		wantError(t, e.post(t, "/token/introspect", &e.Normal, url.Values{}), http.StatusBadRequest, "invalid_request")
+	})
+
+	// Last: these change the token or the clock.
+	t.Run("revoked", func(t *testing.T) {
+		other := e.issue(t, e.Normal, nil).AccessToken
+		if r := e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {other}}); r.Status != http.StatusOK {
+			t.Fatalf("revoke: %d %s", r.Status, r.Body)
+		}
+		inactive(t, other)
+	})
+	t.Run("expired", func(t *testing.T) {
+		e.Clock.Advance(time.Hour + time.Minute)
+		inactive(t, tok.AccessToken)
+	})
+}
+
+// TestRevoke covers RFC 7009.
+func TestRevoke(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	valid := func(t *testing.T, tok string) bool {
+		t.Helper()
+		r := e.validate(t, tok)
+		if r.Status != http.StatusOK && r.Status != http.StatusUnauthorized {
+			t.Fatalf("validate: status %d: %s", r.Status, r.Body)
+		}
+		return r.Status == http.StatusOK
+	}
+
+	t.Run("own token", func(t *testing.T) {
+		tok := e.issue(t, e.Normal, nil).AccessToken
+		r := e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {tok}, "token_type_hint": {"access_token"}})
+		if r.Status != http.StatusOK {
+			t.Fatalf("status %d: %s", r.Status, r.Body)
+		}
+		if valid(t, tok) {
+			t.Error("the token still validates after its revocation")
+		}
+		// Revoking it again is fine too (RFC 7009 §2.2).
+		if r := e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {tok}}); r.Status != http.StatusOK {
+			t.Errorf("second revocation: status %d: %s", r.Status, r.Body)
+		}
+	})
+	t.Run("own token by client_secret_post", func(t *testing.T) {
+		tok := e.issue(t, e.Short, nil).AccessToken
+		r := e.do(t, http.MethodPost, "/token/revoke", strings.NewReader(url.Values{
+			"token": {tok}, "client_id": {e.Short.ID}, "client_secret": {e.Short.Secret},
+		}.Encode()), http.Header{"Content-Type": {formType}})
+		if r.Status != http.StatusOK {
+			t.Fatalf("status %d: %s", r.Status, r.Body)
+		}
+		if valid(t, tok) {
+			t.Error("the token still validates after its revocation")
+		}
+	})
+	for _, raw := range []string{"garbage", "a.b.c", resign(t, e.issue(t, e.Normal, nil).AccessToken, otherKey(t).Private, nil)} {
+		t.Run("unknown token "+raw[:min(len(raw), 8)], func(t *testing.T) {
+			r := e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {raw}})
+			if r.Status != http.StatusOK {
+				t.Errorf("status %d: %s, want 200 (RFC 7009 §2.2)", r.Status, r.Body)
+			}
+		})
+	}
+	t.Run("another client's token", func(t *testing.T) {
+		tok := e.issue(t, e.Normal, nil).AccessToken
+		for _, as := range []client{e.Partner, e.Gateway, e.Short} {
+			wantError(t, e.post(t, "/token/revoke", &as, url.Values{"token": {tok}}), http.StatusForbidden, "unauthorized_client")
+		}
+		if !valid(t, tok) {
+			t.Fatal("a refused revocation revoked the token")
+		}
+		// An admin may revoke any token.
+		if r := e.post(t, "/token/revoke", &e.Admin, url.Values{"token": {tok}}); r.Status != http.StatusOK {
+			t.Fatalf("admin: status %d: %s", r.Status, r.Body)
+		}
+		if valid(t, tok) {
+			t.Error("the token still validates after an admin revoked it")
+		}
+	})
+	t.Run("unauthenticated", func(t *testing.T) {
+		tok := e.issue(t, e.Normal, nil).AccessToken
+		r := e.post(t, "/token/revoke", nil, url.Values{"token": {tok}})
+		wantError(t, r, http.StatusUnauthorized, "invalid_client")
+		wantBasicChallenge(t, r)
+		r = e.post(t, "/token/revoke", &client{ID: e.Normal.ID, Secret: "guess"}, url.Values{"token": {tok}})
+		wantError(t, r, http.StatusUnauthorized, "invalid_client")
+		if !valid(t, tok) {
+			t.Fatal("an unauthenticated revocation revoked the token")
+		}
+	})
+	t.Run("missing token", func(t *testing.T) {
+		wantError(t, e.post(t, "/token/revoke", &e.Normal, url.Values{}), http.StatusBadRequest, "invalid_request")
+	})
+	t.Run("token in the query string", func(t *testing.T) {
+		tok := e.issue(t, e.Normal, nil).AccessToken
+		r := e.do(t, http.MethodPost, "/token/revoke?token="+url.QueryEscape(tok), strings.NewReader(""),
+			http.Header{"Content-Type": {formType}, "Authorization": {basic(e.Normal.ID, e.Normal.Secret)}})
+		wantError(t, r, http.StatusBadRequest, "invalid_request")
+	})
+}
+
+// TestRevokeSubject covers DELETE /subjects/{subject}/tokens.
+func TestRevokeSubject(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var victim []string
+	for _, scope := range []string{"orders:read", "orders:write", "orders:read orders:write", ""} {
+		victim = append(victim, e.issue(t, e.Gateway, url.Values{"subject": {"user-42"}, "scope": {scope}}).AccessToken)
+	}
+	bystander := e.issue(t, e.Gateway, url.Values{"subject": {"user-7"}}).AccessToken
+	client := e.issue(t, e.Normal, nil).AccessToken
+	all := append([]string{bystander, client}, victim...)
+	for _, tok := range all {
+		if r := e.validate(t, tok); r.Status != http.StatusOK {
+			t.Fatalf("before: status %d: %s", r.Status, r.Body)
+		}
+	}
+
+	del := func(t *testing.T, subject, auth string) *response {
+		t.Helper()
+		hdr := http.Header{}
+		if auth != "" {
+			hdr.Set("Authorization", auth)
+		}
+		return e.do(t, http.MethodDelete, "/subjects/"+subject+"/tokens", nil, hdr)
+	}
+	refused := []struct {
+		name, auth string
+		status     int
+		code       string
+	}{
+		{name: "no auth", status: 401, code: "invalid_client"},
+		{name: "wrong admin secret", auth: basic(e.Admin.ID, e.Normal.Secret), status: 401, code: "invalid_client"},
+		{name: "bearer token", auth: "Bearer " + client, status: 401, code: "invalid_client"},
+		{name: "non-admin", auth: basic(e.Normal.ID, e.Normal.Secret), status: 403, code: "unauthorized_client"},
+		{name: "may_set_subject is not admin", auth: basic(e.Gateway.ID, e.Gateway.Secret), status: 403, code: "unauthorized_client"},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			r := del(t, "user-42", tt.auth)
+			wantError(t, r, tt.status, tt.code)
+			if tt.status == http.StatusUnauthorized {
+				wantBasicChallenge(t, r)
+			}
+		})
+	}
+	for _, tok := range victim {
+		if r := e.validate(t, tok); r.Status != http.StatusOK {
+			t.Fatalf("a refused request revoked a token: %d %s", r.Status, r.Body)
+		}
+	}
+
+	t.Run("bad subject", func(t *testing.T) {
+		wantError(t, del(t, "a%7Bb%7D", basic(e.Admin.ID, e.Admin.Secret)), http.StatusBadRequest, "invalid_request")
+	})
+	t.Run("admin", func(t *testing.T) {
+		r := del(t, "user-42", basic(e.Admin.ID, e.Admin.Secret))
+		if r.Status != http.StatusNoContent || len(r.Body) != 0 {
+			t.Fatalf("status %d body %q, want 204 and no body", r.Status, r.Body)
+		}
+		for i, tok := range victim {
+			r := e.validate(t, tok)
+			wantError(t, r, http.StatusUnauthorized, "invalid_token")
+			if t.Failed() {
+				t.Fatalf("token %d of the subject still validates", i)
+			}
+		}
+		for _, tok := range []string{bystander, client} {
+			if r := e.validate(t, tok); r.Status != http.StatusOK {
+				t.Errorf("another subject's token: status %d: %s", r.Status, r.Body)
+			}
+		}
+		// Revoking again, or a subject with no tokens, is fine.
+		for _, s := range []string{"user-42", "nobody"} {
+			if r := del(t, s, basic(e.Admin.ID, e.Admin.Secret)); r.Status != http.StatusNoContent {
+				t.Errorf("%s: status %d: %s", s, r.Status, r.Body)
+			}
+		}
+		if r := e.validate(t, e.issue(t, e.Gateway, url.Values{"subject": {"user-42"}}).AccessToken); r.Status != http.StatusOK {
+			t.Errorf("a token issued after the revocation: status %d: %s", r.Status, r.Body)
+		}
+	})
+}
