@@ -100,7 +100,7 @@ func New(opts Options) (*gin.Engine, error) {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.recover, m.middleware)
+	r.Use(m.middleware, s.recover) // metrics outermost, so a recovered panic is counted as its 500
 	r.NoRoute(func(c *gin.Context) { s.fail(c, fmt.Errorf("%w: no route %s", ErrNotFound, c.Request.URL.Path)) })
 	r.NoMethod(func(c *gin.Context) {
 		c.Header("Cache-Control", "no-store")
@@ -436,9 +436,8 @@ func (s *Server) metadata(c *gin.Context) {
 		"grant_types_supported":                 []string{"client_credentials"},
 		"response_types_supported":              []string{},
 		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
-		"introspection_endpoint_auth_methods_supported":    []string{"client_secret_basic", "client_secret_post"},
-		"revocation_endpoint_auth_methods_supported":       []string{"client_secret_basic", "client_secret_post"},
-		"token_endpoint_auth_signing_alg_values_supported": []string{"EdDSA"},
+		"introspection_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
+		"revocation_endpoint_auth_methods_supported":    []string{"client_secret_basic", "client_secret_post"},
 	})
 }
 
