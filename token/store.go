@@ -68,7 +68,10 @@ return gen
 `)
 
 // Create writes the session record of a new token for ttl. A record that
-// already exists is never overwritten: ErrDuplicateID.
+// already exists is never overwritten: ErrDuplicateID, wrapped in
+// ErrUnavailable, because the Redis client sends a command again when its
+// reply was lost (EOF), and then finds the record it wrote the first time:
+// the caller should retry with a new ID.
 func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
 	keys := []string{k.session, k.gen}
 	cmd := redis.NewIntCmd(ctx, "evalsha", createScript.Hash(), 2, k.session, k.gen, ttl.Milliseconds())
@@ -82,7 +85,7 @@ func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
 		return unavailable(err)
 	}
 	if n == 0 {
-		return ErrDuplicateID
+		return fmt.Errorf("%w: %w", ErrUnavailable, ErrDuplicateID)
 	}
 	return nil
 }
