@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -93,7 +94,8 @@ func NewClients(list []Client) (*Clients, error) {
 }
 
 // LoadClients reads a clients file. Unknown fields are an error, so a typo in
-// a field name does not silently drop a restriction.
+// a field name does not silently drop a restriction; so is anything after the
+// document, such as a second one pasted below it.
 func LoadClients(path string) (*Clients, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -104,6 +106,9 @@ func LoadClients(path string) (*Clients, error) {
 	var f ClientsFile
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrClientsFile, path, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: %s: something follows the clients document", ErrClientsFile, path)
 	}
 	return NewClients(f.Clients)
 }
