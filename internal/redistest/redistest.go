@@ -66,11 +66,12 @@ func randomHex(tb testing.TB) string {
 // does while Redis is down: a redis-server process of its own when the
 // binary is installed, else a miniredis.
 type Server struct {
-	Addr string
-	tb   testing.TB
-	cmd  *exec.Cmd
-	mini *miniredis.Miniredis
-	dir  string
+	Addr    string
+	tb      testing.TB
+	cmd     *exec.Cmd
+	mini    *miniredis.Miniredis
+	dir     string
+	durable bool // append-only file, fsynced on every write
 }
 
 // NewServer starts a Server, stopped when tb ends.
@@ -91,6 +92,25 @@ func NewServer(tb testing.TB) *Server {
 	return s
 }
 
+// NewDurableServer starts a redis-server with an append-only file fsynced
+// on every write (--appendonly yes --appendfsync always) in a directory of
+// its own: every write Redis acknowledged survives Stop, and Start loads it
+// again. It skips the test without the redis-server binary (and fails it
+// when EnvURL is set).
+func NewDurableServer(tb testing.TB) *Server {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if Real() {
+			tb.Fatalf("%s is set but redis-server is not on PATH", EnvURL)
+		}
+		tb.Skip("needs redis-server on PATH")
+	}
+	s := &Server{tb: tb, dir: tb.TempDir(), Addr: freeAddr(tb), durable: true}
+	s.Start()
+	tb.Cleanup(s.Stop)
+	return s
+}
+
 func freeAddr(tb testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -100,7 +120,8 @@ func freeAddr(tb testing.TB) string {
 	return ln.Addr().String()
 }
 
-// Start starts the server (again) on the same address; its data is gone.
+// Start starts the server (again) on the same address; its data is gone,
+// unless it is durable (NewDurableServer).
 func (s *Server) Start() {
 	s.tb.Helper()
 	if s.mini != nil {
@@ -115,8 +136,12 @@ func (s *Server) Start() {
 		return
 	}
 	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
+	aof := []string{"--appendonly", "no"}
+	if s.durable {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	s.cmd = exec.Command("redis-server", append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "",
+		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}, aof...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.tb.Fatal(err)
 	}
