@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -95,7 +96,8 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
-	h, err := handlers.New(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log})
+	var draining atomic.Bool
+	h, err := handlers.New(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log, Draining: draining.Load})
 	if err != nil {
 		return err
 	}
@@ -121,6 +123,17 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	}
+	// Drain: fail readiness so balancers stop sending, and answer with
+	// Connection: close so clients leave their keep-alive connections instead
+	// of sending on one just as it is closed. Then stop accepting and finish
+	// what is in flight.
+	log.Info("shutting down: draining", "drain", cfg.ShutdownDrain)
+	draining.Store(true)
+	select {
+	case <-time.After(cfg.ShutdownDrain):
+	case err := <-errc:
+		return err
 	}
 	log.Info("shutting down: finishing in-flight requests")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)

@@ -53,6 +53,7 @@ var Vars = []Var{
 	{"SNOWTOKEN_WORKER_INTERFACE", "(first up, non-loopback interface)", "network interface whose IPv4 last octet is the worker ID"},
 	{"SNOWTOKEN_EPOCH", "2026-01-01T00:00:00Z", "RFC 3339 epoch of the ID timestamps; never change it once IDs exist"},
 	{"SNOWTOKEN_BITS", "41/10/12", "timestamp/worker/sequence widths, summing to 63"},
+	{"SNOWTOKEN_SHUTDOWN_DRAIN", "1s", "on SIGTERM: fail /readyz and close keep-alive connections for this long before refusing new connections (0s: at once)"},
 	{"SNOWTOKEN_LOG_LEVEL", "info", "debug, info, warn or error"},
 }
 
@@ -80,6 +81,7 @@ type Config struct {
 	Epoch           time.Time
 	Bits            *bitsalloc.BitsAllocator
 	LogLevel        slog.Level
+	ShutdownDrain   time.Duration
 }
 
 // Load reads the configuration through getenv.
@@ -135,6 +137,14 @@ func Load(getenv func(string) string) (Config, error) {
 			return def
 		}
 		return d
+	}
+	c.ShutdownDrain = time.Second
+	if v := getenv("SNOWTOKEN_SHUTDOWN_DRAIN"); v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			bad("SNOWTOKEN_SHUTDOWN_DRAIN", v, errors.New("want a duration such as 1s, or 0s"))
+		} else {
+			c.ShutdownDrain = d
+		}
 	}
 	c.LeaseTTL = durationVar("SNOWTOKEN_WORKER_LEASE_TTL", 10*time.Second)
 	c.TokenTTL = durationVar("SNOWTOKEN_TOKEN_TTL", token.DefaultTTL)

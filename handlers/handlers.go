@@ -57,6 +57,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// ReadyTimeout bounds the readiness checks. Zero means 2 s.
 	ReadyTimeout time.Duration
+	// Draining, if set and true, makes /readyz fail while the server finishes
+	// its work before shutting down, so load balancers stop sending to it.
+	Draining func() bool
 }
 
 // Server holds the handlers.
@@ -101,6 +104,9 @@ func New(opts Options) (*gin.Engine, error) {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.Use(m.middleware, s.recover) // metrics outermost, so a recovered panic is counted as its 500
+	if opts.Draining != nil {
+		r.Use(s.closeWhileDraining)
+	}
 	r.NoRoute(func(c *gin.Context) { s.fail(c, fmt.Errorf("%w: no route %s", ErrNotFound, c.Request.URL.Path)) })
 	r.NoMethod(func(c *gin.Context) {
 		c.Header("Cache-Control", "no-store")
@@ -120,6 +126,16 @@ func New(opts Options) (*gin.Engine, error) {
 	r.GET("/readyz", s.ready)
 	r.GET("/metrics", gin.WrapH(m.handler))
 	return r, nil
+}
+
+// closeWhileDraining answers with Connection: close while the server drains,
+// so each client leaves its keep-alive connection after its answer instead of
+// sending on it just as the server closes it.
+func (s *Server) closeWhileDraining(c *gin.Context) {
+	if s.opts.Draining() {
+		c.Header("Connection", "close")
+	}
+	c.Next()
 }
 
 // recover turns a panic into a 500 without losing the server.
@@ -456,6 +472,10 @@ func (s *Server) decodeID(c *gin.Context) {
 }
 
 func (s *Server) ready(c *gin.Context) {
+	if s.opts.Draining != nil && s.opts.Draining() {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": "shutting down"})
+		return
+	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.ReadyTimeout)
 	defer cancel()
 	if err := s.svc.Ping(ctx); err != nil {
