@@ -204,7 +204,8 @@ func (v *Verified) HasScopes(want []string) bool { return containsAll(v.Scopes, 
 // Validate checks a token: signature (EdDSA, one of our kids), typ, iss, aud,
 // exp and iat, then its session record in Redis. Any failure of the token
 // wraps ErrInvalidToken (and ErrRevoked when its session is gone); a Redis
-// failure is ErrUnavailable, never a pass.
+// failure is ErrUnavailable, never a pass. The result is shared with later
+// validations of the same token: read it, never modify it.
 func (s *Service) Validate(ctx context.Context, raw string) (*Verified, error) {
 	v, err := s.verify(raw)
 	if err != nil {
