@@ -20,28 +20,9 @@ import (
 
 	"snowtoken/client"
 	"snowtoken/client/clienttest"
+	"snowtoken/internal/clocktest"
 	"snowtoken/token"
 )
-
-// clock is a fake clock shared by the issuer and the validator under test.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Now()} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // modes are the three ways a Validator can run.
 var modes = []struct {
@@ -54,7 +35,7 @@ var modes = []struct {
 }
 
 // setup starts an issuer (worker 7) and a Validator on it, sharing clk.
-func setup(tb testing.TB, clk *clock, opts client.Options) (*clienttest.Issuer, *client.Validator) {
+func setup(tb testing.TB, clk *clocktest.Clock, opts client.Options) (*clienttest.Issuer, *client.Validator) {
 	tb.Helper()
 	is := clienttest.New(tb, clienttest.Config{WorkerID: 7, Now: clk.Now})
 	opts.IssuerURL, opts.Now = is.URL, clk.Now
@@ -116,7 +97,7 @@ func TestMiddleware(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			clk := newClock()
+			clk := clocktest.New(time.Now())
 			is, v := setup(t, clk, m.opts)
 			h := v.Middleware(echo, "orders:read")
 			tok := issue(t, is, "orders:read orders:write")
@@ -185,7 +166,7 @@ func TestRevoked(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			is, v := setup(t, newClock(), m.opts)
+			is, v := setup(t, clocktest.New(time.Now()), m.opts)
 			h := v.Middleware(echo)
 			tok := issue(t, is, "")
 			if rec := get(h, bearer(tok)); rec.Code != http.StatusOK {
@@ -228,7 +209,7 @@ func forge(tb testing.TB, claims jwt.Claims, kid string, key ed25519.PrivateKey)
 
 func TestLocalRejectsWithoutCallingTheIssuer(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := clocktest.New(time.Now())
 	// Keys that never grow stale, so the expired token below meets no
 	// periodic refetch.
 	is, v := setup(t, clk, client.Options{Mode: client.Local, JWKSMaxAge: 48 * time.Hour})
@@ -297,7 +278,7 @@ func TestLocalChecksIssuerAndAudience(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			is, v := setup(t, newClock(), tc.opts)
+			is, v := setup(t, clocktest.New(time.Now()), tc.opts)
 			if _, err := v.Validate(t.Context(), issue(t, is, "")); !errors.Is(err, client.ErrInvalidToken) {
 				t.Errorf("got %v, want ErrInvalidToken", err)
 			}
@@ -310,7 +291,7 @@ func TestKeyRotation(t *testing.T) {
 	for _, m := range modes[1:] {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			clk := newClock()
+			clk := clocktest.New(time.Now())
 			is, v := setup(t, clk, m.opts)
 			h := v.Middleware(echo)
 			const jwks = "/.well-known/jwks.json"
@@ -347,7 +328,7 @@ func TestKeyRotation(t *testing.T) {
 
 func TestUnknownKidFetchesOnce(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := clocktest.New(time.Now())
 	is, v := setup(t, clk, client.Options{Mode: client.Local, RevocationCheck: client.Skip})
 	tok := issue(t, is, "")
 	if _, err := v.Validate(t.Context(), tok); err != nil {
@@ -381,7 +362,7 @@ func TestIssuerDown(t *testing.T) {
 			var logMu sync.Mutex
 			opts := m.opts
 			opts.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))
-			is, v := setup(t, newClock(), opts)
+			is, v := setup(t, clocktest.New(time.Now()), opts)
 			h := v.Middleware(echo)
 			tok := issue(t, is, "")
 			if rec := get(h, bearer(tok)); rec.Code != http.StatusOK {
@@ -433,7 +414,7 @@ func TestCacheStaleness(t *testing.T) {
 	for _, m := range modes[:2] {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			clk := newClock()
+			clk := clocktest.New(time.Now())
 			opts := m.opts
 			opts.CacheTTL = ttl
 			is, v := setup(t, clk, opts)
@@ -473,7 +454,7 @@ func TestCacheStaleness(t *testing.T) {
 
 func TestCacheNeverPastExp(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := clocktest.New(time.Now())
 	is, v := setup(t, clk, client.Options{CacheTTL: 2 * time.Hour})
 	h := v.Middleware(echo)
 	tok := issue(t, is, "") // lives 1 h
@@ -498,7 +479,7 @@ func TestCacheNeverPastExp(t *testing.T) {
 
 func TestGinMiddleware(t *testing.T) {
 	t.Parallel()
-	is, v := setup(t, newClock(), client.Options{})
+	is, v := setup(t, clocktest.New(time.Now()), client.Options{})
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.GET("/orders", v.GinMiddleware("orders:read"), func(c *gin.Context) {

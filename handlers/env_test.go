@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"snowtoken/handlers"
+	"snowtoken/internal/clocktest"
 	"snowtoken/internal/redistest"
 	"snowtoken/snowflakealg"
 	"snowtoken/token"
@@ -36,32 +36,6 @@ const (
 	formType     = "application/x-www-form-urlencoded"
 )
 
-// fakeClock is a clock a test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
 // client is a registered client's credentials as a caller holds them.
 type client struct{ ID, Secret string }
 
@@ -76,7 +50,7 @@ type env struct {
 	Store   *token.Store
 	Clients *token.Clients
 	IDs     *snowflakealg.SnowFlakeAlg
-	Clock   *fakeClock // the token service's clock: iat, exp, expiry checks
+	Clock   *clocktest.Clock // the token service's clock: iat, exp, expiry checks
 
 	Normal  client // scopes orders:read orders:write
 	Gateway client // may_set_subject
@@ -145,7 +119,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	if e.IDs, err = snowflakealg.New(snowflakealg.Settings{WorkerID: testWorker, Now: cfg.idNow}); err != nil {
 		tb.Fatal(err)
 	}
-	e.Clock = newFakeClock(time.Now().Truncate(time.Second))
+	e.Clock = clocktest.New(time.Now().Truncate(time.Second))
 	e.Store = token.NewStore(cfg.rdb, cfg.prefix)
 	e.Svc, err = token.NewService(keys, e.Store, e.IDs, token.Options{
 		Issuer: testIssuer, Audience: testAudience, MaxTTL: testMaxTTL, Now: e.Clock.Now,

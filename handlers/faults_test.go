@@ -21,7 +21,7 @@ import (
 )
 
 // skewClock is the real clock moved by an offset, or held still: unlike
-// fakeClock it runs, so a generator that has used up a millisecond moves on.
+// clocktest.Clock it runs, so a generator that has used up a millisecond moves on.
 type skewClock struct {
 	mu     sync.Mutex
 	off    time.Duration

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"snowtoken/internal/clocktest"
 	"snowtoken/internal/redistest"
 )
 
@@ -121,7 +122,7 @@ func TestRedisDown(t *testing.T) {
 // instance is not ready either; once the clock catches up, all is well.
 func TestClockRollback(t *testing.T) {
 	t.Parallel()
-	idClock := newFakeClock(time.Now())
+	idClock := clocktest.New(time.Now())
 	e := newEnv(t, withIDClock(idClock.Now))
 	grant := url.Values{"grant_type": {"client_credentials"}}
 	ready := func(t *testing.T) *response {

@@ -98,7 +98,7 @@ func TestIntrospect(t *testing.T) {
 		inactive(t, other)
 	})
 	t.Run("expired", func(t *testing.T) {
-		e.Clock.Advance(time.Hour + time.Minute)
+		e.Clock.Add(time.Hour + time.Minute)
 		inactive(t, tok.AccessToken)
 	})
 }

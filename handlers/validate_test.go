@@ -333,7 +333,7 @@ func TestValidateAttacks(t *testing.T) {
 		}
 		wantInvalid(t, e.validate(t, tok.AccessToken))
 		// An hour later it is good: the record exists, only iat was wrong.
-		e.Clock.Advance(time.Hour)
+		e.Clock.Add(time.Hour)
 		if r := e.validate(t, tok.AccessToken); r.Status != http.StatusOK {
 			t.Fatalf("an hour later: status %d: %s", r.Status, r.Body)
 		}

@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"snowtoken/internal/clocktest"
 	"snowtoken/snowflakealg"
 )
 
 // creeping returns a clock that reads c and moves it on by a microsecond at
 // every reading, as a real clock would: NextID spins past a used-up
 // millisecond by reading the clock until it moves.
-func creeping(c *fakeClock) func() time.Time {
+func creeping(c *clocktest.Clock) func() time.Time {
 	return func() time.Time {
 		c.Add(time.Microsecond)
 		return c.Now()
@@ -27,7 +28,7 @@ type sleeps struct {
 	total time.Duration
 }
 
-func (s *sleeps) on(c *fakeClock) func(context.Context, time.Duration) error {
+func (s *sleeps) on(c *clocktest.Clock) func(context.Context, time.Duration) error {
 	return func(_ context.Context, d time.Duration) error {
 		s.mu.Lock()
 		s.n++
@@ -191,7 +192,7 @@ func TestGeneratorRestartBehindTheMark(t *testing.T) {
 
 			// The previous run, on a clock tt.ahead ahead, issues and releases.
 			prev := e.acquire(t, e.opts(5))
-			prevClock := &fakeClock{t: t0.Add(tt.ahead)}
+			prevClock := clocktest.New(t0.Add(tt.ahead))
 			pg, err := NewGenerator(prev, snowflakealg.Settings{Now: creeping(prevClock)})
 			if err != nil {
 				t.Fatal(err)
@@ -209,7 +210,7 @@ func TestGeneratorRestartBehindTheMark(t *testing.T) {
 			if l.WorkerID() != 5 || !l.HighWater().Equal(lastPrev.Time) {
 				t.Fatalf("restart: worker %d, mark %v; want 5, the previous run's last ID %v", l.WorkerID(), l.HighWater(), lastPrev.Time)
 			}
-			clock := &fakeClock{t: t0}
+			clock := clocktest.New(t0)
 			var slept sleeps
 			g, err := NewGenerator(l, snowflakealg.Settings{Now: creeping(clock), Sleep: slept.on(clock)})
 			if err != nil {
@@ -273,7 +274,7 @@ func TestGeneratorsOfTwoAcquiresSameCandidate(t *testing.T) {
 		t.Fatalf("workers %d and %d, want 7 and another", a.WorkerID(), b.WorkerID())
 	}
 
-	clock := &fakeClock{t: t0} // one clock: both issue in the same milliseconds
+	clock := clocktest.New(t0) // one clock: both issue in the same milliseconds
 	const perGen = 5000
 	gens := make([]*Generator, 2)
 	for i, l := range []*Lease{a, b} {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"snowtoken/internal/clocktest"
 	"snowtoken/internal/redistest"
 )
 
@@ -40,38 +41,20 @@ func testRedis(tb testing.TB) (redis.UniversalClient, string) {
 	return r.Client, r.Prefix
 }
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 var t0 = time.Date(2027, 3, 4, 5, 6, 7, 890_123_456, time.UTC)
 
 // env is one test's Redis, prefix, clock and log.
 type env struct {
 	rdb    redis.UniversalClient
 	prefix string
-	clock  *fakeClock
+	clock  *clocktest.Clock
 	log    *syncBuffer
 }
 
 func newEnv(tb testing.TB) *env {
 	tb.Helper()
 	rdb, prefix := testRedis(tb)
-	return &env{rdb: rdb, prefix: prefix, clock: &fakeClock{t: t0}, log: &syncBuffer{}}
+	return &env{rdb: rdb, prefix: prefix, clock: clocktest.New(t0), log: &syncBuffer{}}
 }
 
 // opts returns Options on the env's prefix, clock and log.

@@ -9,42 +9,14 @@ import (
 	"time"
 
 	"snowtoken/bitsalloc"
+	"snowtoken/internal/clocktest"
 )
-
-// fakeClock is a clock tests move by hand. Sleep moves it forward by the time
-// slept, so a wait never takes real time.
-type fakeClock struct {
-	mu   sync.Mutex
-	t    time.Time
-	step time.Duration // added after every reading, for code that spins on the clock
-}
-
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.t
-	c.t = c.t.Add(c.step)
-	return t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.Add(d)
-	return ctx.Err()
-}
 
 var t0 = time.Date(2027, 3, 4, 5, 6, 7, 0, time.UTC)
 
-func newFake(tb testing.TB, s Settings) (*SnowFlakeAlg, *fakeClock) {
+func newFake(tb testing.TB, s Settings) (*SnowFlakeAlg, *clocktest.Clock) {
 	tb.Helper()
-	clock := newFakeClock(t0)
+	clock := clocktest.New(t0)
 	s.Now, s.Sleep = clock.Now, clock.Sleep
 	g, err := New(s)
 	if err != nil {
@@ -102,7 +74,7 @@ func TestNewRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := newFakeClock(t0)
+			clock := clocktest.New(t0)
 			tt.s.Now = clock.Now
 			if _, err := New(tt.s); !errors.Is(err, tt.want) {
 				t.Fatalf("got %v, want %v", err, tt.want)
@@ -261,7 +233,8 @@ func TestStartAfterHighWaterMark(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mark := t0.Add(tt.ahead)
-			clock := &fakeClock{t: t0, step: 100 * time.Microsecond}
+			clock := clocktest.New(t0)
+			clock.SetStep(100 * time.Microsecond)
 			g, err := New(Settings{StartAfter: mark, Now: clock.Now, Sleep: clock.Sleep})
 			if err != nil {
 				t.Fatal(err)
@@ -382,7 +355,7 @@ func TestAdvanceTo(t *testing.T) {
 		t.Fatalf("HighWater: got %v, want %v", g.HighWater(), mark)
 	}
 	clock.Add(3 * time.Millisecond) // now equals the mark: its millisecond is used up
-	clock.step = 100 * time.Microsecond
+	clock.SetStep(100 * time.Microsecond)
 	if id := mustNext(t, g); !id.Time(g.Allocator(), g.Epoch()).After(mark) {
 		t.Fatalf("issued %v, not after the mark %v", mustParts(t, g, id).Time, mark)
 	}

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"snowtoken/bitsalloc"
+	"snowtoken/internal/clocktest"
 	"snowtoken/internal/redistest"
 	"snowtoken/snowflakealg"
 )
@@ -27,30 +27,12 @@ const testIssuer = "https://issuer.test"
 // test, never a timing the test depends on.
 const waitLimit = 10 * time.Second
 
-// testClock is a clock tests move by hand.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // env is a Service on a Redis of its own, with its clients and clock.
 type env struct {
 	svc     *Service
 	redis   *redistest.Redis
 	store   *Store
-	clock   *testClock
+	clock   *clocktest.Clock
 	keys    *KeySet
 	ids     IDs
 	clients map[string]*Client
@@ -72,7 +54,7 @@ func newEnv(tb testing.TB, opts Options) *env {
 	e := &env{
 		redis: r,
 		store: newStore(tb, r.Client, r.Prefix),
-		clock: &testClock{t: time.Now().Truncate(time.Second)},
+		clock: clocktest.New(time.Now().Truncate(time.Second)),
 		keys:  ks,
 		ids:   gen,
 	}
