@@ -20,24 +20,10 @@ import (
 )
 
 // testRedis returns a client and a key prefix of this test's own, from
-// redistest: the Redis named by SNOWTOKEN_TEST_REDIS_URL, which other packages'
-// tests may share, or a fresh miniredis. High-water keys never expire, so on
-// a real Redis the test's keys are deleted when it ends.
+// redistest (which deletes the test's keys from a shared real Redis).
 func testRedis(tb testing.TB) (redis.UniversalClient, string) {
 	tb.Helper()
 	r := redistest.New(tb)
-	if r.Mini == nil {
-		tb.Cleanup(func() { // runs before redistest closes the client
-			ctx := context.Background()
-			iter := r.Client.Scan(ctx, 0, r.Prefix+"*", 100).Iterator()
-			for iter.Next(ctx) {
-				r.Client.Del(ctx, iter.Val())
-			}
-			if err := iter.Err(); err != nil {
-				tb.Errorf("deleting the test's keys: %v", err)
-			}
-		})
-	}
 	return r.Client, r.Prefix
 }
 

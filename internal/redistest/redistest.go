@@ -5,6 +5,7 @@
 package redistest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -37,17 +38,35 @@ type Redis struct {
 func New(tb testing.TB) *Redis {
 	tb.Helper()
 	r := &Redis{Prefix: "test:" + randomHex(tb) + ":"}
+	tb.Cleanup(func() {
+		if r.Client != nil {
+			r.Client.Close()
+		}
+	})
 	if url := os.Getenv(EnvURL); url != "" {
 		opt, err := redis.ParseURL(url)
 		if err != nil {
 			tb.Fatalf("%s: %v", EnvURL, err)
 		}
 		r.Client = redis.NewClient(opt)
+		// The server is shared and some keys never expire: delete this
+		// test's keys when it ends (before the client closes: cleanups run
+		// last registered, first run).
+		tb.Cleanup(func() {
+			ctx := context.Background()
+			iter := r.Client.Scan(ctx, 0, r.Prefix+"*", 100).Iterator()
+			for iter.Next(ctx) {
+				r.Client.Del(ctx, iter.Val())
+			}
+			if err := iter.Err(); err != nil {
+				tb.Errorf("deleting the test's keys: %v", err)
+			}
+		})
 	} else {
 		r.Mini = miniredis.RunT(tb)
 		r.Client = redis.NewClient(&redis.Options{Addr: r.Mini.Addr()})
 	}
-	tb.Cleanup(func() { r.Client.Close() })
+	// Registered first, so it runs after the key cleanup above.
 	return r
 }
 
@@ -125,6 +144,9 @@ func freeAddr(tb testing.TB) string {
 func (s *Server) Start() {
 	s.tb.Helper()
 	if s.mini != nil {
+		if !s.durable {
+			s.mini.FlushAll() // as a restarted redis-server without AOF: empty
+		}
 		addr := s.Addr
 		if addr == "" {
 			addr = "127.0.0.1:0"
