@@ -198,6 +198,16 @@ func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, e
 	return s.clients.Authenticate(formID, formSecret)
 }
 
+// clientForm reads the form of an OAuth2 endpoint and the client it authenticates.
+func (s *Server) clientForm(c *gin.Context) (url.Values, *token.Client, error) {
+	form, err := s.form(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := s.authenticate(c, form)
+	return form, client, err
+}
+
 func parseBasic(h string) (id, secret string, err error) {
 	scheme, rest, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Basic") {
@@ -230,12 +240,7 @@ type tokenResponse struct {
 }
 
 func (s *Server) issue(c *gin.Context) {
-	form, err := s.form(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	client, err := s.authenticate(c, form)
+	form, client, err := s.clientForm(c)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -361,12 +366,8 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 }
 
 func (s *Server) introspect(c *gin.Context) {
-	form, err := s.form(c)
+	form, _, err := s.clientForm(c)
 	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if _, err := s.authenticate(c, form); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -390,12 +391,7 @@ func (s *Server) introspect(c *gin.Context) {
 }
 
 func (s *Server) revoke(c *gin.Context) {
-	form, err := s.form(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	client, err := s.authenticate(c, form)
+	form, client, err := s.clientForm(c)
 	if err != nil {
 		s.fail(c, err)
 		return
