@@ -8,4 +8,6 @@ require (
 	snowtoken v0.0.0
 )
 
+require golang.org/x/image v0.47.0 // indirect
+
 replace snowtoken => ../

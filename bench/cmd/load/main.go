@@ -49,6 +49,7 @@ var (
 	rate        = flag.Int("rate", 10000, "requests/s of the constant-rate runs (0 skips them)")
 	rateFor     = flag.Duration("rate-d", 10*time.Second, "duration of each constant-rate run")
 	tokens      = flag.Int("tokens", 20000, "distinct tokens for the cold validate run")
+	chart       = flag.String("png", "", "also draw the wrk table as a PNG chart into this file")
 	sessions    = flag.Int("sessions", 1_000_000, "live sessions to grow Redis to for the memory and flat-latency figures (0 skips)")
 )
 
@@ -274,6 +275,17 @@ done = function() end
 	fmt.Println("|---|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		fmt.Printf("| %s | %.0f | %.2f× | %s | %s | %d |\n", r.name, r.res.rps, r.res.rps/rows[0].res.rps, r.res.p50, r.res.p99, r.res.non2xx)
+	}
+	if *chart != "" {
+		bars := make([]bar, len(rows))
+		for i, r := range rows {
+			bars[i] = bar{label: r.name, value: r.res.rps}
+		}
+		title := fmt.Sprintf("requests/s, wrk %d connections, %v each, same machine, one run", *connections, *duration)
+		if err := writeChart(*chart, title, bars); err != nil {
+			return err
+		}
+		fmt.Printf("\nchart: %s\n", *chart)
 	}
 
 	if *sessions > 0 {
