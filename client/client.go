@@ -47,6 +47,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"snowtoken/bitsalloc"
+
+	"snowtoken/token/jwtpolicy"
 )
 
 // Errors returned by this package, wrapped with detail; match them with
@@ -248,19 +250,7 @@ func New(opts Options) (*Validator, error) {
 	}
 	if opts.Mode == Local {
 		v.keys = &keyCache{v: v, url: base + "/.well-known/jwks.json"}
-		popts := []jwt.ParserOption{
-			jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
-			jwt.WithIssuer(opts.Issuer),
-			jwt.WithLeeway(opts.Leeway),
-			jwt.WithExpirationRequired(),
-			jwt.WithIssuedAt(),
-			jwt.WithTimeFunc(opts.Now),
-			jwt.WithStrictDecoding(),
-		}
-		if opts.Audience != "" {
-			popts = append(popts, jwt.WithAudience(opts.Audience))
-		}
-		v.parser = jwt.NewParser(popts...)
+		v.parser = jwt.NewParser(jwtpolicy.ParserOptions(opts.Issuer, opts.Audience, opts.Leeway, opts.Now)...)
 	}
 	return v, nil
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"snowtoken/snowflakealg"
+
+	"snowtoken/token/jwtpolicy"
 )
 
 // jwtClaims are the claims of a snowtoken access token as the issuer writes them.
@@ -31,8 +33,8 @@ func (v *Validator) verifyLocal(ctx context.Context, raw string) (*Claims, error
 	var cl jwtClaims
 	_, err := v.parser.ParseWithClaims(raw, &cl, func(t *jwt.Token) (any, error) {
 		// Checked before the key, so a wrong typ never causes a fetch.
-		if typ, _ := t.Header["typ"].(string); !strings.EqualFold(typ, "at+jwt") && !strings.EqualFold(typ, "application/at+jwt") {
-			return nil, fmt.Errorf("typ %.32q, want at+jwt", typ)
+		if err := jwtpolicy.CheckType(t); err != nil {
+			return nil, err
 		}
 		kid, _ := t.Header["kid"].(string)
 		if kid == "" {

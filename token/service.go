@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"snowtoken/snowflakealg"
+	"snowtoken/token/jwtpolicy"
 )
 
 // Claims are the claims of a snowtoken access token.
@@ -83,25 +84,13 @@ func NewService(keys *KeySet, store *Store, ids IDs, opts Options) (*Service, er
 	if opts.TTL < time.Second || opts.MaxTTL < opts.TTL {
 		return nil, fmt.Errorf("%w: want 1s <= ttl (%v) <= max ttl (%v)", ErrOptions, opts.TTL, opts.MaxTTL)
 	}
-	popts := []jwt.ParserOption{
-		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
-		jwt.WithIssuer(opts.Issuer),
-		jwt.WithLeeway(opts.Leeway),
-		jwt.WithExpirationRequired(),
-		jwt.WithIssuedAt(),
-		jwt.WithTimeFunc(opts.Now),
-		jwt.WithStrictDecoding(),
-	}
-	if opts.Audience != "" {
-		popts = append(popts, jwt.WithAudience(opts.Audience))
-	}
 	sg, err := newSigner(keys.signer, opts.Issuer, opts.Audience)
 	if err != nil {
 		return nil, err
 	}
 	return &Service{
 		keys: keys, store: store, ids: ids, opts: opts,
-		parser: jwt.NewParser(popts...),
+		parser: jwt.NewParser(jwtpolicy.ParserOptions(opts.Issuer, opts.Audience, opts.Leeway, opts.Now)...),
 		cache:  newVerifiedCache(opts.CacheSize),
 		signer: sg,
 	}, nil
@@ -235,8 +224,8 @@ func (s *Service) verify(raw string) (*Verified, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	if typ, _ := t.Header["typ"].(string); !strings.EqualFold(typ, "at+jwt") && !strings.EqualFold(typ, "application/at+jwt") {
-		return nil, fmt.Errorf("%w: typ %q, want at+jwt", ErrInvalidToken, typ)
+	if err := jwtpolicy.CheckType(t); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	if claims.Subject == "" || claims.ClientID == "" {
 		return nil, fmt.Errorf("%w: sub and client_id are required", ErrInvalidToken)
