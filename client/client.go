@@ -47,7 +47,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"snowtoken/bitsalloc"
-
 	"snowtoken/token/jwtpolicy"
 )
 
