@@ -16,7 +16,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"snowtoken/snowflakealg"
-
 	"snowtoken/token/jwtpolicy"
 )
 
