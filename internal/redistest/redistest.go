@@ -38,11 +38,6 @@ type Redis struct {
 func New(tb testing.TB) *Redis {
 	tb.Helper()
 	r := &Redis{Prefix: "test:" + randomHex(tb) + ":"}
-	tb.Cleanup(func() {
-		if r.Client != nil {
-			r.Client.Close()
-		}
-	})
 	if url := os.Getenv(EnvURL); url != "" {
 		opt, err := redis.ParseURL(url)
 		if err != nil {
@@ -50,13 +45,15 @@ func New(tb testing.TB) *Redis {
 		}
 		r.Client = redis.NewClient(opt)
 		// The server is shared and some keys never expire: delete this
-		// test's keys when it ends (before the client closes: cleanups run
-		// last registered, first run).
+		// test's keys when it ends.
 		tb.Cleanup(func() {
+			// A client of its own: the test may have closed r.Client.
+			c := redis.NewClient(opt)
+			defer c.Close()
 			ctx := context.Background()
-			iter := r.Client.Scan(ctx, 0, r.Prefix+"*", 100).Iterator()
+			iter := c.Scan(ctx, 0, r.Prefix+"*", 100).Iterator()
 			for iter.Next(ctx) {
-				r.Client.Del(ctx, iter.Val())
+				c.Del(ctx, iter.Val())
 			}
 			if err := iter.Err(); err != nil {
 				tb.Errorf("deleting the test's keys: %v", err)
@@ -66,7 +63,7 @@ func New(tb testing.TB) *Redis {
 		r.Mini = miniredis.RunT(tb)
 		r.Client = redis.NewClient(&redis.Options{Addr: r.Mini.Addr()})
 	}
-	// Registered first, so it runs after the key cleanup above.
+	tb.Cleanup(func() { r.Client.Close() })
 	return r
 }
 
