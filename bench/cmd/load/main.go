@@ -49,6 +49,7 @@ var (
 	rate        = flag.Int("rate", 10000, "requests/s of the constant-rate runs (0 skips them)")
 	rateFor     = flag.Duration("rate-d", 10*time.Second, "duration of each constant-rate run")
 	tokens      = flag.Int("tokens", 20000, "distinct tokens for the cold validate run")
+	idBench     = flag.Bool("ids", true, "also run the ID-engine comparison (go test -bench BenchmarkIDs in this module) first")
 	chart       = flag.String("png", "", "also draw the wrk table as a PNG chart into this file")
 	sessions    = flag.Int("sessions", 1_000_000, "live sessions to grow Redis to for the memory and flat-latency figures (0 skips)")
 )
@@ -110,6 +111,17 @@ func run() error {
 	root, err := filepath.Abs("..")
 	if err != nil {
 		return err
+	}
+	if *idBench {
+		// The ID engine beside bwmarrin/snowflake and sony/sonyflake, before
+		// any server runs, so that nothing else shares the cores.
+		fmt.Println("ID engine (go test -run '^$' -bench BenchmarkIDs -benchtime 2s):")
+		cmd := exec.Command("go", "test", "-run", "^$", "-bench", "BenchmarkIDs", "-benchtime", "2s", ".")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("ID benchmark: %w", err)
+		}
+		fmt.Println()
 	}
 	// Build the issuer and the bare handler the way the Dockerfile does.
 	issuerBin, bareBin := filepath.Join(dir, "snowtoken"), filepath.Join(dir, "bare")
@@ -179,41 +191,48 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	// Distinct tokens for the cold run, fetched before measuring.
+	// Distinct tokens for the cold run, fetched before measuring. The first
+	// 1,000 also probe validate latency while only they are live, to compare
+	// with the same tokens among a million sessions later.
 	cold := make([]string, *tokens)
-	var wg sync.WaitGroup
-	errc := make(chan error, 8)
-	for w := range 8 {
-		wg.Go(func() {
-			for i := w; i < len(cold); i += 8 {
-				t, err := issue(issuerURL, basic)
-				if err != nil {
-					errc <- err
-					return
+	fetch := func(from, to int) error {
+		var wg sync.WaitGroup
+		errc := make(chan error, 8)
+		for w := range 8 {
+			wg.Go(func() {
+				for i := from + w; i < to; i += 8 {
+					t, err := issue(issuerURL, basic)
+					if err != nil {
+						errc <- err
+						return
+					}
+					cold[i] = t
 				}
-				cold[i] = t
-			}
-		})
+			})
+		}
+		wg.Wait()
+		close(errc)
+		return <-errc
 	}
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
+	probeN := min(1000, len(cold))
+	if err := fetch(0, probeN); err != nil {
 		return err
 	}
-	coldFile := filepath.Join(dir, "tokens.txt")
-	if err := os.WriteFile(coldFile, []byte(strings.Join(cold, "\n")+"\n"), 0o600); err != nil {
-		return err
-	}
-
-	// Validate latency with few live sessions, to compare with many later.
 	var few latencyProbe
 	if *sessions > 0 {
-		if few, err = probeValidate(issuerURL, cold[:min(1000, len(cold))]); err != nil {
+		if few, err = probeValidate(issuerURL, cold[:probeN]); err != nil {
 			return err
 		}
 		if few.live, err = dbsize(redisPort); err != nil {
 			return err
 		}
+	}
+	if err := fetch(probeN, len(cold)); err != nil {
+		return err
+	}
+	coldFile := filepath.Join(dir, "tokens.txt")
+	if err := os.WriteFile(coldFile, []byte(strings.Join(cold, "\n")+"\n"), 0o600); err != nil {
+		return err
 	}
 
 	scripts := map[string]string{
@@ -289,7 +308,7 @@ done = function() end
 	}
 
 	if *sessions > 0 {
-		if err := sessionsPhase(issuerURL, basic, redisPort, cold[:min(1000, len(cold))], few); err != nil {
+		if err := sessionsPhase(issuerURL, basic, redisPort, cold[:probeN], few); err != nil {
 			return err
 		}
 	}
