@@ -208,6 +208,20 @@ func (s *Server) clientForm(c *gin.Context) (url.Values, *token.Client, error) {
 	return form, client, err
 }
 
+// tokenForm reads the token parameter of introspection and revocation, and
+// the client that sends it.
+func (s *Server) tokenForm(c *gin.Context) (string, *token.Client, error) {
+	form, client, err := s.clientForm(c)
+	if err != nil {
+		return "", nil, err
+	}
+	raw := form.Get("token")
+	if raw == "" {
+		return "", nil, fmt.Errorf("%w: token is required", token.ErrInvalidRequest)
+	}
+	return raw, client, nil
+}
+
 func parseBasic(h string) (id, secret string, err error) {
 	scheme, rest, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Basic") {
@@ -366,14 +380,9 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 }
 
 func (s *Server) introspect(c *gin.Context) {
-	form, _, err := s.clientForm(c)
+	raw, _, err := s.tokenForm(c)
 	if err != nil {
 		s.fail(c, err)
-		return
-	}
-	raw := form.Get("token")
-	if raw == "" {
-		s.fail(c, fmt.Errorf("%w: token is required", token.ErrInvalidRequest))
 		return
 	}
 	c.Header("Cache-Control", "no-store")
@@ -391,14 +400,9 @@ func (s *Server) introspect(c *gin.Context) {
 }
 
 func (s *Server) revoke(c *gin.Context) {
-	form, client, err := s.clientForm(c)
+	raw, client, err := s.tokenForm(c)
 	if err != nil {
 		s.fail(c, err)
-		return
-	}
-	raw := form.Get("token")
-	if raw == "" {
-		s.fail(c, fmt.Errorf("%w: token is required", token.ErrInvalidRequest))
 		return
 	}
 	if err := s.svc.Revoke(c.Request.Context(), client, raw); err != nil {
