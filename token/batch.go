@@ -9,16 +9,30 @@ import (
 )
 
 // batcher sends the Redis commands of concurrent requests together, as one
-// pipeline per batch ("smart batching"): a sender takes the first command
-// queued, adds every other one already waiting, and sends them at once. Nothing
-// ever waits for a batch to fill, so a lone request costs one round trip as
-// before, while under load many requests share one write, one read and one
-// wake-up of Redis.
+// pipeline per batch ("smart batching"). Nothing ever waits for a batch to
+// fill, so a lone request costs one round trip as before. Under load the
+// commands that arrive while a pipeline is out go together in the next one,
+// so that many requests share one write, one read and one wake-up of Redis.
+//
+// One pipeline is out at a time while Redis answers quickly: a sender with
+// commands waits for the turn of the pipeline before it. If that pipeline is
+// slow (batchOverlap), it sends anyway, up to batchSenders pipelines at once,
+// so that one stuck pipeline (Redis gone, a dial retried) does not hold the
+// commands behind it for its whole timeout.
+//
+// Measured with wrk at 64 connections on validate (bench/): four senders
+// that never waited for each other sent 3.0 commands per pipeline, and the
+// issuer plus Redis spent 48 µs of CPU per request; one pipeline at a time
+// sent 8.6 and spent 36 µs, for about 20% more requests per second.
 type batcher struct {
 	rdb     redis.UniversalClient
 	queue   chan *batchOp
 	stop    chan struct{}
 	timeout time.Duration
+	overlap time.Duration // how long a sender waits for the pipeline before it
+
+	collect sync.Mutex    // held by the one sender that gathers the next batch
+	turn    chan struct{} // holds a token while a pipeline is out on its turn
 
 	// mu orders close after every enqueue: do holds it to read closed and
 	// enqueue, so nothing is queued once the senders may have left.
@@ -32,12 +46,15 @@ type batchOp struct {
 }
 
 const (
-	batchSenders = 4   // pipelines in flight at once
-	batchMax     = 128 // commands per pipeline at most
+	batchSenders = 4                    // pipelines out at once, at most
+	batchMax     = 256                  // commands per pipeline, at most
+	batchOverlap = 2 * time.Millisecond // the store's overlap
 )
 
-func newBatcher(rdb redis.UniversalClient, timeout time.Duration) *batcher {
-	b := &batcher{rdb: rdb, queue: make(chan *batchOp, batchSenders*batchMax), stop: make(chan struct{}), timeout: timeout}
+// newBatcher starts the senders. timeout bounds each pipeline.
+func newBatcher(rdb redis.UniversalClient, timeout, overlap time.Duration) *batcher {
+	b := &batcher{rdb: rdb, queue: make(chan *batchOp, batchSenders*batchMax), stop: make(chan struct{}),
+		timeout: timeout, overlap: overlap, turn: make(chan struct{}, 1)}
 	for range batchSenders {
 		go b.send()
 	}
@@ -79,7 +96,10 @@ func (b *batcher) close() {
 
 func (b *batcher) send() {
 	batch := make([]*batchOp, 0, batchMax)
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
 	for {
+		b.collect.Lock()
 		var op *batchOp
 		select {
 		case op = <-b.queue:
@@ -87,7 +107,22 @@ func (b *batcher) send() {
 			select {
 			case op = <-b.queue: // finish what was queued before close
 			default:
+				b.collect.Unlock()
 				return
+			}
+		}
+		// Wait for the turn, gathering what arrives meanwhile, but not for long.
+		ownTurn := false
+		select {
+		case b.turn <- struct{}{}:
+			ownTurn = true
+		default:
+			wait.Reset(b.overlap)
+			select {
+			case b.turn <- struct{}{}:
+				ownTurn = true
+				wait.Stop()
+			case <-wait.C:
 			}
 		}
 		batch = append(batch[:0], op)
@@ -100,6 +135,8 @@ func (b *batcher) send() {
 				break fill
 			}
 		}
+		b.collect.Unlock()
+
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 		pipe := b.rdb.Pipeline()
 		for _, op := range batch {
@@ -107,6 +144,9 @@ func (b *batcher) send() {
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		cancel()
+		if ownTurn {
+			<-b.turn
+		}
 		for _, op := range batch {
 			close(op.done)
 		}

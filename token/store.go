@@ -27,7 +27,7 @@ func NewStore(rdb redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
 		prefix = DefaultKeyPrefix
 	}
-	return &Store{rdb: rdb, prefix: prefix, batch: newBatcher(rdb, storeTimeout)}
+	return &Store{rdb: rdb, prefix: prefix, batch: newBatcher(rdb, storeTimeout, batchOverlap)}
 }
 
 // Close stops the goroutines that send batches. Call it after the last
