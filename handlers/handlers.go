@@ -125,6 +125,7 @@ func New(opts Options) (*gin.Engine, error) {
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)
 	r.GET("/metrics", gin.WrapH(m.handler))
+	m.cacheRoutes(r.Routes())
 	return r, nil
 }
 
@@ -285,7 +286,7 @@ func (s *Server) issue(c *gin.Context) {
 	s.metrics.issued.Inc()
 	c.Header("Cache-Control", "no-store")
 	c.Header("Pragma", "no-cache")
-	c.JSON(http.StatusOK, tokenResponse{
+	writeJSON(c, http.StatusOK, &tokenResponse{
 		AccessToken: issued.AccessToken,
 		TokenType:   "Bearer",
 		ExpiresIn:   int64(issued.ExpiresIn / time.Second),
@@ -297,7 +298,7 @@ func (s *Server) issue(c *gin.Context) {
 // bearer reads the token from Authorization: Bearer only. A token in the URL
 // is refused: URLs end up in logs.
 func bearer(c *gin.Context) (string, error) {
-	if _, inURL := c.Request.URL.Query()["access_token"]; inURL {
+	if _, inURL := c.GetQuery("access_token"); inURL {
 		return "", fmt.Errorf("%w: a token in the URL is refused (URLs are logged); use Authorization: Bearer", token.ErrInvalidRequest)
 	}
 	h := c.GetHeader("Authorization")
@@ -354,7 +355,8 @@ func (s *Server) validate(c *gin.Context) {
 	c.Header("X-Auth-Client", v.Claims.ClientID)
 	c.Header("X-Auth-Scope", v.Claims.Scope)
 	c.Header("X-Auth-Token-Id", v.Claims.ID)
-	c.JSON(http.StatusOK, newClaimsResponse(v))
+	resp := newClaimsResponse(v)
+	writeJSON(c, http.StatusOK, &resp)
 }
 
 // checkBearer validates the request's bearer token and the scopes ?scope= requires.
@@ -395,7 +397,7 @@ func (s *Server) introspect(c *gin.Context) {
 	default:
 		resp := newClaimsResponse(v)
 		resp.TokenType = "Bearer"
-		c.JSON(http.StatusOK, resp)
+		writeJSON(c, http.StatusOK, &resp)
 	}
 }
 

@@ -191,6 +191,7 @@ func TestMetrics(t *testing.T) {
 	e.do(t, http.MethodGet, "/token/validate?scope=admin", nil, http.Header{"Authorization": {"Bearer " + a}})
 	e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {a}})
 	e.validate(t, a)
+	e.do(t, http.MethodGet, "/no/such/route", nil, nil)
 
 	r := e.do(t, http.MethodGet, "/metrics", nil, nil)
 	if r.Status != http.StatusOK {
@@ -206,12 +207,18 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		`snowtoken_tokens_issued_total`:                              "2",
-		`snowtoken_validations_total{outcome="valid"}`:               "2",
-		`snowtoken_validations_total{outcome="invalid"}`:             "1",
-		`snowtoken_validations_total{outcome="revoked"}`:             "1",
-		`snowtoken_validations_total{outcome="insufficient_scope"}`:  "1",
-		`snowtoken_http_requests_total{route="/token",status="200"}`: "2",
+		`snowtoken_tokens_issued_total`:                                                       "2",
+		`snowtoken_validations_total{outcome="valid"}`:                                        "2",
+		`snowtoken_validations_total{outcome="invalid"}`:                                      "1",
+		`snowtoken_validations_total{outcome="revoked"}`:                                      "1",
+		`snowtoken_validations_total{outcome="insufficient_scope"}`:                           "1",
+		`snowtoken_http_requests_total{route="/token",status="200"}`:                          "2",
+		`snowtoken_http_requests_total{route="/token/validate",status="200"}`:                 "2",
+		`snowtoken_http_requests_total{route="/token/validate",status="401"}`:                 "2",
+		`snowtoken_http_requests_total{route="/token/validate",status="403"}`:                 "1",
+		`snowtoken_http_requests_total{route="unmatched",status="404"}`:                       "1",
+		`snowtoken_http_request_duration_seconds_count{route="/token/validate",status="200"}`: "2",
+		`snowtoken_http_request_duration_seconds_count{route="/token/revoke",status="200"}`:   "1",
 	}
 	for k, v := range want {
 		if got[k] != v {

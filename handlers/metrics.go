@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -22,6 +23,7 @@ type metrics struct {
 	validations *prometheus.CounterVec
 	redisErrors prometheus.Counter
 	handler     http.Handler
+	series      map[string]*byStatus // by route; read-only once serving
 }
 
 func newMetrics(reg *prometheus.Registry, ids IDs) (*metrics, error) {
@@ -67,9 +69,46 @@ func (m *metrics) middleware(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	status := strconv.Itoa(c.Writer.Status())
-	m.requests.WithLabelValues(route, status).Inc()
-	m.latency.WithLabelValues(route, status).Observe(time.Since(start).Seconds())
+	s := m.seriesFor(route, c.Writer.Status())
+	s.requests.Inc()
+	s.latency.Observe(time.Since(start).Seconds())
+}
+
+// routeSeries are the request series of one route and status.
+type routeSeries struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
+
+// byStatus holds a route's series by HTTP status, filled on first use.
+type byStatus [600]atomic.Pointer[routeSeries]
+
+// cacheRoutes makes the series of routes cheap to find: WithLabelValues
+// hashes its labels on every call, seriesFor only indexes. Call it once,
+// before serving.
+func (m *metrics) cacheRoutes(routes gin.RoutesInfo) {
+	m.series = map[string]*byStatus{"unmatched": new(byStatus)}
+	for _, r := range routes {
+		m.series[r.Path] = new(byStatus)
+	}
+}
+
+func (m *metrics) seriesFor(route string, status int) *routeSeries {
+	cached := m.series[route]
+	if cached == nil || status < 0 || status >= len(cached) {
+		return m.newSeries(route, status)
+	}
+	if s := cached[status].Load(); s != nil {
+		return s
+	}
+	s := m.newSeries(route, status)
+	cached[status].Store(s) // a racing Store holds the same series
+	return s
+}
+
+func (m *metrics) newSeries(route string, status int) *routeSeries {
+	code := strconv.Itoa(status)
+	return &routeSeries{requests: m.requests.WithLabelValues(route, code), latency: m.latency.WithLabelValues(route, code)}
 }
 
 // validation counts one validation by outcome.

@@ -1,0 +1,72 @@
+package handlers
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"snowtoken/snowflakealg"
+)
+
+// TestAppendJSONMatchesEncodingJSON: the hand-written bodies are byte for byte
+// what encoding/json makes of the same structs.
+func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
+	odd := "a\"b\\c\x00\x1f\b\f\n\r\t<>&\u2028\u2029é😀\xff\xc3"
+	bodies := []jsonBody{
+		&tokenResponse{AccessToken: "eyJ.eyJ.sig", TokenType: "Bearer", ExpiresIn: 3600, Scope: "orders:read orders:write", TokenID: 123456789012345678},
+		&tokenResponse{},
+		&tokenResponse{AccessToken: odd, TokenType: odd, ExpiresIn: -1, Scope: odd, TokenID: snowflakealg.ID(math.MaxInt64)},
+		&claimsResponse{Active: true, Subject: "user-1", ClientID: "gateway", Scope: "orders:read", Issuer: "https://auth.example.com",
+			IssuedAt: 1795000000, ExpiresAt: 1795003600, JTI: 42, WorkerID: 1023},
+		&claimsResponse{Active: true, Subject: "s", ClientID: "c", Audience: []string{"orders"}, JTI: 1, TokenType: "Bearer"},
+		&claimsResponse{Subject: odd, ClientID: odd, Scope: odd, Issuer: odd, Audience: []string{odd, "", "b"},
+			IssuedAt: math.MinInt64, ExpiresAt: math.MaxInt64, JTI: snowflakealg.ID(math.MaxInt64), WorkerID: -1, TokenType: odd},
+		&claimsResponse{Audience: []string{}},
+	}
+	for _, body := range bodies {
+		want, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := body.appendJSON(nil); string(got) != string(want) {
+			t.Errorf("appendJSON of %+v:\n got %s\nwant %s", body, got, want)
+		}
+	}
+}
+
+// FuzzAppendString: every string, valid UTF-8 or not, comes out as
+// encoding/json writes it.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", "a\"b\\c", "\x00\x1f\x7f", "<script>&", "\u2028\u2029", "é😀", "\xff\xfe", "\xe2\x80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendString([]byte("prefix"), s); string(got) != "prefix"+string(want) {
+			t.Fatalf("appendString(%q) = %s, want %s", s, got[len("prefix"):], want)
+		}
+	})
+}
+
+func BenchmarkClaimsBody(b *testing.B) {
+	resp := &claimsResponse{Active: true, Subject: "user-1", ClientID: "gateway", Scope: "orders:read orders:write",
+		Issuer: "https://auth.example.com", IssuedAt: 1795000000, ExpiresAt: 1795003600, JTI: 123456789012345678, WorkerID: 17}
+	b.Run("appendJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 1024)
+		for b.Loop() {
+			buf = resp.appendJSON(buf[:0])
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
