@@ -320,14 +320,15 @@ done = function() end
 		fmt.Println("|---|---:|---:|---:|---:|---:|")
 		issueBody := "grant_type=client_credentials&scope=read"
 		for _, c := range []struct {
-			name string
-			req  string
+			name, url, req string
 		}{
-			{"POST /token", "POST /token HTTP/1.1\r\nHost: bench\r\nAuthorization: " + basic +
+			// The bare handler first: the latency floor of this machine at this rate.
+			{"bare net/http, fixed JSON", bareURL, "GET / HTTP/1.1\r\nHost: bench\r\n\r\n"},
+			{"POST /token", issuerURL, "POST /token HTTP/1.1\r\nHost: bench\r\nAuthorization: " + basic +
 				"\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: " + strconv.Itoa(len(issueBody)) + "\r\n\r\n" + issueBody},
-			{"GET /token/validate (hot)", "GET /token/validate HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer " + hot + "\r\n\r\n"},
+			{"GET /token/validate (hot)", issuerURL, "GET /token/validate HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer " + hot + "\r\n\r\n"},
 		} {
-			res, err := constantRate(*rate, *rateFor, strings.TrimPrefix(issuerURL, "http://"), []byte(c.req))
+			res, err := constantRate(*rate, *rateFor, strings.TrimPrefix(c.url, "http://"), []byte(c.req))
 			if err != nil {
 				return err
 			}
