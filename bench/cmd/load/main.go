@@ -15,6 +15,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -45,6 +46,7 @@ func main() {
 
 var (
 	duration    = flag.Duration("d", 10*time.Second, "duration of each wrk run")
+	rounds      = flag.Int("rounds", 3, "wrk rounds: each runs every endpoint once, one after another; the table shows the median round")
 	connections = flag.Int("c", 64, "wrk connections")
 	rate        = flag.Int("rate", 10000, "requests/s of the constant-rate runs (0 skips them)")
 	rateFor     = flag.Duration("rate-d", 10*time.Second, "duration of each constant-rate run")
@@ -269,38 +271,70 @@ done = function() end
 
 	type row struct {
 		name, url, script string
-		res               wrkResult
+		server, redis     int         // pids whose CPU time the run measures (redis 0: none)
+		res               wrkResult   // of the median round by ratio to bare
+		ratio             float64     // to bare, median of the rounds
+		ratios            []float64   // to bare, round by round
+		all               []wrkResult // round by round
 	}
+	issuerPid, barePid, redisPid := issuer.cmd.Process.Pid, bare.cmd.Process.Pid, redis.cmd.Process.Pid
 	rows := []*row{
-		{name: "bare net/http, fixed JSON", url: bareURL + "/"},
-		{name: "POST /token", url: issuerURL + "/token", script: "issue.lua"},
-		{name: "GET /token/validate, hot (same token)", url: issuerURL + "/token/validate", script: "hot.lua"},
-		{name: "GET /token/validate, cold (distinct tokens)", url: issuerURL + "/token/validate", script: "cold.lua"},
-		{name: "POST /token/introspect", url: issuerURL + "/token/introspect", script: "introspect.lua"},
+		{name: "bare net/http, fixed JSON", url: bareURL + "/", server: barePid},
+		{name: "POST /token", url: issuerURL + "/token", script: "issue.lua", server: issuerPid, redis: redisPid},
+		{name: "GET /token/validate, hot (same token)", url: issuerURL + "/token/validate", script: "hot.lua", server: issuerPid, redis: redisPid},
+		{name: "GET /token/validate, cold (distinct tokens)", url: issuerURL + "/token/validate", script: "cold.lua", server: issuerPid, redis: redisPid},
+		{name: "POST /token/introspect", url: issuerURL + "/token/introspect", script: "introspect.lua", server: issuerPid, redis: redisPid},
 	}
 	// Warm up every route, then measure.
 	for _, r := range rows {
-		if _, err := runWrk(dir, r.url, r.script, 2*time.Second); err != nil {
+		if _, err := runWrk(dir, r.url, r.script, 2*time.Second, r.server, r.redis); err != nil {
 			return err
 		}
 	}
-	for _, r := range rows {
-		if r.res, err = runWrk(dir, r.url, r.script, *duration); err != nil {
-			return err
+	// Rounds: every endpoint right after the baseline, so that each ratio
+	// compares runs minutes apart at most; noise that lasts a round moves
+	// that round's ratios, and the median round leaves it out.
+	for range max(*rounds, 1) {
+		for _, r := range rows {
+			res, err := runWrk(dir, r.url, r.script, *duration, r.server, r.redis)
+			if err != nil {
+				return err
+			}
+			r.all = append(r.all, res)
+			r.ratios = append(r.ratios, res.rps/rows[0].all[len(r.all)-1].rps)
 		}
 	}
-	fmt.Printf("wrk, %d connections, %v each, one run (%s):\n\n", *connections, *duration, time.Now().UTC().Format(time.RFC3339))
-	fmt.Println("| endpoint | requests/s | ratio to bare | p50 | p99 | non-2xx |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Printf("| %s | %.0f | %.2f× | %s | %s | %d |\n", r.name, r.res.rps, r.res.rps/rows[0].res.rps, r.res.p50, r.res.p99, r.res.non2xx)
+		order := make([]int, len(r.all))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(r.ratios[a], r.ratios[b]) })
+		if r == rows[0] { // all ratios 1: the median round by requests/s
+			slices.SortFunc(order, func(a, b int) int { return cmp.Compare(r.all[a].rps, r.all[b].rps) })
+		}
+		mid := order[len(order)/2]
+		r.res, r.ratio = r.all[mid], r.ratios[mid]
+	}
+	fmt.Printf("wrk, %d connections, %d rounds of %v per endpoint, one run (%s); each row is its median round:\n\n",
+		*connections, len(rows[0].all), *duration, time.Now().UTC().Format(time.RFC3339))
+	fmt.Println("| endpoint | requests/s | ratio to bare | ratio, lowest–highest round | p50 | p99 | non-2xx | server CPU/req | Redis CPU/req | wrk CPU/req |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	us := func(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
+	for _, r := range rows {
+		redisCPU := "—"
+		if r.redis != 0 {
+			redisCPU = us(r.res.redisCPU)
+		}
+		fmt.Printf("| %s | %.0f | %.2f× | %.2f–%.2f | %s | %s | %d | %s | %s | %s |\n", r.name, r.res.rps, r.ratio,
+			slices.Min(r.ratios), slices.Max(r.ratios), r.res.p50, r.res.p99, r.res.non2xx, us(r.res.serverCPU), redisCPU, us(r.res.wrkCPU))
 	}
 	if *chart != "" {
 		bars := make([]bar, len(rows))
 		for i, r := range rows {
 			bars[i] = bar{label: r.name, value: r.res.rps}
 		}
-		title := fmt.Sprintf("requests/s, wrk %d connections, %v each, same machine, one run", *connections, *duration)
+		title := fmt.Sprintf("requests/s, wrk %d connections, median of %d rounds of %v, same machine, one run", *connections, len(rows[0].all), *duration)
 		if err := writeChart(*chart, title, bars); err != nil {
 			return err
 		}
@@ -386,6 +420,8 @@ type wrkResult struct {
 	rps      float64
 	p50, p99 string
 	non2xx   int
+	// CPU time per request of the server under test, of Redis and of wrk.
+	serverCPU, redisCPU, wrkCPU time.Duration
 }
 
 var (
@@ -394,14 +430,37 @@ var (
 	non2xxRe = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
 )
 
-func runWrk(dir, url, script string, d time.Duration) (wrkResult, error) {
+// runWrk runs wrk against url and measures the CPU time that server (the
+// process under test) and redis (0 for none) use meanwhile.
+func runWrk(dir, url, script string, d time.Duration, server, redis int) (wrkResult, error) {
 	args := []string{"-t2", "-c" + strconv.Itoa(*connections), "-d" + strconv.Itoa(int(d.Seconds())) + "s", "--latency"}
 	if script != "" {
 		args = append(args, "-s", filepath.Join(dir, script))
 	}
-	out, err := exec.Command("wrk", append(args, url)...).CombinedOutput()
+	serverBefore, err := cpuTime(server)
+	if err != nil {
+		return wrkResult{}, err
+	}
+	var redisBefore time.Duration
+	if redis != 0 {
+		if redisBefore, err = cpuTime(redis); err != nil {
+			return wrkResult{}, err
+		}
+	}
+	cmd := exec.Command("wrk", append(args, url)...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return wrkResult{}, fmt.Errorf("wrk %s: %v: %s", url, err, out)
+	}
+	serverAfter, err := cpuTime(server)
+	if err != nil {
+		return wrkResult{}, err
+	}
+	var redisAfter time.Duration
+	if redis != 0 {
+		if redisAfter, err = cpuTime(redis); err != nil {
+			return wrkResult{}, err
+		}
 	}
 	m := rpsRe.FindSubmatch(out)
 	if m == nil {
@@ -409,6 +468,12 @@ func runWrk(dir, url, script string, d time.Duration) (wrkResult, error) {
 	}
 	var r wrkResult
 	r.rps, _ = strconv.ParseFloat(string(m[1]), 64)
+	if n := r.rps * d.Seconds(); n > 0 {
+		perReq := func(t time.Duration) time.Duration { return time.Duration(float64(t) / n) }
+		r.serverCPU = perReq(serverAfter - serverBefore)
+		r.redisCPU = perReq(redisAfter - redisBefore)
+		r.wrkCPU = perReq(cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime())
+	}
 	for _, p := range pctRe.FindAllSubmatch(out, -1) {
 		if string(p[1]) == "50" {
 			r.p50 = string(p[2])
@@ -654,6 +719,30 @@ func issueN(issuerURL, basic string, n int64) error {
 }
 
 // peakRSS reads the high-water resident set size of a process.
+// cpuTime is the CPU time (user + system) process pid has used so far, from
+// /proc/pid/stat, in Linux's USER_HZ clock ticks of 10 ms.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14 of the whole line
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
 func peakRSS(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
