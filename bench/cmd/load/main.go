@@ -143,6 +143,13 @@ func run() error {
 		return fmt.Errorf("redis-server: %w", err)
 	}
 	defer redis.stop()
+	if err := waitRedis(redisPort); err != nil {
+		return err
+	}
+	usedEmpty, err := usedMemory(redisPort)
+	if err != nil {
+		return err
+	}
 
 	// A signing key and a clients file, made by the binary itself.
 	keyPath := filepath.Join(dir, "key.pem")
@@ -341,16 +348,17 @@ done = function() end
 		fmt.Printf("\nchart: %s\n", *chart)
 	}
 
-	if *sessions > 0 {
-		if err := sessionsPhase(issuerURL, basic, redisPort, cold[:probeN], few); err != nil {
+	// The constant rate before and after Redis grows by -sessions.
+	ratePhase := func() error {
+		if *rate <= 0 {
+			return nil
+		}
+		live, err := dbsize(redisPort)
+		if err != nil {
 			return err
 		}
-	}
-	fmt.Printf("\nissuer peak RSS (VmHWM): %s\n", peakRSS(issuer.cmd.Process.Pid))
-
-	if *rate > 0 {
-		fmt.Printf("\nconstant %d requests/s, %d rounds of %v per endpoint (open loop, latency from the scheduled start); each row is its round with the median p99:\n\n",
-			*rate, max(*rounds, 1), *rateFor)
+		fmt.Printf("\nconstant %d requests/s with %d keys in Redis, %d rounds of %v per endpoint (open loop, latency from the scheduled start); each row is its round with the median p99:\n\n",
+			*rate, live, max(*rounds, 1), *rateFor)
 		fmt.Println("| endpoint | sent | errors | p50 | p99 | max | p99, lowest–highest round |")
 		fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
 		issueBody := "grant_type=client_credentials&scope=read"
@@ -379,7 +387,20 @@ done = function() end
 			fmt.Printf("| %s | %d | %d | %v | %v | %v | %v–%v |\n", c.name, res.sent, res.errors, res.p50, res.p99, res.max,
 				c.all[0].p99, c.all[len(c.all)-1].p99)
 		}
+		return nil
 	}
+	if err := ratePhase(); err != nil {
+		return err
+	}
+	if *sessions > 0 {
+		if err := sessionsPhase(issuerURL, basic, redisPort, usedEmpty, cold[:probeN], few); err != nil {
+			return err
+		}
+		if err := ratePhase(); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nissuer peak RSS (VmHWM): %s\n", peakRSS(issuer.cmd.Process.Pid))
 	return nil
 }
 
@@ -644,17 +665,27 @@ func probeValidate(issuerURL string, tokens []string) (latencyProbe, error) {
 // sessionsPhase grows Redis to *sessions live sessions by issuing real tokens,
 // reporting Redis bytes per session at 100k and at the end, and validate
 // latency on the same tokens with few and with many sessions live.
-func sessionsPhase(issuerURL, basic string, redisPort int, probeTokens []string, few latencyProbe) error {
+// usedMemory is used_memory of the benchmark Redis's INFO memory.
+func usedMemory(redisPort int) (int64, error) {
+	out, err := exec.Command("redis-cli", "-p", strconv.Itoa(redisPort), "INFO", "memory").Output()
+	if err != nil {
+		return 0, fmt.Errorf("redis-cli: %w", err)
+	}
+	m := regexp.MustCompile(`used_memory:(\d+)`).FindSubmatch(out)
+	if m == nil {
+		return 0, errors.New("no used_memory in INFO")
+	}
+	return strconv.ParseInt(string(m[1]), 10, 64)
+}
+
+// sessionsPhase grows Redis by -sessions sessions, reports the memory they
+// take, and probes validate latency again. usedEmpty is used_memory of the
+// empty Redis.
+func sessionsPhase(issuerURL, basic string, redisPort int, usedEmpty int64, probeTokens []string, few latencyProbe) error {
 	info := func() (used, keys int64, err error) {
-		out, err := exec.Command("redis-cli", "-p", strconv.Itoa(redisPort), "INFO", "memory").Output()
-		if err != nil {
-			return 0, 0, fmt.Errorf("redis-cli: %w", err)
+		if used, err = usedMemory(redisPort); err != nil {
+			return 0, 0, err
 		}
-		m := regexp.MustCompile(`used_memory:(\d+)`).FindSubmatch(out)
-		if m == nil {
-			return 0, 0, errors.New("no used_memory in INFO")
-		}
-		used, _ = strconv.ParseInt(string(m[1]), 10, 64)
 		keys, err = dbsize(redisPort)
 		return used, keys, err
 	}
@@ -662,9 +693,12 @@ func sessionsPhase(issuerURL, basic string, redisPort int, probeTokens []string,
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nRedis memory per live session (INFO used_memory delta / keys added, sessions issued through POST /token):\n\n")
-	fmt.Println("| live sessions added | used_memory added | bytes per session |")
-	fmt.Println("|---:|---:|---:|")
+	// Two views: the sessions added by this phase (the delta depends on where
+	// Redis's hash tables were in their doubling when it began), and every
+	// key against the empty Redis.
+	fmt.Printf("\nRedis memory per live session (INFO used_memory; sessions issued through POST /token):\n\n")
+	fmt.Println("| live sessions added | used_memory added | bytes per session added | keys live | used_memory above empty | bytes per key |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|")
 	var issuedTotal int64
 	start := time.Now()
 	for _, target := range []int64{100_000, int64(*sessions)} {
@@ -679,7 +713,8 @@ func sessionsPhase(issuerURL, basic string, redisPort int, probeTokens []string,
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| %d | %d | %.1f |\n", keys-keys0, used-used0, float64(used-used0)/float64(keys-keys0))
+		fmt.Printf("| %d | %d | %.1f | %d | %d | %.1f |\n", keys-keys0, used-used0, float64(used-used0)/float64(keys-keys0),
+			keys, used-usedEmpty, float64(used-usedEmpty)/float64(keys))
 	}
 	fmt.Printf("\n(issued %d tokens in %v through HTTP: %.0f tokens/s with 64 clients, no wrk)\n", issuedTotal, time.Since(start).Round(time.Second), float64(issuedTotal)/time.Since(start).Seconds())
 	_, keys, err := info()
@@ -698,6 +733,18 @@ func sessionsPhase(issuerURL, basic string, redisPort int, probeTokens []string,
 		fmt.Printf("| %d | %v | %v |\n", p.live, p.p50.Round(time.Microsecond), p.p99.Round(time.Microsecond))
 	}
 	return nil
+}
+
+// waitRedis waits until the benchmark's Redis answers.
+func waitRedis(redisPort int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if exec.Command("redis-cli", "-p", strconv.Itoa(redisPort), "PING").Run() == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("redis-server did not answer PING")
 }
 
 // dbsize is the number of keys in the benchmark's Redis.
