@@ -16,6 +16,7 @@ import (
 type bar struct {
 	label string
 	value float64 // requests/s
+	ratio float64 // to the baseline, as the table gives it
 }
 
 // writeChart draws requests/s as horizontal bars, each labelled with its
@@ -32,7 +33,6 @@ func writeChart(path, title string, bars []bar) error {
 	for _, b := range bars {
 		peak = max(peak, b.value)
 	}
-	base := bars[0].value
 	for i, b := range bars {
 		y := top + i*rowH
 		text(img, 10, y+18, b.label)
@@ -42,7 +42,7 @@ func writeChart(path, title string, bars []bar) error {
 			c = color.RGBA{0x99, 0x99, 0x99, 0xff}
 		}
 		fill(img, image.Rect(left, y+4, left+w, y+rowH-8), c)
-		text(img, left+w+8, y+18, fmt.Sprintf("%.0f/s  %.2fx", b.value, b.value/base))
+		text(img, left+w+8, y+18, fmt.Sprintf("%.0f/s  %.2fx", b.value, b.ratio))
 	}
 	f, err := os.Create(path)
 	if err != nil {

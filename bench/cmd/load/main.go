@@ -339,7 +339,7 @@ done = function() end
 	if *chart != "" {
 		bars := make([]bar, len(rows))
 		for i, r := range rows {
-			bars[i] = bar{label: r.name, value: r.res.rps}
+			bars[i] = bar{label: r.name, value: r.res.rps, ratio: r.ratio}
 		}
 		title := fmt.Sprintf("requests/s, wrk %d connections, median of %d rounds of %v, same machine, one run", *connections, len(rows[0].all), *duration)
 		if err := writeChart(*chart, title, bars); err != nil {
