@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 
 	"snowtoken/client"
 	"snowtoken/client/clienttest"
@@ -84,7 +85,12 @@ func ExampleValidator_Validate_local() {
 	c, err := v.Validate(ctx, tok, "orders:read")
 	fmt.Println(c.Subject, c.Scopes, err)
 
-	_, err = v.Validate(ctx, tok[:len(tok)-2]+"AA")
+	// Change one character in the middle of the signature, where every bit
+	// counts. (The last characters carry the top of a scalar below 2^253 and
+	// padding bits, so overwriting them can leave the token as it was.)
+	mid := strings.LastIndexByte(tok, '.') + 43
+	swap := map[bool]string{false: "A", true: "B"}[tok[mid] == 'A']
+	_, err = v.Validate(ctx, tok[:mid]+swap+tok[mid+1:])
 	fmt.Println("tampered:", errors.Is(err, client.ErrInvalidToken))
 
 	_ = issuer.Revoke(ctx, tok)
