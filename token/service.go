@@ -279,6 +279,5 @@ func (s *Service) RevokeSubject(ctx context.Context, subject string) error {
 	if err := checkName(subject); err != nil {
 		return fmt.Errorf("%w: subject: %w", ErrInvalidRequest, err)
 	}
-	_, err := s.store.RevokeSubject(ctx, subject, s.opts.MaxTTL+s.opts.Leeway)
-	return err
+	return s.store.RevokeSubject(ctx, subject)
 }

@@ -42,6 +42,12 @@ type env struct {
 // may set anything but Now, which is the env's clock.
 func newEnv(tb testing.TB, opts Options) *env {
 	tb.Helper()
+	return newEnvOn(tb, redistest.New(tb), opts)
+}
+
+// newEnvOn is newEnv on the given Redis.
+func newEnvOn(tb testing.TB, r *redistest.Redis, opts Options) *env {
+	tb.Helper()
 	ks, err := NewKeySet(mustKey(tb))
 	if err != nil {
 		tb.Fatal(err)
@@ -50,7 +56,6 @@ func newEnv(tb testing.TB, opts Options) *env {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r := redistest.New(tb)
 	e := &env{
 		redis: r,
 		store: newStore(tb, r.Client, r.Prefix),
@@ -428,13 +433,21 @@ func TestRevokeSubject(t *testing.T) {
 	wantRevoked(t, e.svc, after.AccessToken)
 	mustValidate(t, e.svc, e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"}).AccessToken)
 
-	// The generation outlives every token the subject could still hold.
-	genTTL, err := e.redis.Client.PTTL(t.Context(), e.redis.Prefix+"{alice}:gen").Result()
+	// The marker outlives every record of the subject, the longest included.
+	long := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice", ExpiresIn: 3 * time.Hour})
+	if err := e.svc.RevokeSubject(t.Context(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	marker, err := e.redis.Client.PTTL(t.Context(), e.markerKey("alice")).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := DefaultMaxTTL; genTTL < want {
-		t.Errorf("generation PTTL = %v, want at least the longest token lifetime %v", genTTL, want)
+	record, err := e.redis.Client.PTTL(t.Context(), e.sessionKey("alice", long.ID)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if marker < record {
+		t.Errorf("marker PTTL = %v, want at least the longest record's %v", marker, record)
 	}
 
 	if err := e.svc.RevokeSubject(t.Context(), "al{ice}"); !errors.Is(err, ErrInvalidRequest) {
@@ -724,4 +737,9 @@ func TestStoreClosed(t *testing.T) {
 			t.Fatalf("Check %d after Close: err = %v, want ErrUnavailable wrapping errStoreClosed", i, err)
 		}
 	}
+}
+
+// markerKey is the Redis key of a subject's revocation marker, as the package doc writes it.
+func (e *env) markerKey(subject string) string {
+	return e.redis.Prefix + "{" + subject + "}:gen"
 }

@@ -2,7 +2,10 @@ package token
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,27 +48,29 @@ func (s *Store) keysFor(subject, jti string) keys {
 }
 
 // createScript writes the record with NX, holding the subject's current
-// generation, and makes sure the generation outlives the record.
+// marker, and makes sure the marker outlives the record. A subject with no
+// marker (its first token, or every earlier token has expired, or the marker
+// was lost) gets ARGV[2], a new random one: records that hold an older marker
+// then no longer match, so a lost marker logs them out instead of reviving them.
 var createScript = redis.NewScript(`
-local gen = redis.call('GET', KEYS[2]) or '0'
+local gen = redis.call('GET', KEYS[2])
+if not gen then
+  gen = ARGV[2]
+  redis.call('SET', KEYS[2], gen, 'PX', ARGV[1])
+elseif redis.call('PTTL', KEYS[2]) < tonumber(ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[2], ARGV[1])
+end
 if not redis.call('SET', KEYS[1], gen, 'NX', 'PX', ARGV[1]) then
   return 0
-end
-if gen ~= '0' and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[1]) then
-  redis.call('PEXPIRE', KEYS[2], ARGV[1])
 end
 return 1
 `)
 
-// revokeSubjectScript bumps the generation and keeps it at least as long as
-// the longest token could live.
-var revokeSubjectScript = redis.NewScript(`
-local gen = redis.call('INCR', KEYS[1])
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-end
-return gen
-`)
+// newMarker returns a subject marker no record has held: 62 random bits
+// (collisions about 2^-62 per revocation), in decimal so that Redis keeps it
+// as an integer. It need not be secret: it is no credential, only a value
+// that must differ from every earlier one.
+func newMarker() string { return strconv.FormatUint(rand.Uint64()>>2|1<<61, 10) }
 
 // Create writes the session record of a new token for ttl. A record that
 // already exists is never overwritten: ErrDuplicateID, wrapped in
@@ -74,12 +79,13 @@ return gen
 // the caller should retry with a new ID.
 func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
 	keys := []string{k.session, k.gen}
-	cmd := redis.NewIntCmd(ctx, "evalsha", createScript.Hash(), 2, k.session, k.gen, ttl.Milliseconds())
+	marker := newMarker()
+	cmd := redis.NewIntCmd(ctx, "evalsha", createScript.Hash(), 2, k.session, k.gen, ttl.Milliseconds(), marker)
 	err := s.batch.do(ctx, cmd)
 	n := cmd.Val()
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// Redis restarted or flushed its scripts: EVAL loads it again.
-		n, err = createScript.Run(ctx, s.rdb, keys, ttl.Milliseconds()).Int64()
+		n, err = createScript.Run(ctx, s.rdb, keys, ttl.Milliseconds(), marker).Int64()
 	}
 	if err != nil {
 		return unavailable(err)
@@ -91,8 +97,11 @@ func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
 }
 
 // Check returns nil when the record exists and holds the subject's current
-// generation, ErrRevoked when not, ErrUnavailable when Redis does not answer.
-// It is one MGET.
+// marker; ErrRevoked when the record is gone, when it holds an older marker
+// (the subject was revoked), and when the subject's marker is missing (it was
+// lost: evicted, or a failover or restart that did not keep it, so whether
+// the subject was revoked cannot be known: fail closed); ErrUnavailable when
+// Redis does not answer. It is one MGET.
 func (s *Store) Check(ctx context.Context, k keys) error {
 	cmd := redis.NewSliceCmd(ctx, "mget", k.session, k.gen)
 	if err := s.batch.do(ctx, cmd); err != nil {
@@ -104,10 +113,10 @@ func (s *Store) Check(ctx context.Context, k keys) error {
 		return fmt.Errorf("%w: no session", ErrRevoked)
 	}
 	gen, ok := vals[1].(string)
-	if !ok {
-		gen = "0"
-	}
-	if rec != gen {
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %w", ErrRevoked, ErrMarkerLost)
+	case rec != gen:
 		return fmt.Errorf("%w: all tokens of the subject were revoked", ErrRevoked)
 	}
 	return nil
@@ -121,16 +130,18 @@ func (s *Store) Delete(ctx context.Context, k keys) error {
 	return nil
 }
 
-// RevokeSubject makes every live token of subject fail Check, in O(1): it bumps
-// the subject's generation and keeps it for at least keep (the longest a token
-// may live), and returns the new generation.
-func (s *Store) RevokeSubject(ctx context.Context, subject string, keep time.Duration) (int64, error) {
+// RevokeSubject makes every live token of subject fail Check, in O(1): it
+// gives the subject a new marker, which no record holds, and keeps the
+// marker's TTL, which Create has made at least as long as the longest record
+// of the subject. A subject without a marker has no token that passes Check,
+// so there is nothing to do.
+func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 	k := s.keysFor(subject, "")
-	gen, err := revokeSubjectScript.Run(ctx, s.rdb, []string{k.gen}, keep.Milliseconds()).Int64()
-	if err != nil {
-		return 0, unavailable(err)
+	err := s.rdb.SetArgs(ctx, k.gen, newMarker(), redis.SetArgs{Mode: "XX", KeepTTL: true}).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return unavailable(err)
 	}
-	return gen, nil
+	return nil
 }
 
 // Ping checks that Redis answers.

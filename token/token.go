@@ -11,13 +11,41 @@
 // a token counts only when its signature and claims check out AND its session
 // record is in Redis. The record is what makes revocation immediate:
 //
-//	st:{<sub>}:<jti>  = <subject generation at issue>   TTL = the token's time left
-//	st:{<sub>}:gen    = <subject generation>            bumped to revoke all of a subject
+//	st:{<sub>}:<jti>  = <the subject's marker at issue>   TTL = the token's time left
+//	st:{<sub>}:gen    = <the subject's marker>            TTL >= its longest record's
 //
 // Both keys of a subject share the {<sub>} hash tag, so one MGET checks a
 // token on a single Redis, Sentinel or Cluster alike. A token is live when
-// its record exists and holds the subject's current generation; revoking all
-// of a subject's tokens is one INCR, however many it has.
+// its record exists and holds the subject's current marker.
+//
+// # Lifecycle of the marker
+//
+//	first Issue for sub ──▶ marker = new random value, TTL = the token's
+//	      Issue            ──▶ record = marker; marker TTL raised to the record's
+//	      RevokeSubject    ──▶ marker = new random value, TTL kept (SET XX KEEPTTL)
+//	      every record gone ──▶ the marker expires with the last of them
+//
+// A marker is random, never a counter, so a new one never equals one that
+// records already hold: revoking all of a subject's tokens is one SET,
+// however many it has, and cannot be undone by a later revocation. Its
+// lifetime comes from the records themselves, through Redis, never from the
+// revoking replica's own settings.
+//
+// # What happens when a key disappears
+//
+// State that a security decision depends on is never assumed:
+//
+//	record lost   (eviction, expiry, failover, restart)  the token is invalid: the session is over
+//	marker lost   (eviction, failover, restart)          every record of the subject is invalid:
+//	                                                     whether it was revoked cannot be known,
+//	                                                     so Check fails closed (ErrMarkerLost)
+//	                                                     and the next Issue starts a new marker
+//
+// So eviction under any maxmemory-policy can log users out but never bring
+// a revoked token back. What can bring one back is a revocation that Redis
+// acknowledged and then lost (a failover before it reached the replica, a
+// restart without an append-only file): docs/redis.md says which Redis
+// settings rule that out.
 //
 // Verifying an Ed25519 signature costs ~60 µs, so Validate remembers tokens it
 // has verified, keyed by the SHA-256 of the token, until they expire. The
@@ -44,6 +72,7 @@ var (
 	ErrForbidden         = errors.New("token: not allowed for this client")
 	ErrUnavailable       = errors.New("token: temporarily unavailable")
 	ErrDuplicateID       = errors.New("token: session for this id already exists")
+	ErrMarkerLost        = errors.New("token: the subject's revocation marker is missing")
 	ErrOptions           = errors.New("token: bad options")
 
 	errStoreClosed = errors.New("token: session store closed")

@@ -87,7 +87,8 @@ type Server struct {
 	cmd     *exec.Cmd
 	mini    *miniredis.Miniredis
 	dir     string
-	durable bool // append-only file, fsynced on every write
+	durable bool     // append-only file, fsynced on every write
+	args    []string // more redis-server arguments (NewConfiguredServer)
 }
 
 // NewServer starts a Server, stopped when tb ends.
@@ -127,6 +128,25 @@ func NewDurableServer(tb testing.TB) *Server {
 	return s
 }
 
+// NewConfiguredServer starts a redis-server of the test's own with more
+// arguments, such as "--maxmemory", "2mb", "--maxmemory-policy",
+// "allkeys-lru": what a test of real eviction or a real configuration
+// needs, which miniredis does not have. It skips the test without the
+// redis-server binary (and fails it when EnvURL is set).
+func NewConfiguredServer(tb testing.TB, args ...string) *Server {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if Real() {
+			tb.Fatalf("%s is set but redis-server is not on PATH", EnvURL)
+		}
+		tb.Skip("needs redis-server on PATH")
+	}
+	s := &Server{tb: tb, dir: tb.TempDir(), Addr: freeAddr(tb), args: args}
+	s.Start()
+	tb.Cleanup(s.Stop)
+	return s
+}
+
 func freeAddr(tb testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -160,7 +180,7 @@ func (s *Server) Start() {
 		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
 	}
 	s.cmd = exec.Command("redis-server", append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "",
-		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}, aof...)...)
+		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}, append(aof, s.args...)...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.tb.Fatal(err)
 	}
