@@ -324,7 +324,10 @@ func TestEndToEndProduction(t *testing.T) {
 		"SNOWTOKEN_CLIENTS_FILE": clientsPath,
 		"SNOWTOKEN_ISSUER":       "https://auth.example.test",
 		"SNOWTOKEN_WORKER_ID":    "3",
+		// A first claim of worker 3 waits one lease TTL: keep it short.
+		"SNOWTOKEN_WORKER_LEASE_TTL": "1s",
 	})
+	waitReady(t, p.url("/readyz"), waitLimit)
 	tok := issueToken(t, p, "svc", secret, url.Values{"scope": {"b"}, "expires_in": {"60"}})
 	status, body := validateToken(t, p, tok)
 	if status != http.StatusOK {

@@ -300,12 +300,36 @@ func spawnFleetProc(tb testing.TB, name string, env map[string]string, bin strin
 	return p
 }
 
-// startFleetProc starts bin with env and returns once it listens.
+// startFleetProc starts bin with env and returns once it listens and is
+// ready: on a Redis where its worker has no mark yet, a replica waits one
+// lease TTL before it issues (lease: Lost state).
 func startFleetProc(tb testing.TB, bin, name string, env map[string]string) *fleetProc {
 	tb.Helper()
 	p := launchFleetProc(tb, bin, name, env)
 	p.waitLog(tb, "listening")
+	waitReady(tb, p.url("/readyz"), fleetWait)
 	return p
+}
+
+// waitReady polls readyz until it answers 200, or fails tb after limit.
+func waitReady(tb testing.TB, readyz string, limit time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		resp, err := fleetHTTP.Get(readyz)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = fmt.Errorf("%d %s", resp.StatusCode, body)
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s not ready after %v: %v", readyz, limit, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // kill ends the process at once, if it still runs, and waits for it.
@@ -721,7 +745,16 @@ type fleetConn struct {
 }
 
 func newFleetConn(addr string, c fleetClient) *fleetConn {
-	const form = "grant_type=client_credentials"
+	return newFleetSubjectConn(addr, c, "")
+}
+
+// newFleetSubjectConn is newFleetConn for tokens of subject (c must be
+// allowed to set it); "" is the client itself.
+func newFleetSubjectConn(addr string, c fleetClient, subject string) *fleetConn {
+	form := "grant_type=client_credentials"
+	if subject != "" {
+		form += "&subject=" + url.QueryEscape(subject)
+	}
 	auth := base64.StdEncoding.EncodeToString([]byte(url.QueryEscape(c.id) + ":" + url.QueryEscape(c.secret)))
 	req := "POST /token HTTP/1.1\r\nHost: " + addr + "\r\nAuthorization: Basic " + auth +
 		"\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: " + strconv.Itoa(len(form)) + "\r\n\r\n" + form

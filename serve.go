@@ -65,6 +65,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	}
 	l, err := lease.Acquire(ctx, rdb, lease.Options{
 		Candidate: candidate, MaxWorker: cfg.Bits.MaxWorker(), Strict: cfg.WorkerIDStrict, TTL: cfg.LeaseTTL, Logger: log,
+		PrivateStore: !cfg.RedisConfigured(), // the embedded dev Redis: new with this process
 	})
 	if err != nil {
 		return fmt.Errorf("worker id lease (SNOWTOKEN_WORKER_ID_STRICT=%t): %w", cfg.WorkerIDStrict, err)

@@ -23,10 +23,14 @@ func Example() {
 	defer rdb.Close()
 	ctx := context.Background()
 	quiet := slog.New(slog.DiscardHandler)
+	// The miniredis is this example's own, so a worker with no mark was
+	// never used. On a shared Redis leave PrivateStore false: a first claim
+	// then waits one TTL before it issues, in case the state was lost.
+	opts := lease.Options{Candidate: 7, Logger: quiet, PrivateStore: true}
 
 	// Two replicas prefer worker 7; the second gets the lowest free ID.
-	a, _ := lease.Acquire(ctx, rdb, lease.Options{Candidate: 7, Logger: quiet})
-	b, _ := lease.Acquire(ctx, rdb, lease.Options{Candidate: 7, Logger: quiet})
+	a, _ := lease.Acquire(ctx, rdb, opts)
+	b, _ := lease.Acquire(ctx, rdb, opts)
 	fmt.Println("a:", a.WorkerID(), "b:", b.WorkerID())
 
 	// a issues IDs under its worker, starting after the saved mark.
@@ -54,7 +58,7 @@ func Example() {
 	_ = a.Release(ctx, gen.HighWater())
 
 	// The next holder of worker 7 starts after a's last millisecond.
-	c, _ := lease.Acquire(ctx, rdb, lease.Options{Candidate: 7, Logger: quiet})
+	c, _ := lease.Acquire(ctx, rdb, opts)
 	fmt.Println("c:", c.WorkerID(), "starts after", c.HighWater())
 	// Output:
 	// a: 7 b: 0

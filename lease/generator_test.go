@@ -345,3 +345,30 @@ func TestGeneratorsOfTwoAcquiresSameCandidate(t *testing.T) {
 		t.Error("a refused strict Acquire invalidated the holder")
 	}
 }
+
+// TestGeneratorWaitsWhileSettling: NextID refuses, with a RetryAfter the
+// HTTP layer turns into Retry-After, until the lease may issue.
+func TestGeneratorWaitsWhileSettling(t *testing.T) {
+	e := newEnv(t)
+	o := e.opts(9)
+	o.PrivateStore = false
+	l := e.acquire(t, o)
+	g, err := NewGenerator(l, snowflakealg.Settings{Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.NextID(context.Background())
+	var re interface{ RetryAfter() time.Duration }
+	if !errors.Is(err, ErrSettling) || !errors.As(err, &re) || re.RetryAfter() != DefaultTTL {
+		t.Fatalf("NextID while settling: %v; want ErrSettling with RetryAfter %v", err, DefaultTTL)
+	}
+	if err := g.Health(); !errors.Is(err, ErrSettling) {
+		t.Errorf("Health while settling: %v, want ErrSettling", err)
+	}
+	e.clock.Add(DefaultTTL / 2)
+	if err := l.renew(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(DefaultTTL / 2)
+	mustIssue(t, g, 9, "after the wait")
+}

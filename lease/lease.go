@@ -44,6 +44,19 @@
 // until is gone and the mark is exactly the last millisecond issued. Pass the
 // mark as snowflakealg.Settings.StartAfter.
 //
+// # Lost state
+//
+// The mark protects the next holder only while Redis keeps it. When a claim
+// finds no mark at all (neither ms nor until), either the worker was never
+// used, or its state was lost: FLUSHALL, a failover to a replica that had not
+// received it, a restart without persistence. Then a previous holder may still
+// be issuing under the worker, until its next renewal finds the lease key gone
+// (up to RenewEvery) and in any case no longer than TTL after its last
+// renewal. So such a claim holds the worker but does not issue (Valid is false,
+// Err wraps ErrSettling) for one TTL, by which time any previous holder has
+// stopped; it says so in the log. Only a Redis that no other process can have
+// used (Options.PrivateStore: the dev mode's embedded one) skips the wait.
+//
 // # Lifecycle
 //
 //	Acquire ──▶ held ──renew──▶ held          (Run, every RenewEvery)
@@ -102,6 +115,7 @@ var (
 	ErrNoFreeWorker   = errors.New("lease: every worker id is held")
 	ErrLost           = errors.New("lease: lost")
 	ErrReleased       = errors.New("lease: released")
+	ErrSettling       = errors.New("lease: waiting out a previous holder whose state may have been lost")
 )
 
 // Options configures Acquire. The zero value takes worker 0 (or the lowest free
@@ -129,6 +143,12 @@ type Options struct {
 	// Logger receives state changes. Nil means slog.Default(). The owner token
 	// is never logged.
 	Logger *slog.Logger
+	// PrivateStore says that no other process can have used this Redis (an
+	// embedded one, new with this process), so a worker with no high-water
+	// mark was never used and may issue at once. Leave it false for any
+	// Redis another replica can reach: there a missing mark may mean lost
+	// state, and the claim waits one TTL before issuing (see Lost state).
+	PrivateStore bool
 	// OnChange, if set, is called by Run after the lease is lost (false) and
 	// after Run has claimed the same worker again (true), in that order, from
 	// Run's goroutine. On true, HighWater holds the mark read at the new claim:
@@ -150,6 +170,7 @@ type Lease struct {
 	now        func() time.Time
 	log        *slog.Logger
 	onChange   func(bool)
+	private    bool
 
 	mu    sync.Mutex // serialises renewal, re-claim and release
 	state atomic.Pointer[state]
@@ -162,6 +183,7 @@ type state struct {
 	released  bool      // Release has finished
 	renewed   time.Time // when the last successful claim or renewal was sent
 	highWater time.Time // mark read at the last claim
+	issueFrom time.Time // no ID before this: the claim found no mark (see Lost state)
 }
 
 // releasing reports whether Release has been called: the lease is done.
@@ -222,6 +244,7 @@ func newLease(rdb redis.UniversalClient, opts Options) (*Lease, error) {
 		now:        opts.Now,
 		log:        opts.Logger,
 		onChange:   opts.OnChange,
+		private:    opts.PrivateStore,
 	}
 	if l.ttl == 0 {
 		l.ttl = DefaultTTL
@@ -263,9 +286,10 @@ func keysFor(prefix string, id int64) []string {
 }
 
 // claimScript claims KEYS[1] for ARGV[1] with a TTL of ARGV[2] ms if it is free
-// or already ours, and returns {1, mark} ({0} if held by another owner). The
-// mark is the saved ms, or a previous holder's unreleased until if later.
-// ARGV[3] is our own until.
+// or already ours, and returns {1, mark, found} ({0} if held by another
+// owner). The mark is the saved ms, or a previous holder's unreleased until if
+// later; found is 0 when the hash had neither (never used, or lost). ARGV[3]
+// is our own until.
 var claimScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur and cur ~= ARGV[1] then
@@ -278,8 +302,10 @@ if untl and by ~= ARGV[1] and (not ms or tonumber(untl) > tonumber(ms)) then
   ms = untl
   redis.call('HSET', KEYS[2], 'ms', ms)
 end
+local found = 1
+if not ms and not untl then found = 0 end
 redis.call('HSET', KEYS[2], 'until', ARGV[3], 'owner', ARGV[1])
-return {1, ms or ''}
+return {1, ms or '', found}
 `)
 
 // raiseLua sets a hash field to a number unless it holds a larger one. The
@@ -338,10 +364,16 @@ func (l *Lease) claim(ctx context.Context, id int64, keys []string) (bool, *stat
 	if err != nil {
 		return false, nil, fmt.Errorf("lease: claiming worker %d: %w", id, err)
 	}
-	if len(res) != 2 || res[0] != int64(1) {
+	if len(res) != 3 || res[0] != int64(1) {
 		return false, nil, nil
 	}
 	st := &state{renewed: start}
+	if res[2] == int64(0) && !l.private {
+		st.issueFrom = start.Add(l.ttl)
+		l.log.Warn("lease: worker id has no high-water mark: it was never used, or its state was lost; "+
+			"waiting one lease ttl, until any previous holder has stopped, before issuing",
+			"worker", id, "wait", l.ttl.String())
+	}
 	if s, _ := res[1].(string); s != "" {
 		ms, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -374,11 +406,12 @@ func (l *Lease) WorkerID() int64 { return l.worker }
 func (l *Lease) HighWater() time.Time { return l.state.Load().highWater }
 
 // Valid reports whether IDs may be issued under the worker now: the lease is
-// held and its last renewal succeeded less than TTL ago. Check it before
-// issuing.
+// held, its last renewal succeeded less than TTL ago, and it is not waiting
+// out a previous holder (see Lost state). Check it before issuing.
 func (l *Lease) Valid() bool {
 	s := l.state.Load()
-	return s.err == nil && l.now().Sub(s.renewed) < l.ttl
+	now := l.now()
+	return s.err == nil && now.Sub(s.renewed) < l.ttl && !now.Before(s.issueFrom)
 }
 
 // Err returns nil while Valid is true, and otherwise why not: an error wrapping
@@ -388,11 +421,30 @@ func (l *Lease) Err() error {
 	if s.err != nil {
 		return s.err
 	}
-	if since := l.now().Sub(s.renewed); since >= l.ttl {
+	now := l.now()
+	if since := now.Sub(s.renewed); since >= l.ttl {
 		return fmt.Errorf("%w: worker %d: no successful renewal for %v (ttl %v)", ErrLost, l.worker, since, l.ttl)
+	}
+	if wait := s.issueFrom.Sub(now); wait > 0 {
+		return &settlingError{worker: l.worker, wait: wait}
 	}
 	return nil
 }
+
+// settlingError is Err while a claim waits out a previous holder.
+type settlingError struct {
+	worker int64
+	wait   time.Duration
+}
+
+func (e *settlingError) Error() string {
+	return fmt.Sprintf("%v: worker %d: %v to go", ErrSettling, e.worker, e.wait.Round(time.Millisecond))
+}
+
+func (e *settlingError) Unwrap() error { return ErrSettling }
+
+// RetryAfter returns how long until the lease may issue.
+func (e *settlingError) RetryAfter() time.Duration { return e.wait }
 
 // Run keeps the lease until ctx ends or Release is called. Every RenewEvery it
 // renews the lease and saves highWater() (nil or a zero time saves nothing);
@@ -475,7 +527,7 @@ func (l *Lease) step(ctx context.Context, highWater func() time.Time) (changed b
 	case res < 0:
 		return true, l.lose(s, "another owner holds the lease key")
 	}
-	l.state.Store(&state{renewed: start, highWater: s.highWater})
+	l.state.Store(&state{renewed: start, highWater: s.highWater, issueFrom: s.issueFrom})
 	return false, nil
 }
 
@@ -483,7 +535,7 @@ func (l *Lease) step(ctx context.Context, highWater func() time.Time) (changed b
 // reports from now on.
 func (l *Lease) lose(s *state, reason string) error {
 	err := fmt.Errorf("%w: worker %d: %s", ErrLost, l.worker, reason)
-	l.state.Store(&state{err: err, renewed: s.renewed, highWater: s.highWater})
+	l.state.Store(&state{err: err, renewed: s.renewed, highWater: s.highWater, issueFrom: s.issueFrom})
 	l.log.Warn("lease: lost worker id", "worker", l.worker, "reason", reason)
 	return err
 }

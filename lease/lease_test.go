@@ -43,13 +43,16 @@ func newEnv(tb testing.TB) *env {
 	return &env{rdb: rdb, prefix: prefix, clock: clocktest.New(t0), log: &syncBuffer{}}
 }
 
-// opts returns Options on the env's prefix, clock and log.
+// opts returns Options on the env's prefix, clock and log. The prefix is the
+// test's own, so PrivateStore: a worker with no mark was never used.
+// TestClaimWithoutMarkWaits covers a shared Redis.
 func (e *env) opts(candidate int64) Options {
 	return Options{
-		Candidate: candidate,
-		KeyPrefix: e.prefix,
-		Now:       e.clock.Now,
-		Logger:    slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Candidate:    candidate,
+		KeyPrefix:    e.prefix,
+		PrivateStore: true,
+		Now:          e.clock.Now,
+		Logger:       slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 }
 
@@ -649,4 +652,79 @@ func TestRun(t *testing.T) {
 			t.Errorf("OnChange called for Release: %v", <-changes)
 		}
 	})
+}
+
+// TestClaimWithoutMarkWaits: on a shared Redis, a claim that finds no mark
+// (never used, or state lost) may not issue for one TTL, so that a holder
+// whose keys vanished under it, and which has not yet noticed, has stopped
+// before the new holder starts. At no instant are both valid.
+func TestClaimWithoutMarkWaits(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	shared := func(candidate int64) Options {
+		o := e.opts(candidate)
+		o.PrivateStore, o.Strict = false, true
+		return o
+	}
+	a := e.acquire(t, shared(5))
+	const ttl = DefaultTTL
+	var re interface{ RetryAfter() time.Duration }
+	if err := a.Err(); a.Valid() || !errors.Is(err, ErrSettling) || !errors.As(err, &re) || re.RetryAfter() != ttl {
+		t.Fatalf("first claim of a worker with no mark: valid %v, Err %v; want invalid, ErrSettling with RetryAfter %v", a.Valid(), err, ttl)
+	}
+	if !strings.Contains(e.log.String(), "waiting one lease ttl") {
+		t.Errorf("the wait is not logged; log:\n%s", e.log.String())
+	}
+	e.clock.Add(ttl - time.Millisecond)
+	if a.Valid() {
+		t.Fatal("valid a millisecond before the wait ends")
+	}
+	if err := a.renew(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(time.Millisecond)
+	if !a.Valid() {
+		t.Fatalf("not valid once the wait ended: %v", a.Err())
+	}
+
+	// a renews, then every key of the prefix is lost (FLUSHALL, a failover
+	// that missed them); a has not noticed, and b claims worker 5.
+	if err := a.renew(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	lost := a.state.Load().renewed
+	if err := e.rdb.Del(ctx, keysFor(e.prefix, 5)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(time.Second)
+	b := e.acquire(t, shared(5))
+	if b.WorkerID() != 5 {
+		t.Fatalf("b took worker %d, want 5", b.WorkerID())
+	}
+	for step := time.Duration(0); step <= ttl+time.Second; step += 100 * time.Millisecond {
+		if a.Valid() && b.Valid() {
+			t.Fatalf("%v after the loss both holders of worker 5 may issue", e.clock.Now().Sub(lost))
+		}
+		if step%time.Second == 0 { // b's Run renews; a's does not come round
+			if err := b.renew(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.clock.Add(100 * time.Millisecond)
+	}
+	if a.Valid() || !b.Valid() {
+		t.Fatalf("a TTL after the loss: a valid %v, b valid %v; want only b", a.Valid(), b.Valid())
+	}
+	if err := a.renew(ctx, nil); !errors.Is(err, ErrLost) {
+		t.Errorf("a's renewal after b claimed: %v, want ErrLost", err)
+	}
+
+	// A worker whose mark survived (released cleanly) is claimed without a wait.
+	if err := b.Release(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c := e.acquire(t, shared(5))
+	if !c.Valid() {
+		t.Errorf("claim of a released worker with its mark: %v, want valid at once", c.Err())
+	}
 }

@@ -1,0 +1,160 @@
+package main
+
+// The tests in this file take from a real redis-server what operators lose
+// in production — its whole data set, its memory, its responsiveness — while
+// real snowtoken processes run, and check the promises: no two tokens share
+// an ID, a revoked token never validates, every request ends in bounded time.
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"snowtoken/snowflakealg"
+)
+
+// TestFlushAllUnderLoadNoDuplicateIDs runs replica a on worker 11 under
+// load, flushes Redis just after a renewed its lease (so that a goes on
+// issuing for up to a renewal interval before it notices), and starts
+// replica b on worker 11 at once, strict, as an operator's or an
+// orchestrator's fixed worker ID would. Both are loaded until 100,000 tokens
+// are issued: no ID may repeat.
+func TestFlushAllUnderLoadNoDuplicateIDs(t *testing.T) {
+	const (
+		total = 100_000
+		conns = 8 // per replica
+	)
+	redisURL, rdb := fleetRedis(t)
+	bin := fleetBinary(t)
+	creds := newFleetCreds(t, bin)
+	// A lease of 6 s is renewed every 2 s: a wide window for a to issue after
+	// the flush, which b's start-up (slow on a loaded machine) does not use up.
+	redisEnv := map[string]string{"SNOWTOKEN_REDIS_URL": redisURL, "SNOWTOKEN_WORKER_LEASE_TTL": "6s"}
+	a := startFleetProc(t, bin, "replica a", creds.env(redisEnv, fleetAddr(t, "127.0.0.11"), "127.0.0.11"))
+
+	var (
+		issued   atomic.Int64
+		refused  [2]atomic.Int64
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		ids      []snowflakealg.ID
+		firstErr error
+	)
+	load := func(r int, p *fleetProc) {
+		for c := range conns {
+			wg.Go(func() {
+				// A subject of each connection's own: a duplicate ID then
+				// lands on two session keys, and SET NX cannot catch it.
+				conn := newFleetSubjectConn(p.addr, creds.svc, fmt.Sprintf("user-%d-%d", r, c))
+				defer conn.close()
+				var mine []snowflakealg.ID
+				defer func() {
+					mu.Lock()
+					ids = append(ids, mine...)
+					mu.Unlock()
+				}()
+				for !stop.Load() {
+					id, err := conn.issue()
+					switch {
+					case err == nil:
+						mine = append(mine, id)
+						if issued.Add(1) >= total {
+							stop.Store(true)
+						}
+					case errors.Is(err, errFleetRetry):
+						refused[r].Add(1)
+						time.Sleep(time.Millisecond)
+					default:
+						mu.Lock()
+						firstErr = firstError(firstErr, fmt.Errorf("%s: %w", p.name, err))
+						mu.Unlock()
+						stop.Store(true)
+					}
+				}
+			})
+		}
+	}
+	load(0, a)
+	for deadline := time.Now().Add(fleetWait); issued.Load() < 1000; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) || stop.Load() {
+			t.Fatalf("replica a issued %d tokens in %v: %v", issued.Load(), fleetWait, firstErr)
+		}
+	}
+
+	// Just after a's renewal, every key is lost.
+	_, hwKey := workerKeys(11)
+	ctx := t.Context()
+	before, err := rdb.HGet(ctx, hwKey, "until").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(fleetWait); ; time.Sleep(time.Millisecond) {
+		now, err := rdb.HGet(ctx, hwKey, "until").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now != before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("replica a did not renew its lease")
+		}
+	}
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	flushed, flushedAt := issued.Load(), time.Now()
+	b := launchFleetProc(t, bin, "replica b", creds.env(redisEnv, fleetAddr(t, "127.0.0.12"), "127.0.0.12",
+		"SNOWTOKEN_WORKER_ID", "11", "SNOWTOKEN_WORKER_ID_STRICT", "true"))
+	b.waitLog(t, "listening")
+	bListening := time.Since(flushedAt)
+	load(1, b)
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * fleetWait):
+		stop.Store(true)
+		<-done
+		t.Fatalf("only %d of %d tokens issued in %v", issued.Load(), total, 3*fleetWait)
+	}
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+	slices.Sort(ids)
+	dups := 0
+	for i := range ids {
+		if i > 0 && ids[i] == ids[i-1] {
+			dups++
+		}
+	}
+	t.Logf("%d tokens, %d issued before the flush; b listening %v after it; 503s: a %d, b %d; duplicate IDs %d",
+		len(ids), flushed, bListening.Round(time.Millisecond), refused[0].Load(), refused[1].Load(), dups)
+	if dups != 0 {
+		t.Fatalf("%d duplicate token IDs among %d", dups, len(ids))
+	}
+	if a.findLog("lease: lost worker id") == nil {
+		t.Error("replica a did not log that it lost worker 11")
+	}
+	if b.findLog(leaseSettlingLog) == nil {
+		t.Error("replica b did not log its wait for a previous holder")
+	}
+}
+
+// leaseSettlingLog is what a replica logs when it waits out a previous holder.
+const leaseSettlingLog = "lease: worker id has no high-water mark: it was never used, or its state was lost; " +
+	"waiting one lease ttl, until any previous holder has stopped, before issuing"
+
+// firstError returns the first non-nil error.
+func firstError(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
