@@ -8,12 +8,15 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"snowtoken/internal/redistest"
 	"snowtoken/snowflakealg"
 )
 
@@ -157,4 +160,54 @@ func firstError(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// TestUnsafeRedisSettingsNotReady runs a replica on a Redis configured as a
+// cache with RDB snapshots (what a shared cache Redis has): it starts, but
+// /readyz fails naming both settings until the operator either fixes them
+// (live, with CONFIG SET) or accepts the risk by name.
+func TestUnsafeRedisSettingsNotReady(t *testing.T) {
+	srv := redistest.NewConfiguredServer(t, "--maxmemory-policy", "allkeys-lru", "--save", "3600 1")
+	rdb := srv.Client()
+	bin := fleetBinary(t)
+	creds := newFleetCreds(t, bin)
+	redisEnv := map[string]string{"SNOWTOKEN_REDIS_URL": srv.URL(), "SNOWTOKEN_WORKER_LEASE_TTL": "1s"}
+	p := launchFleetProc(t, bin, "replica", creds.env(redisEnv, fleetAddr(t, "127.0.0.11"), "127.0.0.11"))
+	p.waitLog(t, "listening")
+	if r := p.waitLog(t, "redis settings: not ready until they are fixed or accepted"); !strings.Contains(fmt.Sprint(r["err"]), "allkeys-lru") {
+		t.Errorf("start-up log %v does not name the policy", r)
+	}
+	readyz := func() (int, string) {
+		t.Helper()
+		status, _, body := fleetCall(t, http.MethodGet, p.url("/readyz"), nil, "", nil)
+		return status, string(body)
+	}
+	// Not ready, for as long as it lasts (past the lease's own wait).
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		status, body := readyz()
+		if status != http.StatusServiceUnavailable || !strings.Contains(body, "maxmemory-policy is allkeys-lru") {
+			t.Fatalf("/readyz on an unsafe Redis: %d %s; want 503 naming the setting", status, body)
+		}
+	}
+	_, body := readyz()
+	if !strings.Contains(body, "RDB snapshots only") || !strings.Contains(body, "noeviction") {
+		t.Errorf("/readyz %s: want the persistence problem and the safe values too", body)
+	}
+	// The operator fixes the settings live: ready without a restart.
+	for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"appendonly", "yes"}} {
+		if err := rdb.ConfigSet(t.Context(), kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitReady(t, p.url("/readyz"), fleetWait)
+
+	// Or accepts the risk by name, and only that risk.
+	if err := rdb.ConfigSet(t.Context(), "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	q := startFleetProc(t, bin, "replica accepting", creds.env(redisEnv, fleetAddr(t, "127.0.0.12"), "127.0.0.12",
+		"SNOWTOKEN_REDIS_ACCEPT_RISK", "maxmemory-policy"))
+	if q.findLog("redis: an unsafe setting is accepted by SNOWTOKEN_REDIS_ACCEPT_RISK") == nil {
+		t.Error("the accepted risk is not logged")
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"snowtoken/config"
 	"snowtoken/handlers"
 	"snowtoken/lease"
+	"snowtoken/redisconf"
 	"snowtoken/snowflakealg"
 	"snowtoken/token"
 )
@@ -99,8 +100,13 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
+	settings, err := redisSettings(ctx, cfg, rdb, log)
+	if err != nil {
+		return err
+	}
 	var draining atomic.Bool
-	h, err := handlers.New(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log, Draining: draining.Load})
+	h, err := handlers.New(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
+		Ready: settings, Draining: draining.Load})
 	if err != nil {
 		return err
 	}
@@ -208,6 +214,26 @@ func openRedis(ctx context.Context, cfg config.Config, log *slog.Logger) (redis.
 	go expireInRealTime(m, done)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	return rdb, func() { close(done); rdb.Close(); m.Close() }, nil
+}
+
+// redisSettings checks once at start that Redis is configured for the
+// promises (package redisconf), logs what is unsafe, and returns the check
+// for /readyz, which fails while it does. The dev mode's embedded Redis has
+// nothing to check.
+func redisSettings(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, log *slog.Logger) (func(context.Context) error, error) {
+	if !cfg.RedisConfigured() {
+		return nil, nil
+	}
+	c, err := redisconf.New(rdb, redisconf.Options{Accept: cfg.RedisAcceptRisk, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Check(cctx); errors.Is(err, redisconf.ErrUnsafe) {
+		log.Error("redis settings: not ready until they are fixed or accepted", "err", err)
+	}
+	return c.Check, nil
 }
 
 // expireInRealTime moves miniredis's TTL clock along with the wall clock:

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"snowtoken/bitsalloc"
+	"snowtoken/redisconf"
 	"snowtoken/snowflakealg"
 	"snowtoken/token"
 )
@@ -40,6 +41,7 @@ var Vars = []Var{
 	{"SNOWTOKEN_REDIS_CLUSTER_ADDRS", "(none)", "comma-separated Redis Cluster seed addresses (host:port), instead of SNOWTOKEN_REDIS_URL"},
 	{"SNOWTOKEN_REDIS_SENTINEL_MASTER", "(none)", "Redis Sentinel master name, with SNOWTOKEN_REDIS_SENTINEL_ADDRS"},
 	{"SNOWTOKEN_REDIS_SENTINEL_ADDRS", "(none)", "comma-separated Sentinel addresses (host:port)"},
+	{"SNOWTOKEN_REDIS_ACCEPT_RISK", "(none)", "comma-separated Redis settings whose unsafe values you accept instead of a failing /readyz: maxmemory-policy, persistence (docs/redis.md)"},
 	{"SNOWTOKEN_ISSUER", "http://localhost:8080", "iss of every token, and the base URL in the metadata; required in production"},
 	{"SNOWTOKEN_AUDIENCE", "(none)", "aud of every token, required on validation when set"},
 	{"SNOWTOKEN_TOKEN_TTL", "1h", "lifetime of a token when the client does not ask"},
@@ -65,6 +67,7 @@ type Config struct {
 	ClusterAddrs    []string
 	SentinelMaster  string
 	SentinelAddrs   []string
+	RedisAcceptRisk []string // redisconf settings whose unsafe values are accepted
 	Issuer          string
 	IssuerDefaulted bool
 	Audience        string
@@ -117,6 +120,12 @@ func Load(getenv func(string) string) (Config, error) {
 	c.ClusterAddrs = list(getenv("SNOWTOKEN_REDIS_CLUSTER_ADDRS"))
 	c.SentinelMaster = getenv("SNOWTOKEN_REDIS_SENTINEL_MASTER")
 	c.SentinelAddrs = list(getenv("SNOWTOKEN_REDIS_SENTINEL_ADDRS"))
+	c.RedisAcceptRisk = list(getenv("SNOWTOKEN_REDIS_ACCEPT_RISK"))
+	for _, r := range c.RedisAcceptRisk {
+		if r != redisconf.SettingPolicy && r != redisconf.SettingPersistence {
+			bad("SNOWTOKEN_REDIS_ACCEPT_RISK", r, fmt.Errorf("want %s or %s", redisconf.SettingPolicy, redisconf.SettingPersistence))
+		}
+	}
 	if (c.SentinelMaster == "") != (len(c.SentinelAddrs) == 0) {
 		bad("SNOWTOKEN_REDIS_SENTINEL_ADDRS", getenv("SNOWTOKEN_REDIS_SENTINEL_ADDRS"), errors.New("set both SNOWTOKEN_REDIS_SENTINEL_MASTER and SNOWTOKEN_REDIS_SENTINEL_ADDRS, or neither"))
 	}

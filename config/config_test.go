@@ -171,6 +171,7 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_EPOCH": "2026-01-01"}, "SNOWTOKEN_EPOCH"},
 		{map[string]string{"SNOWTOKEN_LOG_LEVEL": "loud"}, "SNOWTOKEN_LOG_LEVEL"},
 		{map[string]string{"SNOWTOKEN_ENV": "staging"}, "SNOWTOKEN_ENV"},
+		{map[string]string{"SNOWTOKEN_REDIS_ACCEPT_RISK": "maxmemory-policy,eviction"}, "SNOWTOKEN_REDIS_ACCEPT_RISK"},
 		{map[string]string{"SNOWTOKEN_REDIS_URL": "http://x"}, "SNOWTOKEN_REDIS_URL"},
 		{map[string]string{"SNOWTOKEN_REDIS_URL": "127.0.0.1:6379"}, "SNOWTOKEN_REDIS_URL"},
 	} {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 
 	"snowtoken/snowflakealg"
 	"snowtoken/token"
@@ -86,4 +88,23 @@ func retryAfterSeconds(err error) int {
 		return max(1, int(math.Ceil(r.RetryAfter().Seconds())))
 	}
 	return 1
+}
+
+// redisReason is what /readyz shows of a Redis failure: the error Redis
+// answered (OOM, READONLY, MISCONF, a NOAUTH), which names the state an
+// operator must fix, or that it does not answer. Addresses and the rest of
+// the chain stay in the log.
+func redisReason(err error) string {
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		if i := strings.IndexAny(msg, "\r\n"); i >= 0 {
+			msg = msg[:i]
+		}
+		return msg
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "no answer in time"
+	}
+	return "no answer"
 }

@@ -57,6 +57,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// ReadyTimeout bounds the readiness checks. Zero means 2 s.
 	ReadyTimeout time.Duration
+	// Ready, if set, is one more readiness check, such as the Redis
+	// settings (package redisconf); its error is /readyz's reason, so it
+	// must hold no secret.
+	Ready func(ctx context.Context) error
 	// Draining, if set and true, makes /readyz fail while the server finishes
 	// its work before shutting down, so load balancers stop sending to it.
 	Draining func() bool
@@ -489,14 +493,24 @@ func (s *Server) ready(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.ReadyTimeout)
 	defer cancel()
-	if err := s.svc.Ping(ctx); err != nil {
+	// Every reason at once, so that an operator fixes them in one go.
+	var reasons []string
+	notReady := func(reason string, err error) {
+		reasons = append(reasons, reason)
 		s.log.Warn("not ready", "err", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": "redis does not answer"})
-		return
+	}
+	if err := s.svc.Ready(ctx); err != nil {
+		notReady("redis does not accept writes: "+redisReason(err), err)
+	} else if s.opts.Ready != nil {
+		if err := s.opts.Ready(ctx); err != nil {
+			notReady(err.Error(), err)
+		}
 	}
 	if err := s.ids.Health(); err != nil {
-		s.log.Warn("not ready", "err", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": err.Error()})
+		notReady(err.Error(), err)
+	}
+	if len(reasons) > 0 {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": strings.Join(reasons, "; ")})
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})

@@ -102,8 +102,8 @@ func (s *Service) Keys() *KeySet { return s.keys }
 // Options returns the options in force, defaults filled in.
 func (s *Service) Options() Options { return s.opts }
 
-// Ping checks the session store.
-func (s *Service) Ping(ctx context.Context) error { return s.store.Ping(ctx) }
+// Ready checks that the session store answers and accepts writes.
+func (s *Service) Ready(ctx context.Context) error { return s.store.Ready(ctx) }
 
 // IssueRequest is what a client asks for. Zero values mean: all of the
 // client's scopes, the client itself as subject, the default lifetime.

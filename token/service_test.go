@@ -601,8 +601,8 @@ func TestValidateRedisDown(t *testing.T) {
 	if _, err := e.svc.Issue(ctx, e.clients["svc"], IssueRequest{}); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Issue with Redis down: err = %v, want ErrUnavailable", err)
 	}
-	if err := e.svc.Ping(ctx); !errors.Is(err, ErrUnavailable) {
-		t.Errorf("Ping with Redis down: err = %v, want ErrUnavailable", err)
+	if err := e.svc.Ready(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Ready with Redis down: err = %v, want ErrUnavailable", err)
 	}
 }
 

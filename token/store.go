@@ -16,9 +16,10 @@ const DefaultKeyPrefix = "st:"
 
 // Store keeps session records in Redis; see the package doc for the keys.
 type Store struct {
-	rdb    redis.UniversalClient
-	prefix string
-	batch  *batcher
+	rdb      redis.UniversalClient
+	prefix   string
+	readyKey string // written by Ready
+	batch    *batcher
 }
 
 // storeTimeout bounds one batch of Redis commands.
@@ -30,7 +31,8 @@ func NewStore(rdb redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
 		prefix = DefaultKeyPrefix
 	}
-	return &Store{rdb: rdb, prefix: prefix, batch: newBatcher(rdb, storeTimeout, batchOverlap)}
+	return &Store{rdb: rdb, prefix: prefix, readyKey: prefix + "ready:" + newMarker(),
+		batch: newBatcher(rdb, storeTimeout, batchOverlap)}
 }
 
 // Close stops the goroutines that send batches. Call it after the last
@@ -144,9 +146,13 @@ func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 	return nil
 }
 
-// Ping checks that Redis answers.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
+// Ready checks that Redis answers and accepts writes: one SET of a key of
+// this store's own with a short TTL. A Redis that is full (OOM under
+// noeviction), a read-only replica after a failover (READONLY), or one that
+// stops writes after a failed snapshot (MISCONF) answers reads but not
+// Create or RevokeSubject, so a replica on it is not ready.
+func (s *Store) Ready(ctx context.Context) error {
+	if err := s.rdb.Set(ctx, s.readyKey, "1", time.Minute).Err(); err != nil {
 		return unavailable(err)
 	}
 	return nil

@@ -13,6 +13,7 @@
 //
 //	st:{<sub>}:<jti>  = <the subject's marker at issue>   TTL = the token's time left
 //	st:{<sub>}:gen    = <the subject's marker>            TTL >= its longest record's
+//	st:ready:<random> = 1                                 TTL 1 min: Ready's write probe
 //
 // Both keys of a subject share the {<sub>} hash tag, so one MGET checks a
 // token on a single Redis, Sentinel or Cluster alike. A token is live when

@@ -211,6 +211,9 @@ func (s *Server) Stop() {
 // URL is the server's redis:// URL.
 func (s *Server) URL() string { return fmt.Sprintf("redis://%s/0", s.Addr) }
 
+// Dir is a redis-server's working directory (its snapshots and log); "" for a miniredis.
+func (s *Server) Dir() string { return s.dir }
+
 // Port is the server's TCP port.
 func (s *Server) Port() int {
 	_, p, _ := net.SplitHostPort(s.Addr)

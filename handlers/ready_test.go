@@ -1,0 +1,129 @@
+package handlers_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"snowtoken/internal/redistest"
+)
+
+// TestReadyzWhileRedisRefusesWrites puts a real redis-server in each state
+// in which it answers reads but refuses writes — full under noeviction, a
+// read-only replica, writes stopped after a failed snapshot — and checks
+// that /readyz fails with Redis's own reason while it lasts and recovers
+// by itself, and that POST /token never answers a false success.
+func TestReadyzWhileRedisRefusesWrites(t *testing.T) {
+	srv := redistest.NewConfiguredServer(t, "--maxmemory-policy", "noeviction")
+	rdb := srv.Client()
+	e := newEnv(t, withRedis(rdb, "st:"))
+	ctx := t.Context()
+	wantReady := func(t *testing.T, want int, reason string) {
+		t.Helper()
+		r := e.do(t, http.MethodGet, "/readyz", nil, nil)
+		got, _ := r.object(t)["reason"].(string)
+		if r.Status != want || !strings.Contains(got, reason) {
+			t.Fatalf("/readyz %d %q, want %d with %q", r.Status, got, want, reason)
+		}
+		// Issuing answers 503, or a token whose session Redis stored (a Lua
+		// script without flags may still write on a full Redis): never a
+		// token without its session.
+		grant := url.Values{"grant_type": {"client_credentials"}}
+		r = e.post(t, "/token", &e.Normal, grant)
+		switch {
+		case r.Status == http.StatusOK:
+			tok, _ := r.object(t)["access_token"].(string)
+			if v := e.validate(t, tok); v.Status != http.StatusOK {
+				t.Fatalf("POST /token answered 200 with a token that does not validate: %d %s", v.Status, v.Body)
+			}
+		case want == http.StatusOK:
+			t.Fatalf("POST /token while ready: %d %s", r.Status, r.Body)
+		default:
+			wantError(t, r, http.StatusServiceUnavailable, "temporarily_unavailable")
+		}
+	}
+	wantReady(t, http.StatusOK, "")
+
+	t.Run("full", func(t *testing.T) {
+		// Real data fills the memory, and maxmemory ends up below it: the
+		// state of a store whose ceiling was reached.
+		value := strings.Repeat("x", 4096)
+		for i := range 512 {
+			if err := rdb.Set(ctx, fmt.Sprintf("junk:%d", i), value, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		info, err := rdb.Info(ctx, "memory").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var used int64
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+				fmt.Sscan(v, &used)
+			}
+		}
+		if err := rdb.ConfigSet(ctx, "maxmemory", fmt.Sprint(used-(1<<20))).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Set(ctx, "one-more", "x", 0).Err(); !redis.HasErrorPrefix(err, "OOM") {
+			t.Fatalf("SET on the full Redis: %v, want OOM", err)
+		}
+		wantReady(t, http.StatusServiceUnavailable, "OOM")
+		if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		wantReady(t, http.StatusOK, "")
+	})
+
+	t.Run("read-only replica", func(t *testing.T) {
+		master := redistest.NewConfiguredServer(t)
+		if err := rdb.Do(ctx, "REPLICAOF", "127.0.0.1", fmt.Sprint(master.Port())).Err(); err != nil {
+			t.Fatal(err)
+		}
+		wantReady(t, http.StatusServiceUnavailable, "READONLY")
+		if err := rdb.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+			t.Fatal(err)
+		}
+		wantReady(t, http.StatusOK, "")
+	})
+
+	t.Run("snapshot failed", func(t *testing.T) {
+		dir := srv.Dir()
+		if err := rdb.ConfigSet(ctx, "save", "3600 1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		// The snapshot's directory goes away: BGSAVE fails, and Redis stops
+		// writes (stop-writes-on-bgsave-error, its default).
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.BgSave(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return rdb.Set(ctx, "probe", "1", time.Minute).Err() != nil })
+		wantReady(t, http.StatusServiceUnavailable, "MISCONF")
+		// The operator turns snapshots off (Redis cannot get its deleted
+		// working directory back without a restart): writes resume.
+		if err := rdb.ConfigSet(ctx, "save", "").Err(); err != nil {
+			t.Fatal(err)
+		}
+		wantReady(t, http.StatusOK, "")
+	})
+}
+
+// waitFor polls cond until it holds; a deadline for a hung test only.
+func waitFor(tb testing.TB, cond func() bool) {
+	tb.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatal("condition not reached in 10s")
+		}
+	}
+}
