@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,4 +212,80 @@ func TestUnsafeRedisSettingsNotReady(t *testing.T) {
 	if q.findLog("redis: an unsafe setting is accepted by SNOWTOKEN_REDIS_ACCEPT_RISK") == nil {
 		t.Error("the accepted risk is not logged")
 	}
+}
+
+// TestRedisFrozenRequestsBounded freezes a real redis-server (SIGSTOP: its
+// connections stay open and nothing answers) under a replica and sends
+// every kind of request at once: each must answer within the store timeout
+// plus 10%, with a 503 and Retry-After (or, for /readyz, 503), never hang.
+// After SIGCONT everything works again.
+func TestRedisFrozenRequestsBounded(t *testing.T) {
+	const timeout = 2 * time.Second // the default store timeout
+	srv := redistest.NewConfiguredServer(t)
+	bin := fleetBinary(t)
+	creds := newFleetCreds(t, bin)
+	p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": srv.URL()},
+		fleetAddr(t, "127.0.0.11"), "127.0.0.11", "SNOWTOKEN_WORKER_LEASE_TTL", "5s"))
+	tok := p.issue(t, creds.svc, "")
+	p.mustValidate(t, tok, 11)
+
+	srv.Signal(syscall.SIGSTOP)
+	frozen := true
+	t.Cleanup(func() {
+		if frozen {
+			srv.Signal(syscall.SIGCONT)
+		}
+	})
+	type call struct {
+		name string
+		do   func() (int, http.Header, []byte)
+	}
+	calls := []call{
+		{"issue", func() (int, http.Header, []byte) {
+			return fleetCall(t, http.MethodPost, p.url("/token"), &creds.svc, "", url.Values{"grant_type": {"client_credentials"}})
+		}},
+		{"validate", func() (int, http.Header, []byte) {
+			return fleetCall(t, http.MethodGet, p.url("/token/validate"), nil, tok.AccessToken, nil)
+		}},
+		{"introspect", func() (int, http.Header, []byte) {
+			return fleetCall(t, http.MethodPost, p.url("/token/introspect"), &creds.svc, "", url.Values{"token": {tok.AccessToken}})
+		}},
+		{"revoke", func() (int, http.Header, []byte) {
+			return fleetCall(t, http.MethodPost, p.url("/token/revoke"), &creds.svc, "", url.Values{"token": {tok.AccessToken}})
+		}},
+		{"revoke subject", func() (int, http.Header, []byte) {
+			return fleetCall(t, http.MethodDelete, p.url("/subjects/alice/tokens"), &creds.admin, "", nil)
+		}},
+		{"readyz", func() (int, http.Header, []byte) { return fleetCall(t, http.MethodGet, p.url("/readyz"), nil, "", nil) }},
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var slowest time.Duration
+	for round := range 3 {
+		for _, c := range calls {
+			wg.Go(func() {
+				start := time.Now()
+				status, h, body := c.do()
+				took := time.Since(start)
+				mu.Lock()
+				slowest = max(slowest, took)
+				mu.Unlock()
+				if took > timeout+timeout/10 {
+					t.Errorf("round %d, %s with Redis frozen: answered after %v, want within %v", round, c.name, took, timeout+timeout/10)
+				}
+				if status != http.StatusServiceUnavailable {
+					t.Errorf("round %d, %s with Redis frozen: %d %s, want 503", round, c.name, status, body)
+				} else if c.name != "readyz" && h.Get("Retry-After") == "" {
+					t.Errorf("round %d, %s: 503 without Retry-After", round, c.name)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	t.Logf("slowest answer with Redis frozen: %v (timeout %v)", slowest.Round(time.Millisecond), timeout)
+
+	srv.Signal(syscall.SIGCONT)
+	frozen = false
+	waitReady(t, p.url("/readyz"), fleetWait)
+	p.mustValidate(t, p.issue(t, creds.svc, ""), 11)
 }

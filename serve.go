@@ -92,7 +92,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 		}
 		log.Info("released the worker id lease", "worker_id", worker, "high_water", ids.HighWater())
 	}()
-	store := token.NewStore(rdb, "")
+	store := token.NewStore(rdb, token.StoreOptions{})
 	defer store.Close()
 	svc, err := token.NewService(keys, store, ids, token.Options{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,

@@ -163,7 +163,7 @@ func newTestIssuer(tb testing.TB, issuerURL string) *testIssuer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	svc, err := token.NewService(keys, token.NewStore(r.Client, r.Prefix), ids, token.Options{Issuer: issuerURL})
+	svc, err := token.NewService(keys, token.NewStore(r.Client, token.StoreOptions{Prefix: r.Prefix}), ids, token.Options{Issuer: issuerURL})
 	if err != nil {
 		tb.Fatal(err)
 	}

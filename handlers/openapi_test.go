@@ -94,7 +94,7 @@ func routesEngine(tb testing.TB) *gin.Engine {
 		tb.Fatal(err)
 	}
 	r := redistest.New(tb)
-	store := token.NewStore(r.Client, r.Prefix)
+	store := token.NewStore(r.Client, token.StoreOptions{Prefix: r.Prefix})
 	tb.Cleanup(store.Close)
 	svc, err := token.NewService(keys, store, ids, token.Options{Issuer: "https://issuer.test"})
 	if err != nil {

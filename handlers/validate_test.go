@@ -388,7 +388,7 @@ func TestValidateAttacks(t *testing.T) {
 		// Same keys, issuer and audience, another key prefix: a perfectly
 		// signed token whose session this server has never seen.
 		r := redistest.New(t)
-		other, err := token.NewService(e.Keys, token.NewStore(r.Client, r.Prefix), e.IDs, token.Options{
+		other, err := token.NewService(e.Keys, token.NewStore(r.Client, token.StoreOptions{Prefix: r.Prefix}), e.IDs, token.Options{
 			Issuer: testIssuer, Audience: testAudience, MaxTTL: testMaxTTL, Now: e.Clock.Now,
 		})
 		if err != nil {

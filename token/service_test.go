@@ -86,7 +86,7 @@ func newEnvOn(tb testing.TB, r *redistest.Redis, opts Options) *env {
 // newStore returns a Store closed when tb ends.
 func newStore(tb testing.TB, rdb redis.UniversalClient, prefix string) *Store {
 	tb.Helper()
-	s := NewStore(rdb, prefix)
+	s := NewStore(rdb, StoreOptions{Prefix: prefix})
 	tb.Cleanup(s.Close)
 	return s
 }
@@ -722,7 +722,7 @@ func TestVerifiedCacheExpiry(t *testing.T) {
 
 func TestStoreClosed(t *testing.T) {
 	r := redistest.New(t)
-	s := NewStore(r.Client, r.Prefix)
+	s := NewStore(r.Client, StoreOptions{Prefix: r.Prefix})
 	k := s.keysFor("svc", "1")
 	if err := s.Check(t.Context(), k); !errors.Is(err, ErrRevoked) {
 		t.Fatalf("Check of a missing record: err = %v, want ErrRevoked", err)

@@ -18,21 +18,45 @@ const DefaultKeyPrefix = "st:"
 type Store struct {
 	rdb      redis.UniversalClient
 	prefix   string
+	timeout  time.Duration
 	readyKey string // written by Ready
 	batch    *batcher
 }
 
-// storeTimeout bounds one batch of Redis commands.
-const storeTimeout = 2 * time.Second
+// DefaultStoreTimeout bounds every call of a Store when StoreOptions says nothing.
+const DefaultStoreTimeout = 2 * time.Second
 
-// NewStore returns a store on rdb. An empty prefix means DefaultKeyPrefix.
-// Commands of concurrent requests share pipelines; see batcher.
-func NewStore(rdb redis.UniversalClient, prefix string) *Store {
-	if prefix == "" {
-		prefix = DefaultKeyPrefix
+// StoreOptions configures a Store. Zero values mean the documented defaults.
+type StoreOptions struct {
+	// Prefix starts every key. Empty means DefaultKeyPrefix.
+	Prefix string
+	// Timeout bounds every call, whatever Redis does (frozen, a half-open
+	// connection, a slow script): the call returns ErrUnavailable by then.
+	// Zero means DefaultStoreTimeout.
+	Timeout time.Duration
+}
+
+// NewStore returns a store on rdb. Every command goes through one batcher,
+// which bounds its wait by the timeout: commands of concurrent requests
+// share pipelines; see batcher.
+func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultKeyPrefix
 	}
-	return &Store{rdb: rdb, prefix: prefix, readyKey: prefix + "ready:" + newMarker(),
-		batch: newBatcher(rdb, storeTimeout, batchOverlap)}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultStoreTimeout
+	}
+	return &Store{rdb: rdb, prefix: opts.Prefix, timeout: opts.Timeout, readyKey: opts.Prefix + "ready:" + newMarker(),
+		batch: newBatcher(rdb, opts.Timeout, batchOverlap)}
+}
+
+// do runs cmd through the batcher and waits no longer than the store's
+// timeout for it: on the deadline the caller goes on, with ErrUnavailable,
+// while the pipeline still out ends on its own timeout.
+func (s *Store) do(ctx context.Context, cmd redis.Cmder) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.batch.do(ctx, cmd)
 }
 
 // Close stops the goroutines that send batches. Call it after the last
@@ -54,7 +78,7 @@ func (s *Store) keysFor(subject, jti string) keys {
 // marker (its first token, or every earlier token has expired, or the marker
 // was lost) gets ARGV[2], a new random one: records that hold an older marker
 // then no longer match, so a lost marker logs them out instead of reviving them.
-var createScript = redis.NewScript(`
+const createLua = `
 local gen = redis.call('GET', KEYS[2])
 if not gen then
   gen = ARGV[2]
@@ -66,7 +90,9 @@ if not redis.call('SET', KEYS[1], gen, 'NX', 'PX', ARGV[1]) then
   return 0
 end
 return 1
-`)
+`
+
+var createScript = redis.NewScript(createLua)
 
 // newMarker returns a subject marker no record has held: 62 random bits
 // (collisions about 2^-62 per revocation), in decimal so that Redis keeps it
@@ -80,14 +106,15 @@ func newMarker() string { return strconv.FormatUint(rand.Uint64()>>2|1<<61, 10) 
 // reply was lost (EOF), and then finds the record it wrote the first time:
 // the caller should retry with a new ID.
 func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
-	keys := []string{k.session, k.gen}
 	marker := newMarker()
 	cmd := redis.NewIntCmd(ctx, "evalsha", createScript.Hash(), 2, k.session, k.gen, ttl.Milliseconds(), marker)
-	err := s.batch.do(ctx, cmd)
+	err := s.do(ctx, cmd)
 	n := cmd.Val()
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// Redis restarted or flushed its scripts: EVAL loads it again.
-		n, err = createScript.Run(ctx, s.rdb, keys, ttl.Milliseconds(), marker).Int64()
+		eval := redis.NewIntCmd(ctx, "eval", createLua, 2, k.session, k.gen, ttl.Milliseconds(), marker)
+		err = s.do(ctx, eval)
+		n = eval.Val()
 	}
 	if err != nil {
 		return unavailable(err)
@@ -106,7 +133,7 @@ func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
 // Redis does not answer. It is one MGET.
 func (s *Store) Check(ctx context.Context, k keys) error {
 	cmd := redis.NewSliceCmd(ctx, "mget", k.session, k.gen)
-	if err := s.batch.do(ctx, cmd); err != nil {
+	if err := s.do(ctx, cmd); err != nil {
 		return unavailable(err)
 	}
 	vals := cmd.Val()
@@ -126,7 +153,7 @@ func (s *Store) Check(ctx context.Context, k keys) error {
 
 // Delete removes one record. Deleting a missing record is not an error.
 func (s *Store) Delete(ctx context.Context, k keys) error {
-	if err := s.rdb.Del(ctx, k.session).Err(); err != nil {
+	if err := s.do(ctx, redis.NewIntCmd(ctx, "del", k.session)); err != nil {
 		return unavailable(err)
 	}
 	return nil
@@ -139,7 +166,7 @@ func (s *Store) Delete(ctx context.Context, k keys) error {
 // so there is nothing to do.
 func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 	k := s.keysFor(subject, "")
-	err := s.rdb.SetArgs(ctx, k.gen, newMarker(), redis.SetArgs{Mode: "XX", KeepTTL: true}).Err()
+	err := s.do(ctx, redis.NewStatusCmd(ctx, "set", k.gen, newMarker(), "xx", "keepttl"))
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable(err)
 	}
@@ -152,7 +179,7 @@ func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 // stops writes after a failed snapshot (MISCONF) answers reads but not
 // Create or RevokeSubject, so a replica on it is not ready.
 func (s *Store) Ready(ctx context.Context) error {
-	if err := s.rdb.Set(ctx, s.readyKey, "1", time.Minute).Err(); err != nil {
+	if err := s.do(ctx, redis.NewStatusCmd(ctx, "set", s.readyKey, "1", "px", time.Minute.Milliseconds())); err != nil {
 		return unavailable(err)
 	}
 	return nil

@@ -107,7 +107,7 @@ func Start(cfg Config) (_ *Issuer, err error) {
 		is.mini, is.ownRDB = m, redis.NewClient(&redis.Options{Addr: m.Addr()})
 		cfg.Redis = is.ownRDB
 	}
-	is.store = token.NewStore(cfg.Redis, cfg.Prefix)
+	is.store = token.NewStore(cfg.Redis, token.StoreOptions{Prefix: cfg.Prefix})
 	secret, sum, err := token.NewClientSecret()
 	if err != nil {
 		return nil, err

@@ -211,6 +211,19 @@ func (s *Server) Stop() {
 // URL is the server's redis:// URL.
 func (s *Server) URL() string { return fmt.Sprintf("redis://%s/0", s.Addr) }
 
+// Signal sends sig to the redis-server process: syscall.SIGSTOP freezes it
+// as a stalled host would (connections stay open, nothing answers),
+// SIGCONT lets it go on. It fails the test on a miniredis.
+func (s *Server) Signal(sig os.Signal) {
+	s.tb.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		s.tb.Fatal("redistest: Signal needs a running redis-server")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
 // Dir is a redis-server's working directory (its snapshots and log); "" for a miniredis.
 func (s *Server) Dir() string { return s.dir }
 
