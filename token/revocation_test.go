@@ -164,3 +164,90 @@ func TestSubjectRevokeByReplicaWithShorterMaxTTL(t *testing.T) {
 		wantRevoked(t, e.svc, iss.AccessToken)
 	}
 }
+
+// TestRevokeIsRealOrAnError: a revoke that cannot delete the record is an
+// error the client retries, never a success; time claims do not stop it.
+func TestRevokeIsRealOrAnError(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := t.Context()
+	otherKey, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := func(t *testing.T, keys *KeySet, now func() time.Time) *Service {
+		t.Helper()
+		svc, err := NewService(keys, e.store, e.ids, Options{Issuer: testIssuer, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+
+	t.Run("clock 10s behind the issuer", func(t *testing.T) {
+		iss := e.issue(t, e.svc, "svc", IssueRequest{})
+		behind := replica(t, e.keys, func() time.Time { return e.clock.Now().Add(-10 * time.Second) })
+		if _, err := behind.Validate(ctx, iss.AccessToken); !errors.Is(err, ErrInvalidToken) {
+			t.Fatalf("the skewed replica validates the token (%v): the test does not skew enough", err)
+		}
+		if err := behind.Revoke(ctx, e.clients["svc"], iss.AccessToken); err != nil {
+			t.Fatalf("Revoke: %v", err)
+		}
+		wantRevoked(t, e.svc, iss.AccessToken)
+	})
+	t.Run("expired", func(t *testing.T) {
+		iss := e.issue(t, e.svc, "svc", IssueRequest{ExpiresIn: time.Hour})
+		later := replica(t, e.keys, func() time.Time { return e.clock.Now().Add(2 * time.Hour) })
+		if err := later.Revoke(ctx, e.clients["svc"], iss.AccessToken); err != nil {
+			t.Fatalf("Revoke of an expired token: %v", err)
+		}
+		wantRevoked(t, e.svc, iss.AccessToken)
+	})
+	t.Run("replica without the signing key", func(t *testing.T) {
+		iss := e.issue(t, e.svc, "svc", IssueRequest{})
+		oldKeys, err := NewKeySet(otherKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := replica(t, oldKeys, e.clock.Now)
+		if err := old.Revoke(ctx, e.clients["svc"], iss.AccessToken); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Revoke on a replica that lacks the key: %v, want ErrUnavailable", err)
+		}
+		mustValidate(t, e.svc, iss.AccessToken)
+		// Once it has the key, the same request succeeds.
+		both, err := NewKeySet(otherKey, e.keys.signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := replica(t, both, e.clock.Now).Revoke(ctx, e.clients["svc"], iss.AccessToken); err != nil {
+			t.Fatalf("Revoke once the replica has the key: %v", err)
+		}
+		wantRevoked(t, e.svc, iss.AccessToken)
+	})
+	t.Run("forged signature", func(t *testing.T) {
+		iss := e.issue(t, e.svc, "svc", IssueRequest{})
+		parts := strings.Split(iss.AccessToken, ".")
+		sig := []byte(parts[2])
+		sig[len(sig)/2] ^= 1
+		forged := parts[0] + "." + parts[1] + "." + string(sig)
+		if err := e.svc.Revoke(ctx, e.clients["svc"], forged); err != nil {
+			t.Fatalf("Revoke of a forged token: %v, want nil (RFC 7009)", err)
+		}
+		mustValidate(t, e.svc, iss.AccessToken)
+	})
+	t.Run("redis down", func(t *testing.T) {
+		srv := redistest.NewServer(t)
+		store := newStore(t, srv.Client(), "st:")
+		svc, err := NewService(e.keys, store, e.ids, Options{Issuer: testIssuer, Now: e.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		iss, err := svc.Issue(ctx, e.clients["svc"], IssueRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Stop()
+		if err := svc.Revoke(ctx, e.clients["svc"], iss.AccessToken); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Revoke with Redis down: %v, want ErrUnavailable", err)
+		}
+	})
+}

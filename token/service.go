@@ -55,8 +55,10 @@ type Service struct {
 	ids    IDs
 	opts   Options
 	parser *jwt.Parser
-	cache  *verifiedCache
-	signer *signer
+	// sigParser checks the signature and algorithm only, for Revoke.
+	sigParser *jwt.Parser
+	cache     *verifiedCache
+	signer    *signer
 }
 
 // NewService returns a service that signs with keys, keeps sessions in store
@@ -91,6 +93,8 @@ func NewService(keys *KeySet, store *Store, ids IDs, opts Options) (*Service, er
 	return &Service{
 		keys: keys, store: store, ids: ids, opts: opts,
 		parser: jwt.NewParser(jwtpolicy.ParserOptions(opts.Issuer, opts.Audience, opts.Leeway, opts.Now)...),
+		sigParser: jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
+			jwt.WithoutClaimsValidation(), jwt.WithStrictDecoding()),
 		cache:  newVerifiedCache(opts.CacheSize),
 		signer: sg,
 	}, nil
@@ -251,27 +255,70 @@ func (s *Service) verify(raw string) (*Verified, error) {
 	return v, nil
 }
 
+// errUnknownKid is keyFor's error for a kid the key set does not hold.
+var errUnknownKid = errors.New("token: unknown kid")
+
 func (s *Service) keyFor(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
 	pub, ok := s.keys.lookup(kid)
 	if !ok {
-		return nil, fmt.Errorf("unknown kid %.32q", kid)
+		return nil, fmt.Errorf("%w %.32q", errUnknownKid, kid)
 	}
 	return ed25519.PublicKey(pub), nil
 }
 
-// Revoke ends the session of a token at once (RFC 7009). A token that is not
-// valid anyway is not an error. A client may revoke only its own tokens,
-// unless it is an admin: ErrForbidden.
+// Revoke ends the session of a token at once (RFC 7009).
+//
+// It needs only a signature by one of the service's keys: the time claims do
+// not matter, since revoking an expired or not yet valid token is harmless,
+// so a replica whose clock is off revokes all the same. What is not a token
+// of ours (malformed, forged, a signature that does not verify) is no error,
+// as RFC 7009 asks, and its claims are never acted on: IDs are guessable. A
+// token whose kid this replica does not hold (a key rollout in progress) or
+// whose record it cannot delete (Redis) cannot be revoked here: the error
+// wraps ErrUnavailable, for the client to retry, never a success that
+// deleted nothing. A client may revoke only its own tokens, unless it is an
+// admin: ErrForbidden.
 func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) error {
-	v, err := s.verify(raw)
+	claims, err := s.signedClaims(raw)
+	if errors.Is(err, errUnknownKid) {
+		return fmt.Errorf("%w: cannot check the signature: %w", ErrUnavailable, err)
+	}
 	if err != nil {
 		return nil
 	}
-	if v.Claims.ClientID != caller.ID && !caller.Admin {
+	if claims.ClientID != caller.ID && !caller.Admin {
 		return fmt.Errorf("%w: the token was issued to another client", ErrForbidden)
 	}
-	return s.store.Delete(ctx, v.keys)
+	return s.store.Delete(ctx, s.store.keysFor(claims.Subject, claims.ID))
+}
+
+// signedClaims returns the claims of a token signed by one of the service's
+// keys, with typ at+jwt, sub, client_id and a Snowflake jti, whatever its
+// time claims say. A token Validate has cached passed all that already.
+func (s *Service) signedClaims(raw string) (*Claims, error) {
+	if len(raw) > MaxTokenLen {
+		return nil, fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+	}
+	sum := sha256.Sum256([]byte(raw))
+	if v := s.cache.get(&sum, s.opts.Now()); v != nil {
+		return &v.Claims, nil
+	}
+	var claims Claims
+	t, err := s.sigParser.ParseWithClaims(raw, &claims, s.keyFor)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if err := jwtpolicy.CheckType(t); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if claims.Subject == "" || claims.ClientID == "" {
+		return nil, fmt.Errorf("%w: sub and client_id are required", ErrInvalidToken)
+	}
+	if _, err := snowflakealg.ParseID(claims.ID); err != nil {
+		return nil, fmt.Errorf("%w: jti: %w", ErrInvalidToken, err)
+	}
+	return &claims, nil
 }
 
 // RevokeSubject ends every live session of subject at once, in O(1) Redis work.
