@@ -459,6 +459,34 @@ func TestIDDecode(t *testing.T) {
 	}
 }
 
+// TestIDDecodeWideLayouts decodes the largest ID of layouts whose timestamp
+// field outlasts time.Duration (about 292 years).
+func TestIDDecodeWideLayouts(t *testing.T) {
+	for _, tc := range []struct {
+		bits, id string
+		want     time.Time // zero: past the year 9999, an error
+	}{
+		{"44/7/12", "9223372036854775807", time.Date(2583, 6, 23, 6, 20, 44, 415e6, time.UTC)},
+		{"44/7/12", "524288", time.Date(2026, 1, 1, 0, 0, 0, 1e6, time.UTC)},
+		{"47/4/12", "9223372036854775807", time.Date(6485, 10, 17, 2, 45, 55, 327e6, time.UTC)},
+		{"61/1/1", "4", time.Date(2026, 1, 1, 0, 0, 0, 1e6, time.UTC)},
+		{"61/1/1", "9223372036854775807", time.Time{}},
+	} {
+		var out bytes.Buffer
+		err := run(t.Context(), []string{"id", "decode", tc.id}, getenvOf(map[string]string{"SNOWTOKEN_BITS": tc.bits}), &out)
+		if tc.want.IsZero() {
+			if !errors.Is(err, snowflakealg.ErrInvalidID) || !strings.Contains(err.Error(), "9999") {
+				t.Errorf("SNOWTOKEN_BITS=%s id decode %s: %q, %v; want ErrInvalidID past the year 9999", tc.bits, tc.id, out.String(), err)
+			}
+			continue
+		}
+		var p snowflakealg.Parts
+		if err != nil || json.Unmarshal(out.Bytes(), &p) != nil || !p.Time.Equal(tc.want) {
+			t.Errorf("SNOWTOKEN_BITS=%s id decode %s: %q, %v; want time %v", tc.bits, tc.id, out.String(), err, tc.want)
+		}
+	}
+}
+
 func TestHelpListsEveryVar(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(t.Context(), []string{"-h"}, getenvOf(nil), &out); err != nil {

@@ -63,7 +63,7 @@ func (id *ID) UnmarshalJSON(b []byte) error {
 // Time returns when the ID was issued, to the millisecond, given its layout and epoch.
 func (id ID) Time(a *bitsalloc.BitsAllocator, epoch time.Time) time.Time {
 	delta, _, _, _ := a.Decompose(int64(id))
-	return epoch.Add(time.Duration(delta) * time.Millisecond)
+	return addMillis(epoch, delta)
 }
 
 // Worker returns the worker that issued the ID, given its layout.
@@ -86,11 +86,21 @@ type Parts struct {
 	Sequence int64     `json:"sequence"`
 }
 
-// Parts splits the ID given its layout and epoch. A negative ID is an error.
+// maxPartsYear is the last year RFC 3339, and so the JSON of a time.Time, can write.
+const maxPartsYear = 9999
+
+// Parts splits the ID given its layout and epoch. A negative ID is an error,
+// and so is an ID whose time is after the year 9999, which RFC 3339 cannot
+// write: no generator issues one before then, and with a timestamp field of 48
+// bits or more (8,900 years) such IDs exist.
 func (id ID) Parts(a *bitsalloc.BitsAllocator, epoch time.Time) (Parts, error) {
 	delta, w, s, err := a.Decompose(int64(id))
 	if err != nil {
 		return Parts{}, fmt.Errorf("%w: %w", ErrInvalidID, err)
 	}
-	return Parts{ID: id, Time: epoch.Add(time.Duration(delta) * time.Millisecond).UTC(), Worker: w, Sequence: s}, nil
+	t := addMillis(epoch, delta).UTC()
+	if t.Year() > maxPartsYear {
+		return Parts{}, fmt.Errorf("%w: %d is from the year %d of layout %s, after %d", ErrInvalidID, id, t.Year(), a, maxPartsYear)
+	}
+	return Parts{ID: id, Time: t, Worker: w, Sequence: s}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -123,4 +124,49 @@ func ExampleSnowFlakeAlg_NextID() {
 	// Output:
 	// 2026-06-01 12:00:00 +0000 UTC 42 0
 	// 2026-06-01 12:00:00 +0000 UTC 42 1
+}
+
+// TestPartsEveryLayout decodes the smallest and largest ID of layouts up to the
+// widest timestamp field, whose milliseconds outgrow time.Duration (about 292
+// years) from 44 bits on.
+func TestPartsEveryLayout(t *testing.T) {
+	epochs := []time.Time{DefaultEpoch, time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 0, 0, 0, 250_000_000, time.UTC)}
+	for _, layout := range []string{"41/10/12", "43/8/12", "44/7/12", "47/4/12", "48/3/12", "61/1/1"} {
+		a, err := bitsalloc.Parse(layout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, epoch := range epochs {
+			largest := ID(math.MaxInt64) // every field at its maximum
+			for _, tc := range []struct {
+				id ID
+				ms int64
+			}{
+				{0, 0},
+				{ID(1) << (a.WorkerBits() + a.SequenceBits()), 1},
+				{largest, a.MaxDelta()},
+			} {
+				// The instant, in milliseconds since 1970, without time.Duration.
+				want := time.UnixMilli(epoch.UnixMilli() + tc.ms).Add(time.Duration(epoch.Nanosecond() % 1e6)).UTC()
+				if got := tc.id.Time(a, epoch); !got.Equal(want) {
+					t.Errorf("layout %s, epoch %v: ID(%d).Time = %v, want %v", layout, epoch, tc.id, got, want)
+				}
+				p, err := tc.id.Parts(a, epoch)
+				if want.Year() > 9999 {
+					// RFC 3339, and so the JSON of Parts, ends with year 9999.
+					if !errors.Is(err, ErrInvalidID) {
+						t.Errorf("layout %s, epoch %v: ID(%d).Parts: %+v, %v; want ErrInvalidID for a time in year %d", layout, epoch, tc.id, p, err, want.Year())
+					}
+					continue
+				}
+				if err != nil || !p.Time.Equal(want) || p.ID != tc.id {
+					t.Errorf("layout %s, epoch %v: ID(%d).Parts = %+v, %v; want time %v", layout, epoch, tc.id, p, err, want)
+					continue
+				}
+				if _, err := json.Marshal(p); err != nil {
+					t.Errorf("layout %s, epoch %v: JSON of %+v: %v", layout, epoch, p, err)
+				}
+			}
+		}
+	}
 }

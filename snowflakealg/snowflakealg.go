@@ -113,7 +113,8 @@ type SnowFlakeAlg struct {
 	now       func() time.Time
 	sleep     func(context.Context, time.Duration) error
 	start     time.Time     // clock reading at New, with its monotonic part
-	startOff  time.Duration // start - epoch, from wall time
+	startMs   int64         // whole ms from the epoch to start, from wall time
+	startRest time.Duration // and the rest of that span, under 1 ms
 	waitMax   int64         // ms
 	failMax   int64         // ms
 	randStart int64
@@ -179,7 +180,7 @@ func New(s Settings) (*SnowFlakeAlg, error) {
 	if g.epoch.After(g.start) {
 		return nil, fmt.Errorf("%w: %s", ErrEpochInFuture, g.epoch.Format(time.RFC3339))
 	}
-	g.startOff = g.start.Round(0).Sub(g.epoch)
+	g.startMs, g.startRest = sinceEpoch(g.epoch, g.start.Round(0))
 	if g.elapsedMs() > g.alloc.MaxDelta() {
 		return nil, fmt.Errorf("%w: epoch %s", ErrTimeOverflow, g.epoch.Format(time.RFC3339))
 	}
@@ -205,7 +206,7 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 // elapsedMs returns milliseconds since the epoch: the wall-clock offset read at
 // New plus the monotonic time elapsed since.
 func (g *SnowFlakeAlg) elapsedMs() int64 {
-	return int64(g.startOff+g.now().Sub(g.start)) / int64(time.Millisecond)
+	return g.startMs + floorDiv(int64(g.startRest+g.now().Sub(g.start)), int64(time.Millisecond))
 }
 
 // NextID returns a new ID, unique for this worker and larger than every ID it
@@ -329,7 +330,7 @@ func (g *SnowFlakeAlg) Stats() Stats {
 // StartAfter mark), as a time. A lease saves it so that whoever takes the worker
 // next never issues at or below it.
 func (g *SnowFlakeAlg) HighWater() time.Time {
-	return g.epoch.Add(time.Duration(g.state.Load()>>g.seqBits) * time.Millisecond)
+	return addMillis(g.epoch, g.state.Load()>>g.seqBits)
 }
 
 // AdvanceTo makes sure that no ID at or below mark's millisecond is issued
@@ -337,7 +338,7 @@ func (g *SnowFlakeAlg) HighWater() time.Time {
 // last issued millisecond changes nothing. A lease calls it with the mark saved
 // by the worker's previous holder.
 func (g *SnowFlakeAlg) AdvanceTo(mark time.Time) error {
-	ms := mark.Sub(g.epoch).Milliseconds()
+	ms, _ := sinceEpoch(g.epoch, mark)
 	if ms > g.alloc.MaxDelta() {
 		return fmt.Errorf("%w: mark %s", ErrTimeOverflow, mark.Format(time.RFC3339))
 	}

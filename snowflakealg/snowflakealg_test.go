@@ -363,3 +363,32 @@ func TestAdvanceTo(t *testing.T) {
 		t.Fatalf("mark beyond the layout: got %v", err)
 	}
 }
+
+// TestOldEpochWideLayout issues IDs more than 292 years after the epoch, beyond
+// what time.Duration holds, which a 44-bit timestamp field allows: the IDs carry
+// the right time, and a generator started after the high-water mark of another
+// issues above its IDs.
+func TestOldEpochWideLayout(t *testing.T) {
+	a, err := bitsalloc.Parse("44/7/12") // 2^44 ms: about 557 years
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := time.Date(1700, 1, 1, 0, 0, 0, 0, time.UTC)
+	g, _ := newFake(t, Settings{Allocator: a, Epoch: epoch})
+	first := mustNext(t, g)
+	if got := first.Time(a, epoch); !got.Equal(t0) {
+		t.Fatalf("first ID's time: got %v, want %v", got, t0)
+	}
+	if got := g.HighWater(); !got.Equal(t0) {
+		t.Fatalf("HighWater: got %v, want %v", got, t0)
+	}
+
+	mark := t0.Add(time.Hour)
+	next, _ := newFake(t, Settings{Allocator: a, Epoch: epoch, StartAfter: mark, MaxRollbackFail: 2 * time.Hour})
+	if got := next.HighWater(); !got.Equal(mark) {
+		t.Fatalf("HighWater after StartAfter %v: got %v", mark, got)
+	}
+	if err := next.AdvanceTo(epoch.AddDate(558, 0, 0)); !errors.Is(err, ErrTimeOverflow) {
+		t.Fatalf("a mark beyond 44 bits: got %v, want ErrTimeOverflow", err)
+	}
+}
