@@ -71,6 +71,8 @@ func TestLoadClientsRejects(t *testing.T) {
 		{"negative max_ttl", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "max_ttl": "-1h"}]}`},
 		{"bad scope", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "scopes": ["a b"]}]}`},
 		{"not JSON", `clients: svc`},
+		{"a second document", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `"}]} {"clients": []}`},
+		{"invalid UTF-8", "{\"clients\": [{\"id\": \"svc\", \"secret_sha256\": \"" + good + "\", \"scopes\": [\"a\xff\"]}]}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs, err := LoadClients(writeFile(t, "clients.json", []byte(tc.file)))
@@ -86,6 +88,46 @@ func TestLoadClientsRejects(t *testing.T) {
 			t.Errorf("LoadClients: err = %v, want ErrClientsFile naming %s", err, missing)
 		}
 	})
+}
+
+// TestLoadClientsOneMeaning refuses a clients file whose keys a reader such
+// as jq could read otherwise than the issuer: keys in another case, and a key
+// given twice. The error names the client and the key.
+func TestLoadClientsOneMeaning(t *testing.T) {
+	good := sha256Hex("secret")
+	svc := `{"id": "svc", "secret_sha256": "` + good + `", "scopes": ["a"]}`
+	for _, tc := range []struct {
+		name, file string
+		want       []string // what the error must name
+	}{
+		{"admin in capitals after admin false", `{"clients": [` + svc + `, {"id": "gw", "secret_sha256": "` + good + `", "admin": false, "ADMIN": true}]}`,
+			[]string{`client 1 ("gw")`, `"ADMIN"`}},
+		{"admin twice", `{"clients": [{"id": "gw", "secret_sha256": "` + good + `", "admin": false, "admin": true}]}`,
+			[]string{`client 0 ("gw")`, `"admin"`}},
+		{"id twice", `{"clients": [` + svc + `, {"id": "gw", "secret_sha256": "` + good + `", "id": "svc"}]}`,
+			[]string{`client 1 ("gw")`, `"id"`}},
+		{"scopes in another case", `{"clients": [{"id": "gw", "secret_sha256": "` + good + `", "Scopes": ["a"]}]}`,
+			[]string{`client 0 ("gw")`, `"Scopes"`}},
+		{"max_ttl in another case", `{"clients": [{"id": "gw", "secret_sha256": "` + good + `", "Max_TTL": "1h"}]}`,
+			[]string{`client 0 ("gw")`, `"Max_TTL"`}},
+		{"clients in capitals", `{"Clients": [` + svc + `]}`, []string{`"Clients"`}},
+		{"clients twice", `{"clients": [` + svc + `], "clients": []}`, []string{`"clients"`}},
+		{"a bad value", `{"clients": [` + svc + `, {"id": "gw", "secret_sha256": "` + good + `", "admin": "yes"}]}`,
+			[]string{`client 1 ("gw")`, `"admin"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, "clients.json", []byte(tc.file))
+			cs, err := LoadClients(path)
+			if !errors.Is(err, ErrClientsFile) {
+				t.Fatalf("LoadClients: clients %v, err = %v, want ErrClientsFile", cs, err)
+			}
+			for _, want := range append(tc.want, path) {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("LoadClients: err = %q, want it to name %s", err, want)
+				}
+			}
+		})
+	}
 }
 
 func TestAuthenticate(t *testing.T) {
