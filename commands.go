@@ -109,11 +109,11 @@ func keysCmd(args []string, stdout io.Writer) error {
 }
 
 // idCmd decodes an ID with the configured layout and epoch.
-func idCmd(args []string, getenv func(string) string, stdout io.Writer) error {
+func idCmd(args []string, env map[string]string, stdout io.Writer) error {
 	if len(args) != 2 || args[0] != "decode" {
 		return errors.New("usage: snowtoken id decode ID")
 	}
-	cfg, err := config.Load(getenv)
+	cfg, err := config.LoadEnv(env)
 	if err != nil {
 		return err
 	}
@@ -135,8 +135,8 @@ func idCmd(args []string, getenv func(string) string, stdout io.Writer) error {
 
 // healthcheck asks the local issuer's /readyz, for a Docker HEALTHCHECK in an
 // image without curl.
-func healthcheck(ctx context.Context, getenv func(string) string) error {
-	cfg, err := config.Load(getenv)
+func healthcheck(ctx context.Context, env map[string]string) error {
+	cfg, err := config.LoadEnv(env)
 	if err != nil {
 		return err
 	}

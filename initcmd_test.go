@@ -20,7 +20,7 @@ import (
 func runInit(tb testing.TB, args ...string) (string, error) {
 	tb.Helper()
 	var out bytes.Buffer
-	err := run(context.Background(), append([]string{"init"}, args...), func(string) string { return "" }, &out)
+	err := run(context.Background(), append([]string{"init"}, args...), nil, &out)
 	return out.String(), err
 }
 

@@ -14,27 +14,40 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], environ(), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "snowtoken:", err)
 		os.Exit(1)
 	}
 }
 
+// environ returns the process's environment by name.
+func environ() map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if name, value, ok := strings.Cut(kv, "="); ok {
+			env[name] = value
+		}
+	}
+	return env
+}
+
 // run is the whole program: main only supplies the process's context,
-// arguments, environment and output.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// arguments, environment (every variable, so that config.LoadEnv can refuse
+// an unknown SNOWTOKEN_ one) and output.
+func run(ctx context.Context, args []string, env map[string]string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return serve(ctx, getenv, stdout)
+		return serve(ctx, env, stdout)
 	}
 	switch args[0] {
 	case "serve":
-		return serve(ctx, getenv, stdout)
+		return serve(ctx, env, stdout)
 	case "client":
 		return clientCmd(args[1:], stdout)
 	case "keys":
@@ -42,9 +55,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case "init":
 		return initCmd(args[1:], stdout)
 	case "id":
-		return idCmd(args[1:], getenv, stdout)
+		return idCmd(args[1:], env, stdout)
 	case "healthcheck":
-		return healthcheck(ctx, getenv)
+		return healthcheck(ctx, env)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return nil

@@ -42,11 +42,6 @@ type runningProgram struct {
 	readers sync.WaitGroup
 }
 
-// getenvOf returns a getenv that reads m.
-func getenvOf(m map[string]string) func(string) string {
-	return func(name string) string { return m[name] }
-}
-
 // startProgram runs the program with env until the test ends, and returns once it
 // listens (and, in dev mode, has printed its banner).
 func startProgram(tb testing.TB, env map[string]string) *runningProgram {
@@ -73,7 +68,7 @@ func startProgram(tb testing.TB, env map[string]string) *runningProgram {
 		io.Copy(io.Discard, pr)
 	}()
 	go func() {
-		err := run(ctx, nil, getenvOf(env), pw)
+		err := run(ctx, nil, env, pw)
 		pw.Close()
 		p.errc <- err
 	}()
@@ -302,12 +297,12 @@ func TestEndToEndProduction(t *testing.T) {
 	dir := t.TempDir()
 	keyPath := filepath.Join(dir, "signing.pem")
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"keys", "new", "-out", keyPath}, getenvOf(nil), &out); err != nil {
+	if err := run(t.Context(), []string{"keys", "new", "-out", keyPath}, nil, &out); err != nil {
 		t.Fatalf("keys new: %v", err)
 	}
 
 	out.Reset()
-	if err := run(t.Context(), []string{"client", "new", "-id", "svc", "-scopes", "a,b"}, getenvOf(nil), &out); err != nil {
+	if err := run(t.Context(), []string{"client", "new", "-id", "svc", "-scopes", "a,b"}, nil, &out); err != nil {
 		t.Fatalf("client new: %v", err)
 	}
 	secret, entry := parseClientNew(t, out.String())
@@ -392,17 +387,91 @@ func parseClientNew(tb testing.TB, out string) (secret, entry string) {
 
 func TestProductionWithoutSettings(t *testing.T) {
 	var out bytes.Buffer
-	err := run(t.Context(), nil, getenvOf(map[string]string{"SNOWTOKEN_ENV": "production"}), &out)
+	err := run(t.Context(), nil, map[string]string{"SNOWTOKEN_ENV": "production"}, &out)
 	if !errors.Is(err, config.ErrConfig) || !strings.Contains(err.Error(), "SNOWTOKEN_REDIS_URL") {
 		t.Errorf("run in production with nothing set = %v, want ErrConfig naming SNOWTOKEN_REDIS_URL", err)
 	}
+}
+
+// TestNoHalfDevMode starts the program as the security review did: a
+// production configuration without SNOWTOKEN_ENV whose clients-file variable
+// is misspelt. It must not start in dev mode with a generated admin client:
+// start-up fails naming the misspelling and the missing variable.
+func TestNoHalfDevMode(t *testing.T) {
+	redisSrv := redistest.NewServer(t)
+	dir := t.TempDir()
+	keyPath := filepath.Join(dir, "signing.pem")
+	if err := run(t.Context(), []string{"keys", "new", "-out", keyPath}, nil, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"clients file misspelt", map[string]string{
+			"SNOWTOKEN_REDIS_URL":    redisSrv.URL(),
+			"SNOWTOKEN_SIGNING_KEYS": keyPath,
+			"SNOWTOKEN_ISSUER":       "https://auth.example.test",
+			"SNOWTOKEN_CLIENT_FILE":  filepath.Join(dir, "clients.json"),
+		}, []string{"SNOWTOKEN_CLIENT_FILE: did you mean SNOWTOKEN_CLIENTS_FILE?", "SNOWTOKEN_CLIENTS_FILE is required"}},
+		{"keys missing", map[string]string{
+			"SNOWTOKEN_REDIS_URL": redisSrv.URL(),
+			"SNOWTOKEN_ISSUER":    "https://auth.example.test",
+		}, []string{"SNOWTOKEN_SIGNING_KEYS is required", "SNOWTOKEN_CLIENTS_FILE is required"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.env["SNOWTOKEN_ADDR"] = "127.0.0.1:0"
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			// Were it to start, it stops at once, and the test fails below.
+			out := &stopOnListening{cancel: cancel}
+			err := run(ctx, nil, tc.env, out)
+			if !errors.Is(err, config.ErrConfig) {
+				t.Fatalf("run = %v, want ErrConfig; output:\n%s", err, out.String())
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("run = %q, want it to say %q", err, want)
+				}
+			}
+			for _, leak := range []string{"DEV MODE", "client_secret"} {
+				if strings.Contains(out.String(), leak) {
+					t.Errorf("the output holds %q:\n%s", leak, out.String())
+				}
+			}
+		})
+	}
+}
+
+// stopOnListening collects the program's output and cancels its context
+// once it listens.
+type stopOnListening struct {
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	b      strings.Builder
+}
+
+func (w *stopOnListening) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if bytes.Contains(p, []byte(`"msg":"listening"`)) {
+		w.cancel()
+	}
+	return w.b.Write(p)
+}
+
+func (w *stopOnListening) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 func TestKeysNew(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "signing.pem")
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"keys", "new", "-out", path}, getenvOf(nil), &out); err != nil {
+	if err := run(t.Context(), []string{"keys", "new", "-out", path}, nil, &out); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
@@ -428,20 +497,20 @@ func TestKeysNew(t *testing.T) {
 	if err := os.WriteFile(existing, []byte("keep me"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := run(t.Context(), []string{"keys", "new", "-out", existing}, getenvOf(nil), &out); err == nil {
+	if err := run(t.Context(), []string{"keys", "new", "-out", existing}, nil, &out); err == nil {
 		t.Error("keys new over an existing file succeeded")
 	}
 	if got, err := os.ReadFile(existing); err != nil || string(got) != "keep me" {
 		t.Errorf("the existing file now holds %q (%v), want it untouched", got, err)
 	}
-	if err := run(t.Context(), []string{"keys", "new"}, getenvOf(nil), &out); err == nil {
+	if err := run(t.Context(), []string{"keys", "new"}, nil, &out); err == nil {
 		t.Error("keys new without -out succeeded")
 	}
 }
 
 func TestIDDecode(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"id", "decode", "4194332675"}, getenvOf(nil), &out); err != nil {
+	if err := run(t.Context(), []string{"id", "decode", "4194332675"}, nil, &out); err != nil {
 		t.Fatal(err)
 	}
 	var p snowflakealg.Parts
@@ -453,7 +522,7 @@ func TestIDDecode(t *testing.T) {
 		t.Errorf("id decode 4194332675 = %+v, want %+v", p, want)
 	}
 	for _, args := range [][]string{{"id", "decode", "-1"}, {"id", "decode", "x"}, {"id", "decode"}, {"id"}} {
-		if err := run(t.Context(), args, getenvOf(nil), &out); err == nil {
+		if err := run(t.Context(), args, nil, &out); err == nil {
 			t.Errorf("run %q succeeded", args)
 		}
 	}
@@ -473,7 +542,7 @@ func TestIDDecodeWideLayouts(t *testing.T) {
 		{"61/1/1", "9223372036854775807", time.Time{}},
 	} {
 		var out bytes.Buffer
-		err := run(t.Context(), []string{"id", "decode", tc.id}, getenvOf(map[string]string{"SNOWTOKEN_BITS": tc.bits}), &out)
+		err := run(t.Context(), []string{"id", "decode", tc.id}, map[string]string{"SNOWTOKEN_BITS": tc.bits}, &out)
 		if tc.want.IsZero() {
 			if !errors.Is(err, snowflakealg.ErrInvalidID) || !strings.Contains(err.Error(), "9999") {
 				t.Errorf("SNOWTOKEN_BITS=%s id decode %s: %q, %v; want ErrInvalidID past the year 9999", tc.bits, tc.id, out.String(), err)
@@ -489,7 +558,7 @@ func TestIDDecodeWideLayouts(t *testing.T) {
 
 func TestHelpListsEveryVar(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"-h"}, getenvOf(nil), &out); err != nil {
+	if err := run(t.Context(), []string{"-h"}, nil, &out); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range config.Vars {
@@ -498,14 +567,14 @@ func TestHelpListsEveryVar(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := run(t.Context(), []string{"frobnicate"}, getenvOf(nil), &out); err == nil {
+	if err := run(t.Context(), []string{"frobnicate"}, nil, &out); err == nil {
 		t.Error("an unknown command succeeded")
 	}
 }
 
 func TestHealthcheck(t *testing.T) {
 	p := startProgram(t, devEnvVars())
-	hcEnv := getenvOf(map[string]string{"SNOWTOKEN_ADDR": p.addr})
+	hcEnv := map[string]string{"SNOWTOKEN_ADDR": p.addr}
 	if err := run(t.Context(), []string{"healthcheck"}, hcEnv, io.Discard); err != nil {
 		t.Errorf("healthcheck against a running server: %v", err)
 	}
@@ -541,7 +610,7 @@ func TestTuneGC(t *testing.T) {
 	} {
 		debug.SetGCPercent(untouchedPercent)
 		debug.SetMemoryLimit(untouchedLimit)
-		tuneGC(func(k string) string { return tc.env[k] })
+		tuneGC(tc.env)
 		if got := debug.SetGCPercent(untouchedPercent); got != tc.wantPercent {
 			t.Errorf("env %v: GC percent %d, want %d", tc.env, got, tc.wantPercent)
 		}

@@ -29,14 +29,13 @@ import (
 const shutdownGrace = 15 * time.Second
 
 // serve runs the issuer until ctx ends, then finishes in-flight requests.
-func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := config.Load(getenv)
+func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
+	cfg, err := config.LoadEnv(env)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	tuneGC(getenv)
-	dev := !cfg.Production
+	tuneGC(env)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("SNOWTOKEN_ADDR: %w", err)
@@ -122,7 +121,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "issuer", cfg.Issuer, "worker_id", worker,
 		"bits", cfg.Bits.String(), "epoch", cfg.Epoch, "kid", keys.SigningKeyID(), "production", cfg.Production)
-	if dev && devSecret != "" {
+	if !cfg.Production {
 		printDevBanner(stdout, ln.Addr().String(), devSecret)
 	}
 
@@ -171,11 +170,11 @@ const (
 )
 
 // tuneGC applies defaultGOGC and defaultMemLimit where the environment sets nothing.
-func tuneGC(getenv func(string) string) {
-	if getenv("GOGC") == "" {
+func tuneGC(env map[string]string) {
+	if env["GOGC"] == "" {
 		debug.SetGCPercent(defaultGOGC)
 	}
-	if getenv("GOMEMLIMIT") == "" {
+	if env["GOMEMLIMIT"] == "" {
 		debug.SetMemoryLimit(defaultMemLimit)
 	}
 }
@@ -253,8 +252,9 @@ func expireInRealTime(m *miniredis.Miniredis, done <-chan struct{}) {
 	}
 }
 
+// loadKeys loads SNOWTOKEN_SIGNING_KEYS, or in dev mode generates a key.
 func loadKeys(cfg config.Config, log *slog.Logger) (*token.KeySet, error) {
-	if len(cfg.SigningKeys) > 0 {
+	if cfg.Production {
 		ks, err := token.LoadKeySet(cfg.SigningKeys...)
 		if err != nil {
 			return nil, fmt.Errorf("SNOWTOKEN_SIGNING_KEYS: %w", err)
@@ -272,8 +272,10 @@ func loadKeys(cfg config.Config, log *slog.Logger) (*token.KeySet, error) {
 // devClientID is the client dev mode generates.
 const devClientID = "dev"
 
+// loadClients loads SNOWTOKEN_CLIENTS_FILE, or in dev mode generates a
+// client and returns its secret.
 func loadClients(cfg config.Config, log *slog.Logger) (*token.Clients, string, error) {
-	if cfg.ClientsFile != "" {
+	if cfg.Production {
 		cs, err := token.LoadClients(cfg.ClientsFile)
 		if err != nil {
 			return nil, "", fmt.Errorf("SNOWTOKEN_CLIENTS_FILE: %w", err)

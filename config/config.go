@@ -2,9 +2,15 @@
 //
 // Every variable is listed in Vars, which `snowtoken -h` prints and the Docker
 // tests check the Compose file against. A value that does not parse stops
-// start-up with an error naming the variable. With SNOWTOKEN_ENV=production
-// every dev-mode default (in-memory Redis, generated key, generated client) is
-// an error instead.
+// start-up with an error naming the variable, and so does a SNOWTOKEN_
+// variable that is not in Vars (LoadEnv), with the nearest known name.
+//
+// Dev mode generates its Redis (in memory), its signing key and one client.
+// It applies only when none of them is configured: no SNOWTOKEN_REDIS_*
+// variable, no SNOWTOKEN_SIGNING_KEYS, no SNOWTOKEN_CLIENTS_FILE. Any one of
+// them, or SNOWTOKEN_ENV=production, makes the configuration a production one,
+// in which every dev default is an error naming the variable to set; a
+// missing or misspelt variable cannot start a production replica in dev mode.
 package config
 
 import (
@@ -12,6 +18,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -36,7 +44,7 @@ type Var struct {
 // Vars lists every variable snowtoken reads.
 var Vars = []Var{
 	{"SNOWTOKEN_ADDR", ":8080", "listen address"},
-	{"SNOWTOKEN_ENV", "development", "development or production; production refuses every dev-mode default"},
+	{"SNOWTOKEN_ENV", "development", "development or production; production refuses every dev-mode default, and is implied by any SNOWTOKEN_REDIS_*, SNOWTOKEN_SIGNING_KEYS or SNOWTOKEN_CLIENTS_FILE"},
 	{"SNOWTOKEN_REDIS_URL", "(dev: embedded in-memory Redis)", "redis:// or rediss:// URL of the session store; required in production"},
 	{"SNOWTOKEN_REDIS_CLUSTER_ADDRS", "(none)", "comma-separated Redis Cluster seed addresses (host:port), instead of SNOWTOKEN_REDIS_URL"},
 	{"SNOWTOKEN_REDIS_SENTINEL_MASTER", "(none)", "Redis Sentinel master name, with SNOWTOKEN_REDIS_SENTINEL_ADDRS"},
@@ -103,13 +111,6 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("%w: %s=%.64q: %v", ErrConfig, name, value, err))
 	}
 
-	switch env := strings.ToLower(getenv("SNOWTOKEN_ENV")); env {
-	case "", "dev", "development":
-	case "prod", "production":
-		c.Production = true
-	default:
-		bad("SNOWTOKEN_ENV", env, errors.New("want development or production"))
-	}
 	if c.Issuer == "" {
 		c.Issuer, c.IssuerDefaulted = "http://localhost"+portOf(c.Addr), true
 	}
@@ -196,22 +197,54 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("SNOWTOKEN_LOG_LEVEL", v, err)
 		}
 	}
+	// Dev mode only by intent: see the package doc.
+	var set []string // the production settings that are set
+	for _, v := range Vars {
+		if (strings.HasPrefix(v.Name, "SNOWTOKEN_REDIS_") || v.Name == "SNOWTOKEN_SIGNING_KEYS" || v.Name == "SNOWTOKEN_CLIENTS_FILE") && getenv(v.Name) != "" {
+			set = append(set, v.Name)
+		}
+	}
+	why := "when SNOWTOKEN_ENV=production"
+	switch mode := strings.ToLower(getenv("SNOWTOKEN_ENV")); mode {
+	case "prod", "production":
+		c.Production = true
+	case "dev", "development":
+		if len(set) > 0 {
+			errs = append(errs, fmt.Errorf("%w: SNOWTOKEN_ENV=%s conflicts with %[3]s: dev mode generates its Redis, signing key and client; unset SNOWTOKEN_ENV for production, or unset %[3]s for dev mode",
+				ErrConfig, mode, strings.Join(set, ", ")))
+		}
+	case "":
+		c.Production = len(set) > 0
+		why = "in production, which " + strings.Join(set, ", ") + " imply (dev mode needs all of SNOWTOKEN_REDIS_*, SNOWTOKEN_SIGNING_KEYS and SNOWTOKEN_CLIENTS_FILE unset)"
+	default:
+		bad("SNOWTOKEN_ENV", mode, errors.New("want development or production"))
+	}
 	if c.Production {
 		for _, req := range []struct {
-			name    string
-			missing bool
+			name, or string
+			missing  bool
 		}{
-			{"SNOWTOKEN_REDIS_URL (or SNOWTOKEN_REDIS_CLUSTER_ADDRS, or SNOWTOKEN_REDIS_SENTINEL_MASTER)", !c.RedisConfigured()},
-			{"SNOWTOKEN_SIGNING_KEYS", len(c.SigningKeys) == 0},
-			{"SNOWTOKEN_CLIENTS_FILE", c.ClientsFile == ""},
-			{"SNOWTOKEN_ISSUER", c.IssuerDefaulted},
+			{"SNOWTOKEN_REDIS_URL", " (or SNOWTOKEN_REDIS_CLUSTER_ADDRS, or SNOWTOKEN_REDIS_SENTINEL_MASTER)", !c.RedisConfigured()},
+			{"SNOWTOKEN_SIGNING_KEYS", "", len(c.SigningKeys) == 0},
+			{"SNOWTOKEN_CLIENTS_FILE", "", c.ClientsFile == ""},
+			{"SNOWTOKEN_ISSUER", "", c.IssuerDefaulted},
 		} {
 			if req.missing {
-				errs = append(errs, fmt.Errorf("%w: %s is required when SNOWTOKEN_ENV=production", ErrConfig, req.name))
+				errs = append(errs, fmt.Errorf("%w: %s is required%s %s", ErrConfig, req.name, req.or, why))
 			}
 		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// LoadEnv reads the configuration from env, a process's environment by
+// name, as Load does, and also refuses every SNOWTOKEN_ variable that is not
+// in Vars, so that a misspelt name is not silently ignored. Names are
+// compared in upper case, so snowtoken_env is caught too. SNOWTOKEN_TEST_
+// variables belong to the test suite (internal/redistest) and are let be.
+func LoadEnv(env map[string]string) (Config, error) {
+	c, err := Load(func(name string) string { return env[name] })
+	return c, errors.Join(checkNames(slices.Sorted(maps.Keys(env))), err)
 }
 
 // RedisConfigured reports whether any Redis deployment is set; without one,

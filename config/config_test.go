@@ -318,3 +318,108 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// TestLoadNoHalfDevMode checks that dev mode, which generates the Redis, the
+// signing key and the clients, applies only when none of them is configured:
+// one production setting makes every required one required, named each.
+func TestLoadNoHalfDevMode(t *testing.T) {
+	const (
+		redisURL = "SNOWTOKEN_REDIS_URL"
+		keys     = "SNOWTOKEN_SIGNING_KEYS"
+		clients  = "SNOWTOKEN_CLIENTS_FILE"
+		issuer   = "SNOWTOKEN_ISSUER"
+	)
+	full := map[string]string{
+		redisURL: "redis://redis:6379/0",
+		keys:     "/k/signing.pem",
+		clients:  "/etc/clients.json",
+		issuer:   "https://auth.example.com",
+	}
+	// Without SNOWTOKEN_ENV, a full production configuration is production.
+	if c := mustLoad(t, full); !c.Production {
+		t.Errorf("Load(%v): Production = false, want true", full)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		missing []string
+	}{
+		{"the clients file missing", map[string]string{redisURL: full[redisURL], keys: full[keys], issuer: full[issuer]}, []string{clients}},
+		{"the keys missing", map[string]string{redisURL: full[redisURL], clients: full[clients], issuer: full[issuer]}, []string{keys}},
+		{"the issuer missing", map[string]string{redisURL: full[redisURL], keys: full[keys], clients: full[clients]}, []string{issuer}},
+		{"Redis only", map[string]string{redisURL: full[redisURL]}, []string{keys, clients, issuer}},
+		{"Redis Cluster only", map[string]string{"SNOWTOKEN_REDIS_CLUSTER_ADDRS": "r1:6379,r2:6379"}, []string{keys, clients, issuer}},
+		{"Redis Sentinel only", map[string]string{"SNOWTOKEN_REDIS_SENTINEL_MASTER": "m", "SNOWTOKEN_REDIS_SENTINEL_ADDRS": "s1:26379"}, []string{keys, clients, issuer}},
+		{"keys only", map[string]string{keys: full[keys]}, []string{redisURL, clients, issuer}},
+		{"clients file only", map[string]string{clients: full[clients]}, []string{redisURL, keys, issuer}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(envOf(tc.env))
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("Load(%v): Production %v, err = %v; want ErrConfig", tc.env, c.Production, err)
+			}
+			for _, name := range tc.missing {
+				if !strings.Contains(err.Error(), name+" is required") {
+					t.Errorf("Load(%v): err = %q, want it to say %s is required", tc.env, err, name)
+				}
+			}
+			// The same with SNOWTOKEN_ENV=development is a contradiction.
+			dev := maps.Clone(tc.env)
+			dev["SNOWTOKEN_ENV"] = "development"
+			if _, err := Load(envOf(dev)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "SNOWTOKEN_ENV=development") {
+				t.Errorf("Load(%v): err = %v, want ErrConfig naming SNOWTOKEN_ENV=development", dev, err)
+			}
+		})
+	}
+}
+
+func TestLoadEnvUnknownNames(t *testing.T) {
+	for _, tc := range []struct {
+		name, suggest string // suggest: "" for none
+	}{
+		{"SNOWTOKEN_CLIENT_FILE", "SNOWTOKEN_CLIENTS_FILE"},
+		{"SNOWTOKEN_REDIS_ULR", "SNOWTOKEN_REDIS_URL"},
+		{"SNOWTOKEN_SIGNING_KEY", "SNOWTOKEN_SIGNING_KEYS"},
+		{"SNOWTOKEN_TOKENTTL", "SNOWTOKEN_TOKEN_TTL"},
+		{"snowtoken_env", "SNOWTOKEN_ENV"},
+		{"Snowtoken_Issuer", "SNOWTOKEN_ISSUER"},
+		{"SNOWTOKEN_XYZZY_PLUGH", ""},
+	} {
+		_, err := LoadEnv(map[string]string{tc.name: "", "PATH": "/bin"})
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("LoadEnv with %s: err = %v, want ErrConfig naming it", tc.name, err)
+			continue
+		}
+		if tc.suggest != "" && !strings.Contains(err.Error(), "did you mean "+tc.suggest+"?") {
+			t.Errorf("LoadEnv with %s: err = %q, want it to suggest %s", tc.name, err, tc.suggest)
+		}
+		if tc.suggest == "" && strings.Contains(err.Error(), "did you mean") {
+			t.Errorf("LoadEnv with %s: err = %q, want no suggestion", tc.name, err)
+		}
+	}
+
+	// The review's case: a production configuration with the clients file's
+	// variable misspelt names both the misspelling and the missing variable.
+	_, err := LoadEnv(map[string]string{
+		"SNOWTOKEN_REDIS_URL":    "redis://redis:6379/0",
+		"SNOWTOKEN_SIGNING_KEYS": "/k/signing.pem",
+		"SNOWTOKEN_ISSUER":       "https://auth.example.com",
+		"SNOWTOKEN_CLIENT_FILE":  "/etc/clients.json",
+	})
+	for _, want := range []string{"SNOWTOKEN_CLIENT_FILE", "did you mean SNOWTOKEN_CLIENTS_FILE?", "SNOWTOKEN_CLIENTS_FILE is required"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadEnv with SNOWTOKEN_CLIENT_FILE for SNOWTOKEN_CLIENTS_FILE: err = %v, want it to say %q", err, want)
+		}
+	}
+
+	// Every listed variable, variables of other programs and the test suite's
+	// own SNOWTOKEN_TEST_ variables pass.
+	env := map[string]string{"PATH": "/bin", "GOGC": "100", "SNOWTOKENS": "x", "SNOWTOKEN_TEST_REDIS_URL": "redis://127.0.0.1:7000/0"}
+	for _, v := range Vars {
+		env[v.Name] = ""
+	}
+	if _, err := LoadEnv(env); err != nil {
+		t.Errorf("LoadEnv(%v): %v", env, err)
+	}
+}
