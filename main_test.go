@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
@@ -465,6 +466,34 @@ func (w *stopOnListening) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// TestDevBannerCommands runs the shell commands the dev banner prints: the
+// first sets TOKEN, the second validates it.
+func TestDevBannerCommands(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	p := startProgram(t, devEnvVars())
+	logs := p.logs()
+	start := strings.Index(logs, " TOKEN=$(")
+	end := strings.Index(logs, "/token/validate\n")
+	if start < 0 || end < start {
+		t.Fatalf("no TOKEN=$(...) and /token/validate commands in the banner:\n%s", logs)
+	}
+	script := logs[start : end+len("/token/validate\n")]
+	out, err := exec.Command("sh", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sh -c %q: %v\n%s", script, err, out)
+	}
+	var claims struct {
+		Active   bool   `json:"active"`
+		ClientID string `json:"client_id"`
+		Scope    string `json:"scope"`
+	}
+	if err := json.Unmarshal(out, &claims); err != nil || !claims.Active || claims.ClientID != "dev" || claims.Scope != "read write" {
+		t.Errorf("the banner's commands printed %s (%v), want an active token of client dev with scope \"read write\"", out, err)
+	}
 }
 
 func TestKeysNew(t *testing.T) {

@@ -122,7 +122,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	log.Info("listening", "addr", ln.Addr().String(), "issuer", cfg.Issuer, "worker_id", worker,
 		"bits", cfg.Bits.String(), "epoch", cfg.Epoch, "kid", keys.SigningKeyID(), "production", cfg.Production)
 	if !cfg.Production {
-		printDevBanner(stdout, ln.Addr().String(), devSecret)
+		printDevBanner(stdout, cfg, ln.Addr().String(), keys.SigningKeyID(), worker, devSecret)
 	}
 
 	errc := make(chan error, 1)
@@ -269,11 +269,11 @@ func loadKeys(cfg config.Config, log *slog.Logger) (*token.KeySet, error) {
 	return token.NewKeySet(k)
 }
 
-// devClientID is the client dev mode generates.
-const devClientID = "dev"
+// devClient is the client dev mode generates, with a new secret every run.
+var devClient = token.Client{ID: "dev", Scopes: []string{"read", "write"}, MaySetSubject: true, Admin: true}
 
-// loadClients loads SNOWTOKEN_CLIENTS_FILE, or in dev mode generates a
-// client and returns its secret.
+// loadClients loads SNOWTOKEN_CLIENTS_FILE, or in dev mode generates
+// devClient and returns its secret.
 func loadClients(cfg config.Config, log *slog.Logger) (*token.Clients, string, error) {
 	if cfg.Production {
 		cs, err := token.LoadClients(cfg.ClientsFile)
@@ -286,10 +286,10 @@ func loadClients(cfg config.Config, log *slog.Logger) (*token.Clients, string, e
 	if err != nil {
 		return nil, "", err
 	}
-	cs, err := token.NewClients([]token.Client{{
-		ID: devClientID, SecretSHA256: sum, Scopes: []string{"read", "write"}, MaySetSubject: true, Admin: true,
-	}})
-	log.Warn("DEV MODE: generated client \"dev\" (admin, scopes read write); its secret is printed once below. Set SNOWTOKEN_CLIENTS_FILE.")
+	c := devClient
+	c.SecretSHA256 = sum
+	cs, err := token.NewClients([]token.Client{c})
+	log.Warn("DEV MODE: generated client \"dev\" (admin, may set the subject, scopes read write); its secret is printed once below. Set SNOWTOKEN_CLIENTS_FILE.")
 	return cs, secret, err
 }
 
@@ -312,15 +312,29 @@ func workerID(cfg config.Config, log *slog.Logger) (int64, error) {
 	return w, nil
 }
 
-func printDevBanner(w io.Writer, addr, secret string) {
-	port := addr[strings.LastIndexByte(addr, ':'):]
+// printDevBanner tells the user of a dev run what it generated, what is
+// real, and how to get and check a first token. Only a dev run has one: its
+// secret is generated, and shown nowhere else.
+func printDevBanner(w io.Writer, cfg config.Config, addr, kid string, worker int64, secret string) {
+	base := "http://localhost" + addr[strings.LastIndexByte(addr, ':'):]
 	fmt.Fprintf(w, `
 ================================================================================
- snowtoken DEV MODE: in-memory Redis, generated key and client. NOTHING PERSISTS.
+ snowtoken DEV MODE: no SNOWTOKEN_REDIS_*, SNOWTOKEN_SIGNING_KEYS or
+ SNOWTOKEN_CLIENTS_FILE is set. Generated for this run, gone when it stops:
+   Redis        in memory, in this process; no other replica sees its sessions
+   signing key  kid %s; its tokens
+                stop verifying when the process stops
+   client       %s: admin, may set the subject, scopes %q
+ Real: the HTTP API on %s (issuer %s),
+   Snowflake IDs of worker %d (layout %s, epoch %s).
+
  client_id=%s  client_secret=%s   (shown once)
 
- curl -s -u %s:%s -d grant_type=client_credentials http://localhost%s/token
- curl -s -H "Authorization: Bearer $TOKEN" http://localhost%s/token/validate
+ TOKEN=$(curl -s -u %s:%s -d grant_type=client_credentials %s/token |
+   sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')
+ curl -s -H "Authorization: Bearer $TOKEN" %s/token/validate
 ================================================================================
-`, devClientID, secret, devClientID, secret, port, port)
+`, kid, devClient.ID, strings.Join(devClient.Scopes, " "), base, cfg.Issuer,
+		worker, cfg.Bits, cfg.Epoch.Format(time.RFC3339),
+		devClient.ID, secret, devClient.ID, secret, base, base)
 }
