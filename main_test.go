@@ -496,6 +496,38 @@ func TestDevBannerCommands(t *testing.T) {
 	}
 }
 
+// TestRedisURLErrorHidesPassword checks that a malformed Redis URL stops
+// start-up with an error that names the variable and not the password
+// (url.Parse quotes the whole URL).
+func TestRedisURLErrorHidesPassword(t *testing.T) {
+	const password = "hunter2"
+	for _, env := range []map[string]string{
+		{"SNOWTOKEN_REDIS_URL": "redis://user:" + password + "@redis.internal:port/0"},
+		{"SNOWTOKEN_REDIS_URL": "redis://user:" + password + "%zz@redis.internal/0"},
+		{"SNOWTOKEN_REDIS_CLUSTER_URL": "redis://user:" + password + "@redis.internal:port"},
+		{"SNOWTOKEN_REDIS_SENTINEL_URL": "redis://user:" + password + "@redis.internal:port?master_name=m"},
+	} {
+		env["SNOWTOKEN_ADDR"] = "127.0.0.1:0"
+		// Cancelled: the error must come before serving, or the run would not end.
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		var out bytes.Buffer
+		err := run(ctx, nil, env, &out)
+		if err == nil {
+			t.Errorf("run with %v: started", env)
+			continue
+		}
+		if strings.Contains(err.Error()+out.String(), password) {
+			t.Errorf("run with %v shows the password: err %q, output:\n%s", env, err, out.String())
+		}
+		for name := range env {
+			if name != "SNOWTOKEN_ADDR" && !strings.Contains(err.Error(), name) {
+				t.Errorf("run with %v: err %q, want it to name %s", env, err, name)
+			}
+		}
+	}
+}
+
 func TestKeysNew(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "signing.pem")

@@ -91,7 +91,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		}
 		log.Info("released the worker id lease", "worker_id", worker, "high_water", ids.HighWater())
 	}()
-	store := token.NewStore(rdb, token.StoreOptions{})
+	store := token.NewStore(rdb, token.StoreOptions{Timeout: cfg.RedisTimeout})
 	defer store.Close()
 	svc, err := token.NewService(keys, store, ids, token.Options{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,
@@ -179,26 +179,12 @@ func tuneGC(env map[string]string) {
 	}
 }
 
-// openRedis connects to SNOWTOKEN_REDIS_URL, or in dev mode starts an
-// embedded in-memory Redis whose keys expire in real time.
+// openRedis connects to the configured Redis deployment, or in dev mode
+// starts an embedded in-memory Redis whose keys expire in real time.
 func openRedis(ctx context.Context, cfg config.Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
-	if cfg.RedisConfigured() {
-		var rdb redis.UniversalClient
-		switch {
-		case cfg.RedisURL != "":
-			opt, err := redis.ParseURL(cfg.RedisURL)
-			if err != nil {
-				return nil, nil, fmt.Errorf("SNOWTOKEN_REDIS_URL: %w", err)
-			}
-			rdb = redis.NewClient(opt)
-		case len(cfg.ClusterAddrs) > 0:
-			rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.ClusterAddrs})
-		default:
-			rdb = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: cfg.SentinelMaster, SentinelAddrs: cfg.SentinelAddrs})
-		}
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if err := rdb.Ping(pctx).Err(); err != nil {
+	if rdb := cfg.NewRedisClient(); rdb != nil {
+		// The client bounds the ping by SNOWTOKEN_REDIS_TIMEOUT.
+		if err := rdb.Ping(ctx).Err(); err != nil {
 			rdb.Close()
 			return nil, nil, fmt.Errorf("redis does not answer (a worker id lease needs it to start): %w", err)
 		}

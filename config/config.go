@@ -45,10 +45,16 @@ type Var struct {
 var Vars = []Var{
 	{"SNOWTOKEN_ADDR", ":8080", "listen address"},
 	{"SNOWTOKEN_ENV", "development", "development or production; production refuses every dev-mode default, and is implied by any SNOWTOKEN_REDIS_*, SNOWTOKEN_SIGNING_KEYS or SNOWTOKEN_CLIENTS_FILE"},
-	{"SNOWTOKEN_REDIS_URL", "(dev: embedded in-memory Redis)", "redis:// or rediss:// URL of the session store; required in production"},
-	{"SNOWTOKEN_REDIS_CLUSTER_ADDRS", "(none)", "comma-separated Redis Cluster seed addresses (host:port), instead of SNOWTOKEN_REDIS_URL"},
-	{"SNOWTOKEN_REDIS_SENTINEL_MASTER", "(none)", "Redis Sentinel master name, with SNOWTOKEN_REDIS_SENTINEL_ADDRS"},
+	{"SNOWTOKEN_REDIS_URL", "(dev: embedded in-memory Redis)", "a single Redis: redis://[user:password@]host:port/db, rediss:// for TLS; this or another Redis deployment is required in production"},
+	{"SNOWTOKEN_REDIS_CLUSTER_URL", "(none)", "a Redis Cluster instead: redis[s]://[user:password@]host:port?addr=host2:port2&addr=host3:port3 (seed nodes)"},
+	{"SNOWTOKEN_REDIS_CLUSTER_ADDRS", "(none)", "a Redis Cluster by comma-separated seed addresses (host:port) alone"},
+	{"SNOWTOKEN_REDIS_SENTINEL_URL", "(none)", "Redis Sentinel instead: redis[s]://[user:password@]sentinel:port/db?master_name=NAME&addr=sentinel2:port&username=USER; the URL's user and password are the Sentinels' own"},
+	{"SNOWTOKEN_REDIS_SENTINEL_MASTER", "(none)", "Redis Sentinel by master name alone, with SNOWTOKEN_REDIS_SENTINEL_ADDRS"},
 	{"SNOWTOKEN_REDIS_SENTINEL_ADDRS", "(none)", "comma-separated Sentinel addresses (host:port)"},
+	{"SNOWTOKEN_REDIS_PASSWORD_FILE", "(none: the URL's password, if any)", "file holding the Redis servers' password (a mounted secret), instead of one in the URL; one trailing newline is dropped"},
+	{"SNOWTOKEN_REDIS_SENTINEL_PASSWORD_FILE", "(none: the URL's password, if any)", "file holding the Sentinels' own password (their requirepass)"},
+	{"SNOWTOKEN_REDIS_TLS_CA_FILE", "(the system's CAs)", "PEM file of the CA certificates that verify the Redis servers of a rediss:// URL"},
+	{"SNOWTOKEN_REDIS_TIMEOUT", "2s", "longest wait for one Redis command, retries and reconnecting included; also the dial, read and write timeout"},
 	{"SNOWTOKEN_REDIS_ACCEPT_RISK", "(none)", "comma-separated Redis settings whose unsafe values you accept instead of a failing /readyz: maxmemory-policy, persistence (docs/redis.md)"},
 	{"SNOWTOKEN_ISSUER", "http://localhost:8080", "iss of every token, and the base URL in the metadata; required in production"},
 	{"SNOWTOKEN_AUDIENCE", "(none)", "aud of every token, required on validation when set"},
@@ -71,11 +77,10 @@ var Vars = []Var{
 type Config struct {
 	Addr            string
 	Production      bool
-	RedisURL        string // empty in dev: embedded Redis
-	ClusterAddrs    []string
-	SentinelMaster  string
-	SentinelAddrs   []string
-	RedisAcceptRisk []string // redisconf settings whose unsafe values are accepted
+	RedisURL        string        // SNOWTOKEN_REDIS_URL as set, password included: never log it
+	Redis           Redis         // zero in dev: embedded Redis
+	RedisTimeout    time.Duration // bounds one Redis command
+	RedisAcceptRisk []string      // redisconf settings whose unsafe values are accepted
 	Issuer          string
 	IssuerDefaulted bool
 	Audience        string
@@ -114,24 +119,15 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.Issuer == "" {
 		c.Issuer, c.IssuerDefaulted = "http://localhost"+portOf(c.Addr), true
 	}
-	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
-		bad("SNOWTOKEN_REDIS_URL", "(hidden)", errors.New("want a redis:// or rediss:// URL"))
-	}
+	var redisErrs []error
+	c.Redis, c.RedisTimeout, redisErrs = loadRedis(getenv)
+	errs = append(errs, redisErrs...)
 	c.SigningKeys = list(getenv("SNOWTOKEN_SIGNING_KEYS"))
-	c.ClusterAddrs = list(getenv("SNOWTOKEN_REDIS_CLUSTER_ADDRS"))
-	c.SentinelMaster = getenv("SNOWTOKEN_REDIS_SENTINEL_MASTER")
-	c.SentinelAddrs = list(getenv("SNOWTOKEN_REDIS_SENTINEL_ADDRS"))
 	c.RedisAcceptRisk = list(getenv("SNOWTOKEN_REDIS_ACCEPT_RISK"))
 	for _, r := range c.RedisAcceptRisk {
 		if r != redisconf.SettingPolicy && r != redisconf.SettingPersistence {
 			bad("SNOWTOKEN_REDIS_ACCEPT_RISK", r, fmt.Errorf("want %s or %s", redisconf.SettingPolicy, redisconf.SettingPersistence))
 		}
-	}
-	if (c.SentinelMaster == "") != (len(c.SentinelAddrs) == 0) {
-		bad("SNOWTOKEN_REDIS_SENTINEL_ADDRS", getenv("SNOWTOKEN_REDIS_SENTINEL_ADDRS"), errors.New("set both SNOWTOKEN_REDIS_SENTINEL_MASTER and SNOWTOKEN_REDIS_SENTINEL_ADDRS, or neither"))
-	}
-	if n := btoi(c.RedisURL != "") + btoi(len(c.ClusterAddrs) > 0) + btoi(c.SentinelMaster != ""); n > 1 {
-		bad("SNOWTOKEN_REDIS_URL", "(hidden)", errors.New("set only one of SNOWTOKEN_REDIS_URL, SNOWTOKEN_REDIS_CLUSTER_ADDRS and SNOWTOKEN_REDIS_SENTINEL_MASTER"))
 	}
 	durationVar := func(name string, def time.Duration) time.Duration {
 		v := getenv(name)
@@ -224,7 +220,7 @@ func Load(getenv func(string) string) (Config, error) {
 			name, or string
 			missing  bool
 		}{
-			{"SNOWTOKEN_REDIS_URL", " (or SNOWTOKEN_REDIS_CLUSTER_ADDRS, or SNOWTOKEN_REDIS_SENTINEL_MASTER)", !c.RedisConfigured()},
+			{"SNOWTOKEN_REDIS_URL", " (or another Redis deployment: SNOWTOKEN_REDIS_CLUSTER_URL, _CLUSTER_ADDRS, _SENTINEL_URL, _SENTINEL_MASTER)", !c.RedisConfigured() && len(redisErrs) == 0},
 			{"SNOWTOKEN_SIGNING_KEYS", "", len(c.SigningKeys) == 0},
 			{"SNOWTOKEN_CLIENTS_FILE", "", c.ClientsFile == ""},
 			{"SNOWTOKEN_ISSUER", "", c.IssuerDefaulted},
@@ -250,7 +246,7 @@ func LoadEnv(env map[string]string) (Config, error) {
 // RedisConfigured reports whether any Redis deployment is set; without one,
 // dev mode embeds an in-memory Redis.
 func (c Config) RedisConfigured() bool {
-	return c.RedisURL != "" || len(c.ClusterAddrs) > 0 || c.SentinelMaster != ""
+	return c.Redis != Redis{}
 }
 
 // list splits a comma-separated value, dropping empty entries.
@@ -262,13 +258,6 @@ func list(v string) []string {
 		}
 	}
 	return out
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func or(v, def string) string {

@@ -59,6 +59,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"Bits", c.Bits.String(), "41/10/12"},
 		{"LogLevel", c.LogLevel, slog.LevelInfo},
 		{"LocalURL", c.LocalURL(), "http://127.0.0.1:8080"},
+		{"RedisConfigured", c.RedisConfigured(), false},
+		{"RedisTimeout", c.RedisTimeout, 2 * time.Second},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -69,7 +71,7 @@ func TestLoadDefaults(t *testing.T) {
 	// documented default changes nothing.
 	for _, name := range []string{
 		"SNOWTOKEN_ADDR", "SNOWTOKEN_ENV", "SNOWTOKEN_ISSUER", "SNOWTOKEN_TOKEN_TTL",
-		"SNOWTOKEN_MAX_TOKEN_TTL", "SNOWTOKEN_EPOCH", "SNOWTOKEN_BITS", "SNOWTOKEN_LOG_LEVEL",
+		"SNOWTOKEN_MAX_TOKEN_TTL", "SNOWTOKEN_EPOCH", "SNOWTOKEN_BITS", "SNOWTOKEN_LOG_LEVEL", "SNOWTOKEN_REDIS_TIMEOUT",
 	} {
 		doc := documented(t, name)
 		got, err := Load(envOf(map[string]string{name: doc}))
@@ -112,6 +114,7 @@ func TestLoadValues(t *testing.T) {
 		"SNOWTOKEN_EPOCH":            "2025-06-01T00:00:00+02:00",
 		"SNOWTOKEN_BITS":             "39/8/16",
 		"SNOWTOKEN_LOG_LEVEL":        "DEBUG",
+		"SNOWTOKEN_REDIS_TIMEOUT":    "750ms",
 	})
 	for _, tc := range []struct {
 		name      string
@@ -135,6 +138,7 @@ func TestLoadValues(t *testing.T) {
 		{"Bits", c.Bits.String(), "39/8/16"},
 		{"LogLevel", c.LogLevel, slog.LevelDebug},
 		{"LocalURL", c.LocalURL(), "http://127.0.0.1:9000"},
+		{"RedisTimeout", c.RedisTimeout, 750 * time.Millisecond},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -175,15 +179,23 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_REDIS_URL": "http://x"}, "SNOWTOKEN_REDIS_URL"},
 		{map[string]string{"SNOWTOKEN_REDIS_URL": "127.0.0.1:6379"}, "SNOWTOKEN_REDIS_URL"},
 	} {
-		_, err := Load(envOf(tc.env))
-		if !errors.Is(err, ErrConfig) {
-			t.Errorf("Load(%v): err = %v, want ErrConfig", tc.env, err)
-			continue
-		}
-		if !strings.Contains(err.Error(), tc.name) {
-			t.Errorf("Load(%v): err = %q, want it to name %s", tc.env, err, tc.name)
-		}
+		mustReject(t, tc.env, tc.name)
 	}
+}
+
+// mustReject checks that Load(env) fails with ErrConfig naming name, and
+// returns the error.
+func mustReject(tb testing.TB, env map[string]string, name string) error {
+	tb.Helper()
+	_, err := Load(envOf(env))
+	if !errors.Is(err, ErrConfig) {
+		tb.Errorf("Load(%v): err = %v, want ErrConfig", env, err)
+		return err
+	}
+	if !strings.Contains(err.Error(), name) {
+		tb.Errorf("Load(%v): err = %q, want it to name %s", env, err, name)
+	}
+	return err
 }
 
 func TestLoadHidesRedisURL(t *testing.T) {
