@@ -1,16 +1,19 @@
 package main
 
 // The tests in this file run the real snowtoken binary against the Redis
-// deployments it supports besides a single server: a Redis Cluster of three
-// masters (SNOWTOKEN_REDIS_CLUSTER_ADDRS) and a master with a replica watched
-// by three Sentinels (SNOWTOKEN_REDIS_SENTINEL_MASTER and _ADDRS), all started
-// by the test on loopback. They use the helpers of replicas_test.go.
+// deployments it supports besides a plain single server: a Redis Cluster of
+// three masters (SNOWTOKEN_REDIS_CLUSTER_URL and _ADDRS), a master with a
+// replica watched by three Sentinels (SNOWTOKEN_REDIS_SENTINEL_URL, and
+// _MASTER with _ADDRS), and a single server with TLS, all started by the test
+// on loopback. Every server requires a password, and so does every Sentinel.
+// They use the helpers of replicas_test.go.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -38,6 +41,56 @@ const deployRequireEnv = "SNOWTOKEN_TEST_REQUIRE_REDIS_DEPLOYMENTS"
 // by `redis-cli --cluster create` (alice 749, bob 8955, erin 12069, heidi 509);
 // TestRedisClusterDeployment checks that they do.
 var deploySubjects = []string{"alice", "bob", "erin", "heidi"}
+
+// The credentials of every deployment: the servers' default user has
+// deployPassword, and deployACLUser is a second user with deployACLPassword;
+// the Sentinels require deploySentinelPassword. No snowtoken output may show
+// any of them.
+const (
+	deployPassword         = "server-pw-7f3a"
+	deployACLUser          = "snowtoken"
+	deployACLPassword      = "acl-pw-5d0e"
+	deploySentinelPassword = "sentinel-pw-91c2"
+)
+
+// deploySecretFile writes a mounted-secret style file, with its trailing
+// newline, and returns its path.
+func deploySecretFile(tb testing.TB, secret string) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "secret")
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// deployNoSecrets fails tb if the output of p shows a password.
+func deployNoSecrets(tb testing.TB, p *fleetProc) {
+	tb.Helper()
+	for _, s := range []string{deployPassword, deployACLPassword, deploySentinelPassword} {
+		if strings.Contains(p.out.String(), s) {
+			tb.Errorf("the output of %s shows a password:\n%s", p.name, p.out.String())
+		}
+	}
+}
+
+// deployRefused runs bin with env and checks that it stops before serving,
+// because Redis refused it: its output holds want, and no password.
+func deployRefused(tb testing.TB, bin, name string, env map[string]string, want string) {
+	tb.Helper()
+	p := launchFleetProc(tb, bin, name, env)
+	if p.exited(tb) == nil {
+		tb.Fatalf("%s exited 0, want it to refuse to start", name)
+	}
+	out := p.out.String()
+	_, line, found := strings.Cut(out, "snowtoken: redis does not answer")
+	line, _, _ = strings.Cut(line, "\n")
+	if !found || !strings.Contains(line, want) {
+		tb.Errorf("%s: output %q, want the Redis error, with %q", name, out, want)
+	}
+	tb.Logf("%s: redis does not answer%s", name, line)
+	deployNoSecrets(tb, p)
+}
 
 // deployNeeds skips the test when a binary is missing, unless a real Redis is
 // configured or deployRequireEnv is set: then it fails.
@@ -76,16 +129,26 @@ func deployWait(tb testing.TB, what string, cond func() error) {
 	}
 }
 
-// deployRedisServer starts redis-server on 127.0.0.1:port with extra args
-// and returns once it answers PING.
-func deployRedisServer(tb testing.TB, dir string, port int, extra ...string) *fleetProc {
+// deployRedisServer starts redis-server on 127.0.0.1:port with the
+// credentials of the deployment tests and extra args, and returns once it
+// answers PING. With tlsFiles it serves TLS only, with their certificate.
+func deployRedisServer(tb testing.TB, dir string, port int, tlsFiles *redistest.TLSFiles, extra ...string) *fleetProc {
 	tb.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--logfile", filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log")}, extra...)
+	opt := &redis.Options{Addr: addr, Password: deployPassword, MaxRetries: -1, DialTimeout: time.Second}
+	args := []string{"--port", strconv.Itoa(port)}
+	if tlsFiles != nil {
+		args = []string{"--port", "0", "--tls-port", strconv.Itoa(port), "--tls-cert-file", tlsFiles.Cert,
+			"--tls-key-file", tlsFiles.Key, "--tls-ca-cert-file", tlsFiles.CA, "--tls-auth-clients", "no"}
+		opt.TLSConfig = tlsFiles.ClientConfig(tb)
+	}
+	args = append(append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--logfile", filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log"),
+		"--requirepass", deployPassword, "--masterauth", deployPassword,
+		"--user", deployACLUser, "on", ">"+deployACLPassword, "~*", "&*", "+@all"), extra...)
 	p := spawnFleetProc(tb, "redis-server "+addr, nil, "redis-server", args...)
 	p.addr = addr
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	c := redis.NewClient(opt)
 	defer c.Close()
 	deployWait(tb, "redis-server on "+addr, func() error {
 		select {
@@ -142,18 +205,20 @@ func startRedisCluster(tb testing.TB) []string {
 	for range 3 {
 		port := deployClusterPort(tb)
 		p := strconv.Itoa(port)
-		deployRedisServer(tb, dir, port, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+p+".conf",
+		deployRedisServer(tb, dir, port, nil, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+p+".conf",
 			"--cluster-node-timeout", "5000")
 		addrs = append(addrs, "127.0.0.1:"+p)
 	}
 	ctx, cancel := context.WithTimeout(tb.Context(), fleetWait)
 	defer cancel()
 	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+	cli := exec.CommandContext(ctx, "redis-cli", args...)
+	cli.Env = append(os.Environ(), "REDISCLI_AUTH="+deployPassword)
+	if out, err := cli.CombinedOutput(); err != nil {
 		tb.Fatalf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr})
+		c := redis.NewClient(&redis.Options{Addr: addr, Password: deployPassword})
 		deployWait(tb, "cluster node "+addr, func() error {
 			info, err := c.ClusterInfo(tb.Context()).Result()
 			if err != nil {
@@ -200,13 +265,16 @@ func deployExercise(tb testing.TB, p *fleetProc, creds fleetCreds, worker int64,
 	}
 }
 
-// TestRedisClusterDeployment runs snowtoken on a three-master Redis Cluster:
-// the worker lease and the sessions of subjects in every master's slots.
+// TestRedisClusterDeployment runs snowtoken on a three-master Redis Cluster
+// that requires a password: the worker lease and the sessions of subjects in
+// every master's slots, as an ACL user named in SNOWTOKEN_REDIS_CLUSTER_URL;
+// then as the default user of SNOWTOKEN_REDIS_CLUSTER_ADDRS with
+// SNOWTOKEN_REDIS_PASSWORD_FILE, and without the password, refused.
 func TestRedisClusterDeployment(t *testing.T) {
 	deployNeeds(t, "redis-server", "redis-cli")
 	bin := fleetBinary(t)
 	addrs := startRedisCluster(t)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: deployPassword})
 	t.Cleanup(func() { cc.Close() })
 	ctx := t.Context()
 
@@ -223,8 +291,11 @@ func TestRedisClusterDeployment(t *testing.T) {
 	}
 
 	creds := newFleetCreds(t, bin)
+	deployRefused(t, bin, "snowtoken on the cluster without a password",
+		creds.env(map[string]string{"SNOWTOKEN_REDIS_CLUSTER_ADDRS": strings.Join(addrs, ",")}, fleetAddr(t, "127.0.0.21"), "127.0.0.21"), "NOAUTH")
+	clusterURL := "redis://" + deployACLUser + ":" + deployACLPassword + "@" + addrs[0] + "?addr=" + addrs[1] + "&addr=" + addrs[2]
 	p := startFleetProc(t, bin, "snowtoken on the cluster",
-		creds.env(map[string]string{"SNOWTOKEN_REDIS_CLUSTER_ADDRS": strings.Join(addrs, ",")}, fleetAddr(t, "127.0.0.21"), "127.0.0.21"))
+		creds.env(map[string]string{"SNOWTOKEN_REDIS_CLUSTER_URL": clusterURL}, fleetAddr(t, "127.0.0.21"), "127.0.0.21"))
 	if w := p.worker(t); w != 21 {
 		t.Fatalf("worker %d, want 21", w)
 	}
@@ -243,21 +314,34 @@ func TestRedisClusterDeployment(t *testing.T) {
 			t.Errorf("revocation marker of %s in the cluster: exists %d, %v", s, n, err)
 		}
 	}
+	deployNoSecrets(t, p)
+
+	q := startFleetProc(t, bin, "snowtoken on the cluster by addresses", creds.env(map[string]string{
+		"SNOWTOKEN_REDIS_CLUSTER_ADDRS": strings.Join(addrs, ","),
+		"SNOWTOKEN_REDIS_PASSWORD_FILE": deploySecretFile(t, deployPassword),
+	}, fleetAddr(t, "127.0.0.23"), "127.0.0.23"))
+	for _, s := range deploySubjects {
+		q.mustValidate(t, q.issue(t, creds.svc, s), 23)
+	}
+	deployNoSecrets(t, q)
 	t.Logf("subjects by master: %v", masters)
 }
 
 // TestRedisSentinelDeployment runs snowtoken on a master and a replica watched
-// by three Sentinels, kills the master and checks that snowtoken works again
-// on the promoted replica, and that no revoked token validates meanwhile.
+// by three Sentinels, all requiring passwords, kills the master and checks that
+// snowtoken works again on the promoted replica, and that no revoked token
+// validates meanwhile. It runs on SNOWTOKEN_REDIS_SENTINEL_URL as an ACL user;
+// before the failover also on _MASTER and _ADDRS with the password files, and
+// without either password, refused.
 func TestRedisSentinelDeployment(t *testing.T) {
 	deployNeeds(t, "redis-server")
 	bin := fleetBinary(t)
 	dir := t.TempDir()
 	ctx := t.Context()
 
-	master := deployRedisServer(t, dir, deployPort(t))
-	replica := deployRedisServer(t, dir, deployPort(t), "--replicaof", "127.0.0.1", strings.TrimPrefix(master.addr, "127.0.0.1:"))
-	rc := redis.NewClient(&redis.Options{Addr: replica.addr})
+	master := deployRedisServer(t, dir, deployPort(t), nil)
+	replica := deployRedisServer(t, dir, deployPort(t), nil, "--replicaof", "127.0.0.1", strings.TrimPrefix(master.addr, "127.0.0.1:"))
+	rc := redis.NewClient(&redis.Options{Addr: replica.addr, Password: deployPassword})
 	t.Cleanup(func() { rc.Close() })
 	deployWait(t, "replica link to the master", func() error {
 		info, err := rc.Info(ctx, "replication").Result()
@@ -273,11 +357,14 @@ func TestRedisSentinelDeployment(t *testing.T) {
 		port := deployPort(t)
 		conf := filepath.Join(dir, fmt.Sprintf("sentinel-%d.conf", port))
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
+			"requirepass %s\nsentinel sentinel-pass %s\n"+
 			"sentinel monitor %s 127.0.0.1 %s 2\n"+
+			"sentinel auth-pass %s %s\n"+
 			"sentinel down-after-milliseconds %s 1000\n"+
 			"sentinel failover-timeout %s 5000\n",
 			port, dir, filepath.Join(dir, fmt.Sprintf("sentinel-%d.log", port)),
-			name, strings.TrimPrefix(master.addr, "127.0.0.1:"), name, name)
+			deploySentinelPassword, deploySentinelPassword,
+			name, strings.TrimPrefix(master.addr, "127.0.0.1:"), name, deployPassword, name, name)
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +373,7 @@ func TestRedisSentinelDeployment(t *testing.T) {
 	}
 	scs := make([]*redis.SentinelClient, len(sentinels))
 	for i, addr := range sentinels {
-		scs[i] = redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		scs[i] = redis.NewSentinelClient(&redis.Options{Addr: addr, Password: deploySentinelPassword, MaxRetries: -1})
 		t.Cleanup(func() { scs[i].Close() })
 		deployWait(t, "sentinel "+addr+" knows the other sentinels and the replica", func() error {
 			others, err := scs[i].Sentinels(ctx, name).Result()
@@ -305,14 +392,37 @@ func TestRedisSentinelDeployment(t *testing.T) {
 	}
 
 	creds := newFleetCreds(t, bin)
+	byAddrs := map[string]string{
+		"SNOWTOKEN_REDIS_SENTINEL_MASTER":        name,
+		"SNOWTOKEN_REDIS_SENTINEL_ADDRS":         strings.Join(sentinels, ","),
+		"SNOWTOKEN_REDIS_PASSWORD_FILE":          deploySecretFile(t, deployPassword),
+		"SNOWTOKEN_REDIS_SENTINEL_PASSWORD_FILE": deploySecretFile(t, deploySentinelPassword),
+	}
+	for _, missing := range []struct{ name, want string }{
+		{"SNOWTOKEN_REDIS_PASSWORD_FILE", "NOAUTH"},
+		{"SNOWTOKEN_REDIS_SENTINEL_PASSWORD_FILE", "sentinels specified in configuration are unreachable: NOAUTH"},
+	} {
+		env := maps.Clone(byAddrs)
+		delete(env, missing.name)
+		deployRefused(t, bin, "snowtoken on sentinel without "+missing.name,
+			creds.env(env, fleetAddr(t, "127.0.0.24"), "127.0.0.24"), missing.want)
+	}
+	q := startFleetProc(t, bin, "snowtoken on sentinel by addresses", creds.env(byAddrs, fleetAddr(t, "127.0.0.24"), "127.0.0.24"))
+	q.mustValidate(t, q.issue(t, creds.svc, "alice"), 24)
+	deployNoSecrets(t, q)
+	q.kill()
+
+	sentinelURL := "redis://:" + deploySentinelPassword + "@" + sentinels[0] + "?master_name=" + name +
+		"&addr=" + sentinels[1] + "&addr=" + sentinels[2] + "&username=" + deployACLUser
 	p := startFleetProc(t, bin, "snowtoken on sentinel", creds.env(map[string]string{
-		"SNOWTOKEN_REDIS_SENTINEL_MASTER": name,
-		"SNOWTOKEN_REDIS_SENTINEL_ADDRS":  strings.Join(sentinels, ","),
+		"SNOWTOKEN_REDIS_SENTINEL_URL":  sentinelURL,
+		"SNOWTOKEN_REDIS_PASSWORD_FILE": deploySecretFile(t, deployACLPassword),
 	}, fleetAddr(t, "127.0.0.22"), "127.0.0.22"))
 	if w := p.worker(t); w != 22 {
 		t.Fatalf("worker %d, want 22", w)
 	}
-	mc := redis.NewClient(&redis.Options{Addr: master.addr})
+	defer deployNoSecrets(t, p)
+	mc := redis.NewClient(&redis.Options{Addr: master.addr, Password: deployPassword})
 	t.Cleanup(func() { mc.Close() })
 	deployExercise(t, p, creds, 22, deploySubjects, func(s string, tok fleetToken) {
 		key := token.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
@@ -415,6 +525,38 @@ func TestRedisSentinelDeployment(t *testing.T) {
 	}
 	t.Logf("master killed: replica promoted after %v, snowtoken issued again after %v (%d × 503 before); revoked tokens during the failover: %v",
 		promoted.Round(time.Millisecond), recovered.Round(time.Millisecond), unavailable, seen)
+}
+
+// TestRedisTLSDeployment runs snowtoken on a redis-server that serves TLS
+// only, with a certificate of a CA the test makes: as an ACL user of a
+// rediss:// URL with the CA in SNOWTOKEN_REDIS_TLS_CA_FILE; without the CA,
+// or without TLS, refused.
+func TestRedisTLSDeployment(t *testing.T) {
+	deployNeeds(t, "redis-server")
+	bin := fleetBinary(t)
+	files := redistest.NewTLSFiles(t)
+	srv := deployRedisServer(t, t.TempDir(), deployPort(t), &files)
+	creds := newFleetCreds(t, bin)
+	env := func(url string, more ...string) map[string]string {
+		return creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": url}, fleetAddr(t, "127.0.0.25"), "127.0.0.25", more...)
+	}
+	tlsURL := "rediss://" + deployACLUser + ":" + deployACLPassword + "@" + srv.addr + "/0"
+	deployRefused(t, bin, "snowtoken on TLS without the CA", env(tlsURL), "certificate signed by unknown authority")
+	deployRefused(t, bin, "snowtoken on TLS without TLS", env("redis://:"+deployPassword+"@"+srv.addr+"/0"), "")
+
+	p := startFleetProc(t, bin, "snowtoken on TLS", env(tlsURL, "SNOWTOKEN_REDIS_TLS_CA_FILE", files.CA))
+	if w := p.worker(t); w != 25 {
+		t.Fatalf("worker %d, want 25", w)
+	}
+	sc := redis.NewClient(&redis.Options{Addr: srv.addr, Password: deployPassword, TLSConfig: files.ClientConfig(t)})
+	t.Cleanup(func() { sc.Close() })
+	deployExercise(t, p, creds, 25, deploySubjects[:1], func(s string, tok fleetToken) {
+		key := token.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
+		if n, err := sc.Exists(t.Context(), key).Result(); err != nil || n != 1 {
+			t.Fatalf("session key %s on the TLS server: exists %d, %v", key, n, err)
+		}
+	})
+	deployNoSecrets(t, p)
 }
 
 // deployValidateStatus validates a token at p and returns the status, without
