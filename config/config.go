@@ -196,7 +196,7 @@ func Load(getenv func(string) string) (Config, error) {
 	// Dev mode only by intent: see the package doc.
 	var set []string // the production settings that are set
 	for _, v := range Vars {
-		if (strings.HasPrefix(v.Name, "SNOWTOKEN_REDIS_") || v.Name == "SNOWTOKEN_SIGNING_KEYS" || v.Name == "SNOWTOKEN_CLIENTS_FILE") && getenv(v.Name) != "" {
+		if impliesProduction(v.Name) && getenv(v.Name) != "" {
 			set = append(set, v.Name)
 		}
 	}
@@ -241,6 +241,17 @@ func Load(getenv func(string) string) (Config, error) {
 func LoadEnv(env map[string]string) (Config, error) {
 	c, err := Load(func(name string) string { return env[name] })
 	return c, errors.Join(checkNames(slices.Sorted(maps.Keys(env))), err)
+}
+
+// impliesProduction reports whether setting variable name means a production
+// deployment: a Redis deployment or its credentials, signing keys, a clients
+// file. The Redis tuning variables (timeout, accepted risks) do not.
+func impliesProduction(name string) bool {
+	switch name {
+	case "SNOWTOKEN_REDIS_TIMEOUT", "SNOWTOKEN_REDIS_ACCEPT_RISK":
+		return false
+	}
+	return strings.HasPrefix(name, "SNOWTOKEN_REDIS_") || name == "SNOWTOKEN_SIGNING_KEYS" || name == "SNOWTOKEN_CLIENTS_FILE"
 }
 
 // RedisConfigured reports whether any Redis deployment is set; without one,

@@ -96,7 +96,7 @@ func TestLoadRedis(t *testing.T) {
 			redisSummary{Topology: "sentinel", Addrs: "s1:26379,s2:26380", Master: "mymaster", Password: secret, SentinelPassword: secret}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := mustLoad(t, tc.env)
+			c := mustLoad(t, withProduction(tc.env))
 			if got := summarize(c.Redis); got != tc.want {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
@@ -128,7 +128,7 @@ func TestLoadRedisTimeout(t *testing.T) {
 		} {
 			env := maps.Clone(deployment)
 			env["SNOWTOKEN_REDIS_TIMEOUT"] = tc.value
-			c := mustLoad(t, env)
+			c := mustLoad(t, withProduction(env))
 			if c.RedisTimeout != tc.want {
 				t.Errorf("%v: RedisTimeout = %v, want %v", env, c.RedisTimeout, tc.want)
 			}
@@ -167,7 +167,7 @@ func TestNewRedisClientDeadline(t *testing.T) {
 		{"SNOWTOKEN_REDIS_SENTINEL_URL": "redis://127.0.0.1:1?master_name=m"},
 	} {
 		env["SNOWTOKEN_REDIS_TIMEOUT"] = timeout.String()
-		rdb := mustLoad(t, env).NewRedisClient()
+		rdb := mustLoad(t, withProduction(env)).NewRedisClient()
 		rec := &deadlineRecorder{}
 		rdb.AddHook(rec) // runs inside the client's own hooks, and stops there
 		background := context.Background()
@@ -300,4 +300,21 @@ func TestLoadRedisProductionRequires(t *testing.T) {
 			t.Errorf("Load(%v): err = %v, want one that does not ask for Redis", env, err)
 		}
 	}
+}
+
+// withProduction adds the other settings production requires to a Redis
+// configuration (any Redis deployment implies production).
+func withProduction(env map[string]string) map[string]string {
+	if len(env) == 0 {
+		return env
+	}
+	m := map[string]string{
+		"SNOWTOKEN_SIGNING_KEYS": "/k/signing.pem",
+		"SNOWTOKEN_CLIENTS_FILE": "/etc/snowtoken/clients.json",
+		"SNOWTOKEN_ISSUER":       "https://auth.example.com",
+	}
+	for k, v := range env {
+		m[k] = v
+	}
+	return m
 }
