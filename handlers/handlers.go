@@ -384,12 +384,26 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.svc.Validate(c.Request.Context(), raw)
+	v, err := s.validateToken(c.Request.Context(), raw)
 	if err != nil {
 		return nil, err
 	}
 	if !v.HasScopes(want) {
 		return nil, fmt.Errorf("%w: token lacks %q", token.ErrInsufficientScope, c.Query("scope"))
+	}
+	return v, nil
+}
+
+// validateToken is Service.Validate for a token whose client is still live:
+// a client removed from the clients file, or disabled, has its tokens end at
+// once, at the cost of a map lookup.
+func (s *Server) validateToken(ctx context.Context, raw string) (*token.Verified, error) {
+	v, err := s.svc.Validate(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	if !s.clients.Live(v.Claims.ClientID) {
+		return nil, fmt.Errorf("%w: its client was removed or disabled", token.ErrInvalidToken)
 	}
 	return v, nil
 }
@@ -401,7 +415,7 @@ func (s *Server) introspect(c *gin.Context) {
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	v, err := s.svc.Validate(c.Request.Context(), raw)
+	v, err := s.validateToken(c.Request.Context(), raw)
 	switch {
 	case errors.Is(err, token.ErrUnavailable):
 		s.fail(c, err) // fail closed, and say so: not "inactive"

@@ -30,6 +30,10 @@ type Client struct {
 	MaySetSubject bool     `json:"may_set_subject,omitempty"`
 	MaxTTL        Duration `json:"max_ttl,omitempty"`
 	Admin         bool     `json:"admin,omitempty"`
+	// Disabled cuts the client off: it cannot authenticate, and the tokens
+	// it holds no longer validate (Clients.Live), without waiting for them
+	// to expire. Removing the client from the file does the same.
+	Disabled bool `json:"disabled,omitempty"`
 
 	secretSum [sha256.Size]byte
 }
@@ -165,10 +169,17 @@ func (cs *Clients) Authenticate(id, secret string) (*Client, error) {
 	if ok {
 		want = c.secretSum
 	}
-	if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
+	if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok || c.Disabled {
 		return nil, ErrInvalidClient
 	}
 	return c, nil
+}
+
+// Live reports whether the client id is in the set and not disabled: a token
+// issued to any other client is no longer valid. It is a map lookup.
+func (cs *Clients) Live(id string) bool {
+	c, ok := cs.byID[id]
+	return ok && !c.Disabled
 }
 
 // NewClientSecret returns a random secret (256 bits, base64url) and the
