@@ -39,6 +39,11 @@ import (
 // issue again.
 const faultRecoveryBound = 2 * time.Second
 
+// faultOutageLogLines bounds the lines an issuer may write while Redis is
+// down, however many requests fail: repeated failures are logged once and
+// then summarised, and counted in full by snowtoken_unavailable_total.
+const faultOutageLogLines = 20
+
 // faultHTTP returns a client that keeps up to conns connections alive, so a
 // load of conns goroutines does not open a connection per request.
 func faultHTTP(conns int) *http.Client {
@@ -110,6 +115,31 @@ func faultDo(hc *http.Client, method, target string, c *fleetClient, bearer stri
 	return a
 }
 
+// lines is how many lines the process has written so far.
+func (p *fleetProc) lines() int {
+	return strings.Count(p.out.String(), "\n")
+}
+
+// metric reads the value of an unlabelled series from p's /metrics.
+func (p *fleetProc) metric(tb testing.TB, name string) float64 {
+	tb.Helper()
+	status, _, body := fleetCall(tb, http.MethodGet, p.url("/metrics"), nil, "", nil)
+	if status != http.StatusOK {
+		tb.Fatalf("GET /metrics: %d", status)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				tb.Fatalf("/metrics: %q: %v", line, err)
+			}
+			return f
+		}
+	}
+	tb.Fatalf("/metrics has no series %s", name)
+	return 0
+}
+
 // faultToken reads the token of a 200 from POST /token.
 func (a faultAnswer) faultToken() (fleetToken, error) {
 	var tok fleetToken
@@ -146,9 +176,15 @@ type loadOp struct {
 // was valid is never refused with 401 and a revoked one never validates,
 // before or after; every token issued with 200 and not revoked validates
 // after the restart (nothing was answered 200 that was not stored); and the
-// issuer issues again within faultRecoveryBound of Redis answering.
+// issuer issues again within faultRecoveryBound of Redis answering. While
+// Redis is down 64 more clients validate as fast as they are answered: the
+// issuer still writes at most faultOutageLogLines lines, and
+// snowtoken_unavailable_total counts every 503.
 func TestFaultRedisKilledUnderLoad(t *testing.T) {
-	const clients = 16
+	const (
+		clients      = 16
+		floodClients = 64
+	)
 	srv := redistest.NewDurableServer(t)
 	bin := fleetBinary(t)
 	creds := newFleetCreds(t, bin)
@@ -213,17 +249,44 @@ func TestFaultRedisKilledUnderLoad(t *testing.T) {
 		wg.Wait()
 		t.Fatalf("no token issued before Redis was killed; first answers: %+v", ops[0][:min(3, len(ops[0]))])
 	}
+	floodTok := p.issue(t, creds.svc, "")
+	linesBefore := p.lines()
 	srv.Stop()
 	down := time.Now()
+	// While Redis is down, floodClients more clients validate a token as
+	// fast as they are answered, so that far more requests fail than the
+	// issuer may write lines.
+	var (
+		flood     sync.WaitGroup
+		stopFlood atomic.Bool
+		flood503  atomic.Int64
+	)
+	floodHTTP := faultHTTP(floodClients)
+	for range floodClients {
+		flood.Go(func() {
+			for !stopFlood.Load() {
+				a := faultDo(floodHTTP, http.MethodGet, p.url("/token/validate"), nil, floodTok.AccessToken, nil)
+				if a.err != nil || a.status != http.StatusServiceUnavailable {
+					t.Errorf("validate while Redis is down: %d %.80s %v, want 503", a.status, a.body, a.err)
+					return
+				}
+				flood503.Add(1)
+			}
+		})
+	}
 	// Longer than a request takes to give up on Redis (its dial retries, up
 	// to the store's 2 s), so that there are answers while Redis is down.
 	time.Sleep(4 * time.Second)
+	stopFlood.Store(true)
+	flood.Wait()
 	up := time.Now()
+	outageLines := p.lines() - linesBefore
 	srv.Start()
 	answering := time.Now()
 	time.Sleep(3 * time.Second)
 	stop.Store(true)
 	wg.Wait()
+	unavailableTotal := p.metric(t, "snowtoken_unavailable_total")
 
 	var (
 		all          []loadOp
@@ -279,6 +342,20 @@ func TestFaultRedisKilledUnderLoad(t *testing.T) {
 	}
 	if inOutage["issue"] == 0 || inOutage["validate"] == 0 {
 		t.Fatalf("requests sent and answered while Redis was down: %v; the outage proves nothing", inOutage)
+	}
+	if n := flood503.Load(); n < 10*faultOutageLogLines {
+		t.Fatalf("%d requests of the flood answered 503 during the outage; too few to prove the log bound", n)
+	}
+	if outageLines > faultOutageLogLines {
+		t.Errorf("%d lines logged during the %v outage (%d requests answered 503 in it), want at most %d; last lines:\n%s",
+			outageLines, up.Sub(down).Round(time.Millisecond), len(outageTook)+int(flood503.Load()), faultOutageLogLines, lastLines(p.out.String(), 10))
+	}
+	served503 := int(flood503.Load())
+	for _, byStatus := range statuses {
+		served503 += byStatus[http.StatusServiceUnavailable]
+	}
+	if int(unavailableTotal) != served503 {
+		t.Errorf("snowtoken_unavailable_total = %v, want %d, the 503s answered", unavailableTotal, served503)
 	}
 	slices.Sort(outageTook)
 	if firstIssueOK.IsZero() {
@@ -337,11 +414,13 @@ func TestFaultRedisKilledUnderLoad(t *testing.T) {
 		}
 		t.Error(pr)
 	}
-	t.Logf("%d requests by %d clients (statuses by kind %v); %v sent and answered during the %v outage, all 503 (in %v median, %v at most); "+
+	t.Logf("%d requests by %d clients (statuses by kind %v); %v sent and answered during the %v outage, all 503 (in %v median, %v at most), "+
+		"and %d more of %d clients validating as fast as answered; %d lines logged in it, snowtoken_unavailable_total %v; "+
 		"tokens: %d live, %d revoked, %d with an unanswered revoke, all checked after the restart; "+
 		"first 200 from POST /token %v after Redis answered again (first 200 of any kind %v)",
 		len(all), clients, statuses, inOutage, up.Sub(down).Round(time.Millisecond),
 		outageTook[len(outageTook)/2].Round(time.Millisecond), outageTook[len(outageTook)-1].Round(time.Millisecond),
+		flood503.Load(), floodClients, outageLines, unavailableTotal,
 		perFate[tokenLive], perFate[tokenRevoked], perFate[tokenMaybeRevoke],
 		recovery.Round(time.Millisecond), max(firstOK.Sub(answering), 0).Round(time.Millisecond))
 }

@@ -19,6 +19,7 @@ import (
 
 	"snowtoken/config"
 	"snowtoken/handlers"
+	"snowtoken/internal/logsum"
 	"snowtoken/lease"
 	"snowtoken/redisconf"
 	"snowtoken/snowflakealg"
@@ -34,7 +35,11 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	// Failures that repeat (every request while Redis is down, every retry of
+	// the lease, every accept error) are logged once per kind and interval,
+	// with a count; the metrics count every failed request.
+	log := slog.New(logsum.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}), logsum.Options{}))
+	redis.SetLogger(redisLog{log})
 	tuneGC(env)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -154,6 +159,14 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// redisLog takes go-redis's own lines (a failed dial, a bad connection) into
+// log as warnings, so that they are JSON and summarised like the rest.
+type redisLog struct{ log *slog.Logger }
+
+func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
+	r.log.WarnContext(ctx, "redis client", "err", fmt.Sprintf(format, v...))
 }
 
 // The garbage collector's defaults for the issuer, unless GOGC and

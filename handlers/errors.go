@@ -44,7 +44,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	case errors.Is(err, token.ErrUnavailable):
 		status, code = http.StatusServiceUnavailable, "temporarily_unavailable"
 		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
-		s.metrics.redisErrors.Inc()
+		s.metrics.redisErrors.Inc() // every one: the log summarises repeats (internal/logsum)
 		s.log.Warn("unavailable", "route", c.FullPath(), "err", err)
 		desc = "the token service is temporarily unavailable; retry later"
 	case errors.Is(err, token.ErrInvalidClient):
