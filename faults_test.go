@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"sort"
@@ -62,6 +63,9 @@ type faultAnswer struct {
 	header     http.Header
 	body       []byte
 	err        error // transport error: no answer
+	// What the transport did for the last try: it got a connection (reused
+	// from its pool or new), and wrote the whole request on it.
+	gotConn, reused, wrote bool
 }
 
 // code is the OAuth2 error code of the answer, if any.
@@ -104,7 +108,13 @@ func faultDo(hc *http.Client, method, target string, c *fleetClient, bearer stri
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
+	var gotConn, reused, wrote atomic.Bool // the transport's goroutines call the trace
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn:      func(i httptrace.GotConnInfo) { gotConn.Store(true); reused.Store(i.Reused); wrote.Store(false) },
+		WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
+	}))
 	resp, err := hc.Do(req)
+	a.gotConn, a.reused, a.wrote = gotConn.Load(), reused.Load(), wrote.Load()
 	if err != nil {
 		a.err = err
 		return a
@@ -474,37 +484,78 @@ func (h *heldIssue) finish() (int, []byte, error) {
 	return resp.StatusCode, b, err
 }
 
-// shutdownOutcome names what a request ended in, for the report.
-func shutdownOutcome(a faultAnswer) string {
+// shutdownFate is what became of a request sent around a SIGTERM. A
+// request is accepted when the server reads it; every accepted request must
+// be answered. The others were never read, and the client may send them
+// again.
+type shutdownFate int
+
+const (
+	fateAnswered shutdownFate = iota
+	// fateRefused: nothing was sent. Connecting failed (connection refused
+	// once the listener is closed; reset for a handshake under way as it
+	// closes), or the connection failed before the request was written.
+	fateRefused
+	// fateUnread: sent, but never read by the server. On a new connection,
+	// a TCP reset: closing a listening socket resets the connections still
+	// in the kernel's accept queue, which the server never took. (A server
+	// that closes a connection after reading the request sends FIN, and the
+	// client sees EOF.) On a kept-alive connection, the server closed it for
+	// being idle just as the client sent, HTTP/1.1's race (RFC 9112 §9.3.1):
+	// net/http drops what it reads on a connection it is closing, and
+	// http.Transport sends idempotent requests again itself.
+	fateUnread
+	// fateLost: read by the server and never answered, or anything else.
+	fateLost
+)
+
+// shutdownOutcome says what became of a, and names it for the report.
+func shutdownOutcome(a faultAnswer) (shutdownFate, string) {
 	var errno syscall.Errno
+	reset := errors.As(a.err, &errno) && errno == syscall.ECONNRESET
+	eof := errors.Is(a.err, io.EOF) || errors.Is(a.err, io.ErrUnexpectedEOF)
+	closedIdle := strings.Contains(fmt.Sprint(a.err), "server closed idle connection")
+	conn := "new connection"
+	if a.reused {
+		conn = "kept-alive connection"
+	}
 	switch {
 	case a.err == nil:
-		return strconv.Itoa(a.status)
-	case errors.As(a.err, &errno) && errno == syscall.ECONNREFUSED:
-		return "connection refused"
-	case strings.Contains(a.err.Error(), "server closed idle connection"):
-		return "server closed idle connection"
-	case errors.Is(a.err, io.EOF) || errors.Is(a.err, io.ErrUnexpectedEOF):
-		return "EOF"
-	case errors.As(a.err, &errno) && errno == syscall.ECONNRESET:
-		return "connection reset"
+		return fateAnswered, strconv.Itoa(a.status)
+	case !a.gotConn && errors.As(a.err, &errno) && errno == syscall.ECONNREFUSED:
+		return fateRefused, "connection refused"
+	case !a.gotConn && reset:
+		return fateRefused, "connect: connection reset"
+	case !a.gotConn:
+		return fateLost, "connect: " + a.err.Error()
+	case !a.wrote:
+		return fateRefused, conn + ", request not written"
+	case !a.reused && reset:
+		return fateUnread, conn + ": reset"
+	case a.reused && (reset || eof || closedIdle):
+		return fateUnread, conn + ": closed"
+	case eof:
+		return fateLost, conn + ": EOF"
 	default:
-		return a.err.Error()
+		return fateLost, conn + ": " + a.err.Error()
 	}
 }
 
-// TestFaultSIGTERMUnderLoad sends SIGTERM to an issuer while 8 clients ask
-// for tokens over keep-alive connections and 8 more requests are inside the
-// handler: those 8 are answered 200 after the listener has closed; every
-// request the server took up was answered (the tokens stored in Redis are
-// exactly those answered 200); the process exits 0, its lease key is gone
-// and the saved mark covers its last ID; a new process with the same
-// SNOWTOKEN_WORKER_ID issues only above the mark.
+// TestFaultSIGTERMUnderLoad sends SIGTERM to an issuer saturated by 64
+// clients asking for tokens over keep-alive connections, each sending again
+// as soon as it is answered, while 8 more requests are inside the handler:
+// those 8 are answered 200 after the listener has closed. No accepted
+// request is lost: each request is answered 200, refused, or provably never
+// read (see shutdownFate), and the tokens stored in Redis are exactly those
+// answered 200, so no request the server handled lost its answer. The process exits 0, its
+// lease key is gone and the saved mark covers its last ID; a new process
+// with the same SNOWTOKEN_WORKER_ID issues only above the mark.
 func TestFaultSIGTERMUnderLoad(t *testing.T) {
 	const (
-		clients = 8
-		held    = 8
-		worker  = 32
+		clients   = 64
+		saturated = 2 * time.Second
+		held      = 8
+		worker    = 32
 	)
 	redisURL, rdb := fleetRedis(t)
 	bin := fleetBinary(t)
@@ -540,9 +591,13 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 		})
 	}
 	defer func() { stop.Store(true); wg.Wait() }() // on a Fatal below
+	// Saturation: every client sends again as soon as it is answered, for
+	// a few seconds before SIGTERM and through the drain.
+	time.Sleep(saturated)
 	deadline := time.Now().Add(fleetWait)
-	for issued.Load() < 300 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	issuedBefore := issued.Load()
+	if issuedBefore < 300 {
+		t.Fatalf("%d tokens issued in %v of load, want at least 300", issuedBefore, saturated)
 	}
 
 	signalled.Store(true)
@@ -585,16 +640,22 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 		t.Fatalf("%s exited with %v after SIGTERM, want 0", p.name, exitErr)
 	}
 
-	outcomes, inFlight := map[string]int{}, map[string]int{}
+	outcomes, inFlight, lost := map[string]int{}, map[string]int{}, 0
 	for _, as := range answers {
 		for _, a := range as {
-			o := shutdownOutcome(a)
+			fate, o := shutdownOutcome(a)
 			outcomes[o]++
 			if a.start.Before(sigAt) && a.end.After(sigAt) {
 				inFlight[o]++
 			}
 			if a.err != nil && a.end.Before(sigAt) {
 				t.Errorf("POST /token before SIGTERM: %v", a.err)
+			}
+			if fate == fateLost {
+				lost++
+				if lost <= 10 {
+					t.Errorf("POST /token sent %v after SIGTERM, lost: %s (%v)", a.start.Sub(sigAt).Round(time.Microsecond), o, a.err)
+				}
 			}
 			if a.err == nil && a.status != http.StatusOK {
 				t.Errorf("POST /token %v after SIGTERM: %d %s, want 200 or no answer", a.start.Sub(sigAt), a.status, a.body)
@@ -668,10 +729,10 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 				q.name, id, ms, id.Worker(bitsalloc.Default()), answered[id], worker, mark)
 		}
 	}
-	t.Logf("SIGTERM after %d tokens; listener closed %v later; %d requests held in the handler answered 200 after that; "+
-		"load outcomes %v, of which in flight at SIGTERM %v; sessions stored = tokens answered = %d; exit 0; "+
+	t.Logf("SIGTERM after %d tokens in %v (%d after it); listener closed %v later; %d requests held in the handler answered 200 after that; "+
+		"load outcomes %v (%d lost), of which in flight at SIGTERM %v; sessions stored = tokens answered = %d; exit 0; "+
 		"mark %d ms >= last ID %d ms; %d IDs issued again on worker %d, all above the mark",
-		issued.Load(), closedAfter.Round(time.Millisecond), held, outcomes, inFlight, len(answered),
+		issuedBefore, saturated, issued.Load()-issuedBefore, closedAfter.Round(time.Millisecond), held, outcomes, lost, inFlight, len(answered),
 		mark, lastMs, len(newIDs), worker)
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -115,8 +114,10 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		return err
 	}
 
+	conns := newConnStates()
 	srv := &http.Server{
 		Handler:           h,
+		ConnState:         conns.track,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      10 * time.Second,
@@ -140,7 +141,8 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	// Drain: fail readiness so balancers stop sending, and answer with
 	// Connection: close so clients leave their keep-alive connections instead
 	// of sending on one just as it is closed. Then stop accepting and finish
-	// what is in flight.
+	// every request taken up (finish). The deferred calls above then close
+	// the store and, last, release the lease.
 	log.Info("shutting down: draining", "drain", cfg.ShutdownDrain)
 	draining.Store(true)
 	select {
@@ -151,10 +153,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	log.Info("shutting down: finishing in-flight requests")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+	if err := finish(sctx, srv, ln, errc, conns); err != nil {
 		return err
 	}
 	log.Info("stopped")
