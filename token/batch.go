@@ -41,7 +41,7 @@ type batcher struct {
 }
 
 type batchOp struct {
-	cmd  redis.Cmder
+	cmds []redis.Cmder // sent together, in one pipeline
 	done chan struct{}
 }
 
@@ -61,9 +61,10 @@ func newBatcher(rdb redis.UniversalClient, timeout, overlap time.Duration) *batc
 	return b
 }
 
-// do runs cmd in the next batch and waits for its result, or for ctx.
-func (b *batcher) do(ctx context.Context, cmd redis.Cmder) error {
-	op := &batchOp{cmd: cmd, done: make(chan struct{})}
+// do runs cmds in the next batch, in one pipeline, and waits for their
+// results, or for ctx. It returns the first command's error.
+func (b *batcher) do(ctx context.Context, cmds ...redis.Cmder) error {
+	op := &batchOp{cmds: cmds, done: make(chan struct{})}
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
@@ -78,7 +79,12 @@ func (b *batcher) do(ctx context.Context, cmd redis.Cmder) error {
 	b.mu.RUnlock()
 	select {
 	case <-op.done:
-		return cmd.Err()
+		for _, cmd := range cmds {
+			if err := cmd.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -140,7 +146,9 @@ func (b *batcher) send() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 		pipe := b.rdb.Pipeline()
 		for _, op := range batch {
-			_ = pipe.Process(ctx, op.cmd)
+			for _, cmd := range op.cmds {
+				_ = pipe.Process(ctx, cmd)
+			}
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		cancel()

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"snowtoken/internal/redistest"
+	"snowtoken/snowflakealg"
 )
 
 // TestSubjectRevocationSurvivesEviction fills a real redis-server past its
@@ -250,4 +251,79 @@ func TestRevokeIsRealOrAnError(t *testing.T) {
 			t.Fatalf("Revoke with Redis down: %v, want ErrUnavailable", err)
 		}
 	})
+}
+
+// TestRevokeClient: every live token of a client, whatever its subject,
+// ends at once; other clients' tokens do not; the client's tokens issued
+// after the leeway are valid; a second, earlier revocation moves nothing back.
+func TestRevokeClient(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := t.Context()
+	// IDs on the test's clock, so that it can move past the leeway.
+	ids, err := snowflakealg.New(snowflakealg.Settings{WorkerID: 8, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := e.newService(t, e.keys, ids, Options{})
+	var gateway []string
+	for _, sub := range []string{"alice", "bob", "gateway"} {
+		gateway = append(gateway, e.issue(t, svc, "gateway", IssueRequest{Subject: sub}).AccessToken)
+	}
+	other := e.issue(t, svc, "svc", IssueRequest{}).AccessToken
+
+	if err := svc.RevokeClient(ctx, "gateway"); err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range gateway {
+		wantRevoked(t, svc, raw)
+	}
+	mustValidate(t, svc, other)
+	// Within the leeway, a new token of the client is revoked too (fail
+	// closed against clock skew); after it, new tokens are valid.
+	wantRevoked(t, svc, e.issue(t, svc, "gateway", IssueRequest{Subject: "alice"}).AccessToken)
+	e.clock.Add(DefaultLeeway + time.Millisecond)
+	after := e.issue(t, svc, "gateway", IssueRequest{Subject: "alice"}).AccessToken
+	mustValidate(t, svc, after)
+
+	// A replica whose clock is behind revokes again: the time stays.
+	behind, err := NewService(e.keys, e.store, ids, Options{Issuer: testIssuer, Now: func() time.Time { return e.clock.Now().Add(-time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := behind.RevokeClient(ctx, "gateway"); err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range gateway {
+		wantRevoked(t, svc, raw)
+	}
+	mustValidate(t, svc, after)
+
+	if err := svc.RevokeClient(ctx, "bad name}"); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("RevokeClient of a bad name: %v, want ErrInvalidRequest", err)
+	}
+}
+
+// TestRevokeClientSurvivesEviction: the client's revocation has no TTL, so
+// no policy the service accepts evicts it; filled past maxmemory under
+// volatile-lru, the revoked tokens stay revoked.
+func TestRevokeClientSurvivesEviction(t *testing.T) {
+	srv := redistest.NewConfiguredServer(t, "--maxmemory-policy", "volatile-lru")
+	rdb := srv.Client()
+	e := newEnvOn(t, &redistest.Redis{Client: rdb, Prefix: "st:"}, Options{})
+	var toks []string
+	for i := range 100 {
+		toks = append(toks, e.issue(t, e.svc, "gateway", IssueRequest{Subject: "user" + strconv.Itoa(i)}).AccessToken)
+	}
+	if err := e.svc.RevokeClient(t.Context(), "gateway"); err != nil {
+		t.Fatal(err)
+	}
+	fillPastMaxmemory(t, rdb)
+	for i, raw := range toks {
+		if _, err := e.svc.Validate(t.Context(), raw); !errors.Is(err, ErrInvalidToken) {
+			t.Fatalf("token %d of the revoked client after eviction: %v, want ErrInvalidToken", i, err)
+		}
+	}
+	if n, err := rdb.Exists(t.Context(), "st:client:{gateway}").Result(); err != nil || n != 1 {
+		t.Errorf("the client's revocation after eviction: exists %d, %v", n, err)
+	}
 }

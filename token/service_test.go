@@ -723,7 +723,7 @@ func TestVerifiedCacheExpiry(t *testing.T) {
 func TestStoreClosed(t *testing.T) {
 	r := redistest.New(t)
 	s := NewStore(r.Client, StoreOptions{Prefix: r.Prefix})
-	k := s.keysFor("svc", "1")
+	k := s.keysFor("svc", "svc", "1", time.Time{})
 	if err := s.Check(t.Context(), k); !errors.Is(err, ErrRevoked) {
 		t.Fatalf("Check of a missing record: err = %v, want ErrRevoked", err)
 	}

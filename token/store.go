@@ -17,6 +17,7 @@ const DefaultKeyPrefix = "st:"
 // Store keeps session records in Redis; see the package doc for the keys.
 type Store struct {
 	rdb      redis.UniversalClient
+	cluster  bool // a subject's keys and a client's are in different slots
 	prefix   string
 	timeout  time.Duration
 	readyKey string // written by Ready
@@ -46,32 +47,38 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultStoreTimeout
 	}
-	return &Store{rdb: rdb, prefix: opts.Prefix, timeout: opts.Timeout, readyKey: opts.Prefix + "ready:" + newMarker(),
+	_, cluster := rdb.(*redis.ClusterClient)
+	return &Store{rdb: rdb, cluster: cluster, prefix: opts.Prefix, timeout: opts.Timeout, readyKey: opts.Prefix + "ready:" + newMarker(),
 		batch: newBatcher(rdb, opts.Timeout, batchOverlap)}
 }
 
 // do runs cmd through the batcher and waits no longer than the store's
 // timeout for it: on the deadline the caller goes on, with ErrUnavailable,
 // while the pipeline still out ends on its own timeout.
-func (s *Store) do(ctx context.Context, cmd redis.Cmder) error {
+func (s *Store) do(ctx context.Context, cmds ...redis.Cmder) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	return s.batch.do(ctx, cmd)
+	return s.batch.do(ctx, cmds...)
 }
 
 // Close stops the goroutines that send batches. Call it after the last
 // request; it does not close the Redis client.
 func (s *Store) Close() { s.batch.close() }
 
-// keys are the two Redis keys that decide whether one token is live.
+// keys are the Redis keys that decide whether one token is live, and the
+// time its ID carries, which the client's revocation is compared with.
 type keys struct {
-	session, gen string
+	session, gen, client string
+	issued               int64 // Unix ms of the token's ID
 }
 
-func (s *Store) keysFor(subject, jti string) keys {
+func (s *Store) keysFor(subject, client, jti string, issued time.Time) keys {
 	tag := s.prefix + "{" + subject + "}:"
-	return keys{session: tag + jti, gen: tag + "gen"}
+	return keys{session: tag + jti, gen: tag + "gen", client: s.clientKey(client), issued: issued.UnixMilli()}
 }
+
+// clientKey is the key of client's revocation time.
+func (s *Store) clientKey(client string) string { return s.prefix + "client:{" + client + "}" }
 
 // createScript writes the record with NX, holding the subject's current
 // marker, and makes sure the marker outlives the record. A subject with no
@@ -106,18 +113,9 @@ func newMarker() string { return strconv.FormatUint(rand.Uint64()>>2|1<<61, 10) 
 // reply was lost (EOF), and then finds the record it wrote the first time:
 // the caller should retry with a new ID.
 func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
-	marker := newMarker()
-	cmd := redis.NewIntCmd(ctx, "evalsha", createScript.Hash(), 2, k.session, k.gen, ttl.Milliseconds(), marker)
-	err := s.do(ctx, cmd)
-	n := cmd.Val()
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// Redis restarted or flushed its scripts: EVAL loads it again.
-		eval := redis.NewIntCmd(ctx, "eval", createLua, 2, k.session, k.gen, ttl.Milliseconds(), marker)
-		err = s.do(ctx, eval)
-		n = eval.Val()
-	}
+	n, err := s.evalInt(ctx, createScript, createLua, []string{k.session, k.gen}, ttl.Milliseconds(), newMarker())
 	if err != nil {
-		return unavailable(err)
+		return err
 	}
 	if n == 0 {
 		return fmt.Errorf("%w: %w", ErrUnavailable, ErrDuplicateID)
@@ -126,17 +124,38 @@ func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
 }
 
 // Check returns nil when the record exists and holds the subject's current
-// marker; ErrRevoked when the record is gone, when it holds an older marker
-// (the subject was revoked), and when the subject's marker is missing (it was
-// lost: evicted, or a failover or restart that did not keep it, so whether
-// the subject was revoked cannot be known: fail closed); ErrUnavailable when
-// Redis does not answer. It is one MGET.
+// marker, and the token's client was not revoked after it was issued;
+// ErrRevoked when the record is gone, when it holds an older marker (the
+// subject was revoked), when the subject's marker is missing (it was lost:
+// evicted, or a failover or restart that did not keep it, so whether the
+// subject was revoked cannot be known: fail closed), and when the client was
+// revoked at or after the token's time; ErrUnavailable when Redis does not
+// answer. It is one MGET of the three keys, or on a Cluster (where the
+// client's key is in another slot) an MGET and a GET in one pipeline.
 func (s *Store) Check(ctx context.Context, k keys) error {
-	cmd := redis.NewSliceCmd(ctx, "mget", k.session, k.gen)
-	if err := s.do(ctx, cmd); err != nil {
-		return unavailable(err)
+	var vals []any
+	if s.cluster {
+		cmd, client := redis.NewSliceCmd(ctx, "mget", k.session, k.gen), redis.NewStringCmd(ctx, "get", k.client)
+		if err := s.do(ctx, cmd, client); err != nil && !errors.Is(err, redis.Nil) {
+			return unavailable(err)
+		}
+		vals = append(cmd.Val(), nil)
+		if v, err := client.Result(); err == nil {
+			vals[2] = v
+		}
+	} else {
+		cmd := redis.NewSliceCmd(ctx, "mget", k.session, k.gen, k.client)
+		if err := s.do(ctx, cmd); err != nil {
+			return unavailable(err)
+		}
+		vals = cmd.Val()
 	}
-	vals := cmd.Val()
+	if v, ok := vals[2].(string); ok {
+		before, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || k.issued <= before {
+			return fmt.Errorf("%w: all tokens of the client were revoked", ErrRevoked)
+		}
+	}
 	rec, ok := vals[0].(string)
 	if !ok {
 		return fmt.Errorf("%w: no session", ErrRevoked)
@@ -165,12 +184,58 @@ func (s *Store) Delete(ctx context.Context, k keys) error {
 // of the subject. A subject without a marker has no token that passes Check,
 // so there is nothing to do.
 func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
-	k := s.keysFor(subject, "")
+	k := s.keysFor(subject, "", "", time.Time{})
 	err := s.do(ctx, redis.NewStatusCmd(ctx, "set", k.gen, newMarker(), "xx", "keepttl"))
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable(err)
 	}
 	return nil
+}
+
+// revokeClientLua raises KEYS[1] to ARGV[1]: a client's revocation time
+// never moves back.
+const revokeClientLua = `
+local cur = redis.call('GET', KEYS[1])
+if not cur or tonumber(ARGV[1]) > tonumber(cur) then
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return 1
+`
+
+var revokeClientScript = redis.NewScript(revokeClientLua)
+
+// RevokeClient makes every token of client whose ID's time is at or before
+// before fail Check, in O(1): one key with no TTL, which holds the latest
+// such time. It has no TTL because a lost key would revive the tokens, and
+// clients are few (the clients file lists them); no maxmemory-policy the
+// service accepts evicts a key without a TTL (package redisconf).
+func (s *Store) RevokeClient(ctx context.Context, client string, before time.Time) error {
+	if err := checkName(client); err != nil {
+		return fmt.Errorf("%w: client: %w", ErrInvalidRequest, err)
+	}
+	_, err := s.evalInt(ctx, revokeClientScript, revokeClientLua, []string{s.clientKey(client)}, before.UnixMilli())
+	return err
+}
+
+// evalInt runs a script through the batcher by its SHA, and by its source
+// when Redis does not have it (restarted, or SCRIPT FLUSH).
+func (s *Store) evalInt(ctx context.Context, sc *redis.Script, src string, keys []string, args ...any) (int64, error) {
+	argv := []any{"evalsha", sc.Hash(), len(keys)}
+	for _, k := range keys {
+		argv = append(argv, k)
+	}
+	argv = append(argv, args...)
+	cmd := redis.NewIntCmd(ctx, argv...)
+	err := s.do(ctx, cmd)
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		argv[0], argv[1] = "eval", src
+		cmd = redis.NewIntCmd(ctx, argv...)
+		err = s.do(ctx, cmd)
+	}
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return cmd.Val(), nil
 }
 
 // Ready checks that Redis answers and accepts writes: one SET of a key of

@@ -13,11 +13,15 @@
 //
 //	st:{<sub>}:<jti>  = <the subject's marker at issue>   TTL = the token's time left
 //	st:{<sub>}:gen    = <the subject's marker>            TTL >= its longest record's
+//	st:client:{<id>}  = <Unix ms>                         no TTL: the client's tokens up to then are revoked
 //	st:ready:<random> = 1                                 TTL 1 min: Ready's write probe
 //
-// Both keys of a subject share the {<sub>} hash tag, so one MGET checks a
-// token on a single Redis, Sentinel or Cluster alike. A token is live when
-// its record exists and holds the subject's current marker.
+// Both keys of a subject share the {<sub>} hash tag, so that the scripts that
+// write them touch one Cluster slot. A token is live when its record exists
+// and holds the subject's current marker, and its client was not revoked
+// after the time of its ID: one MGET of the three keys on a single Redis or
+// Sentinel; on a Cluster, where the client key has a slot of its own, an
+// MGET and a GET in one pipeline.
 //
 // # Lifecycle of the marker
 //
@@ -41,9 +45,11 @@
 //	                                                     whether it was revoked cannot be known,
 //	                                                     so Check fails closed (ErrMarkerLost)
 //	                                                     and the next Issue starts a new marker
+//	client key lost (FLUSHALL, failover, restart;        the client's revoked tokens validate again:
+//	  no TTL, so no policy redisconf accepts evicts it)  docs/redis.md says what rules that out
 //
-// So eviction under any maxmemory-policy can log users out but never bring
-// a revoked token back. What can bring one back is a revocation that Redis
+// So eviction under any maxmemory-policy the service accepts can log users
+// out but never bring a revoked token back. What can bring one back is a revocation that Redis
 // acknowledged and then lost (a failover before it reached the replica, a
 // restart without an append-only file): docs/redis.md says which Redis
 // settings rule that out.
