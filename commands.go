@@ -24,6 +24,7 @@ Usage:
   snowtoken [serve]                      run the issuer
   snowtoken client new -id ID -scopes a,b [-may-set-subject] [-admin] [-max-ttl 1h]
                                          print a new client's secret (once) and its clients-file entry
+  snowtoken client revoke -id ID         revoke every token of a client, in the Redis SNOWTOKEN_REDIS_* names
   snowtoken keys new -out FILE           write a new Ed25519 signing key (PEM)
   snowtoken init -dir DIR [-client-id demo] [-scopes a,b]
                                          create a signing key and a clients file in DIR, never overwriting (Compose init)
@@ -35,10 +36,17 @@ Environment:
 	config.Usage(w)
 }
 
-// clientCmd prints a new client: the secret once, and the entry to add to the clients file.
-func clientCmd(args []string, stdout io.Writer) error {
+// clientUsage lists the client subcommands.
+const clientUsage = "usage: snowtoken client new -id ID -scopes a,b [-may-set-subject] [-admin] [-max-ttl 1h]\n" +
+	"       snowtoken client revoke -id ID"
+
+// clientCmd runs a client subcommand: new or revoke.
+func clientCmd(ctx context.Context, args []string, env map[string]string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "revoke" {
+		return clientRevokeCmd(ctx, args[1:], env, stdout)
+	}
 	if len(args) == 0 || args[0] != "new" {
-		return errors.New("usage: snowtoken client new -id ID -scopes a,b [-may-set-subject] [-admin] [-max-ttl 1h]")
+		return errors.New(clientUsage)
 	}
 	fs := flag.NewFlagSet("client new", flag.ContinueOnError)
 	fs.SetOutput(stdout)
@@ -68,6 +76,38 @@ func clientCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "client_id:     %s\nclient_secret: %s\n(the secret is shown only now; the file keeps its SHA-256)\n\nclients-file entry:\n%s\n", c.ID, secret, entry)
+	return nil
+}
+
+// clientRevokeCmd revokes every token of a client, as DELETE
+// /clients/{id}/tokens does, straight in the issuer's Redis (the
+// SNOWTOKEN_REDIS_* variables of the replicas): for an operator who has
+// Redis access but no admin client at hand.
+func clientRevokeCmd(ctx context.Context, args []string, env map[string]string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("client revoke", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	id := fs.String("id", "", "client id whose tokens to revoke")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *id == "" {
+		return errors.New(clientUsage)
+	}
+	cfg, err := config.LoadEnv(env)
+	if err != nil {
+		return err
+	}
+	rdb := cfg.NewRedisClient()
+	if rdb == nil {
+		return errors.New("client revoke: set the issuer's SNOWTOKEN_REDIS_* variables: it writes to the replicas' Redis")
+	}
+	defer rdb.Close()
+	store := token.NewStore(rdb, token.StoreOptions{Timeout: cfg.RedisTimeout})
+	defer store.Close()
+	if err := store.RevokeClient(ctx, *id, time.Now().Add(token.DefaultLeeway)); err != nil {
+		return fmt.Errorf("client revoke: %w", err)
+	}
+	fmt.Fprintf(stdout, "revoked every token of client %s\n", *id)
 	return nil
 }
 

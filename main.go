@@ -2,6 +2,7 @@
 //
 //	snowtoken                      serve (configured by SNOWTOKEN_* variables; see -h)
 //	snowtoken client new -id ID -scopes a,b [-may-set-subject] [-admin] [-max-ttl 1h]
+//	snowtoken client revoke -id ID
 //	snowtoken keys new -out FILE
 //	snowtoken init -dir DIR [-client-id demo] [-scopes a,b]
 //	snowtoken id decode ID
@@ -49,7 +50,7 @@ func run(ctx context.Context, args []string, env map[string]string, stdout io.Wr
 	case "serve":
 		return serve(ctx, env, stdout)
 	case "client":
-		return clientCmd(args[1:], stdout)
+		return clientCmd(ctx, args[1:], env, stdout)
 	case "keys":
 		return keysCmd(args[1:], stdout)
 	case "init":

@@ -680,3 +680,35 @@ func TestTuneGC(t *testing.T) {
 		}
 	}
 }
+
+// TestClientRevokeCommand: `snowtoken client revoke` writes the client's
+// revocation time where the replicas read it, from their own environment.
+func TestClientRevokeCommand(t *testing.T) {
+	srv := redistest.NewServer(t)
+	env := map[string]string{
+		"SNOWTOKEN_REDIS_URL":    srv.URL(),
+		"SNOWTOKEN_SIGNING_KEYS": "/run/secrets/signing.pem",
+		"SNOWTOKEN_CLIENTS_FILE": "/run/secrets/clients.json",
+		"SNOWTOKEN_ISSUER":       "https://auth.example.test",
+	}
+	before := time.Now()
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"client", "revoke", "-id", "gateway"}, env, &out); err != nil {
+		t.Fatalf("client revoke: %v\n%s", err, out.String())
+	}
+	v, err := srv.Client().Get(t.Context(), token.DefaultKeyPrefix+"client:{gateway}").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo, hi := before.Add(token.DefaultLeeway).UnixMilli(), time.Now().Add(token.DefaultLeeway).UnixMilli(); v < lo || v > hi {
+		t.Errorf("revoked up to %d, want now plus the leeway, in [%d, %d]", v, lo, hi)
+	}
+	for name, args := range map[string][]string{"no id": {"client", "revoke"}, "bad id": {"client", "revoke", "-id", "a}b"}} {
+		if err := run(t.Context(), args, env, io.Discard); err == nil {
+			t.Errorf("%s: client revoke succeeded", name)
+		}
+	}
+	if err := run(t.Context(), []string{"client", "revoke", "-id", "gateway"}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "SNOWTOKEN_REDIS_") {
+		t.Errorf("client revoke without Redis: %v, want an error naming SNOWTOKEN_REDIS_*", err)
+	}
+}

@@ -263,6 +263,14 @@ func deployExercise(tb testing.TB, p *fleetProc, creds fleetCreds, worker int64,
 		p.mustReject(tb, t2, "after all of "+s+"'s tokens were revoked")
 		p.mustValidate(tb, p.issue(tb, creds.svc, s), worker)
 	}
+	// A client's revocation lives in a key of its own slot: on a Cluster,
+	// validation reads it beside the subject's keys in one pipeline.
+	adminTok, svcTok := p.issue(tb, creds.admin, ""), p.issue(tb, creds.svc, subjects[0])
+	if status, _, body := fleetCall(tb, http.MethodDelete, p.url("/clients/admin/tokens"), &creds.admin, "", nil); status != http.StatusNoContent {
+		tb.Fatalf("DELETE /clients/admin/tokens: %d %s, want 204", status, body)
+	}
+	p.mustReject(tb, adminTok, "after all of its client's tokens were revoked")
+	p.mustValidate(tb, svcTok, worker)
 }
 
 // TestRedisClusterDeployment runs snowtoken on a three-master Redis Cluster

@@ -5,6 +5,7 @@
 //	POST   /token/introspect                        RFC 7662
 //	POST   /token/revoke                            RFC 7009
 //	DELETE /subjects/{subject}/tokens               admin: revoke every token of a subject
+//	DELETE /clients/{client}/tokens                 admin: revoke every token of a client
 //	GET    /.well-known/jwks.json                   public keys
 //	GET    /.well-known/oauth-authorization-server  RFC 8414 metadata
 //	GET    /ids/{id}                                decode a Snowflake ID
@@ -123,6 +124,7 @@ func New(opts Options) (*gin.Engine, error) {
 	r.POST("/token/introspect", s.introspect)
 	r.POST("/token/revoke", s.revoke)
 	r.DELETE("/subjects/:subject/tokens", s.revokeSubject)
+	r.DELETE("/clients/:client/tokens", s.revokeClient)
 	r.GET("/.well-known/jwks.json", s.jwks)
 	r.GET("/.well-known/oauth-authorization-server", s.metadata)
 	r.GET("/ids/:id", s.decodeID)
@@ -443,6 +445,17 @@ func (s *Server) revoke(c *gin.Context) {
 }
 
 func (s *Server) revokeSubject(c *gin.Context) {
+	s.adminRevoke(c, "subject", s.svc.RevokeSubject)
+}
+
+func (s *Server) revokeClient(c *gin.Context) {
+	s.adminRevoke(c, "client", s.svc.RevokeClient)
+}
+
+// adminRevoke serves DELETE /{what}s/{name}/tokens: an admin client,
+// authenticated with HTTP Basic (there is no body), revokes every token of
+// the name in the path; 204.
+func (s *Server) adminRevoke(c *gin.Context, what string, revoke func(context.Context, string) error) {
 	id, secret, err := parseBasic(c.GetHeader("Authorization"))
 	if err != nil {
 		s.fail(c, err)
@@ -454,14 +467,15 @@ func (s *Server) revokeSubject(c *gin.Context) {
 		return
 	}
 	if !client.Admin {
-		s.fail(c, fmt.Errorf("%w: only an admin client may revoke a subject's tokens", token.ErrForbidden))
+		s.fail(c, fmt.Errorf("%w: only an admin client may revoke a %s's tokens", token.ErrForbidden, what))
 		return
 	}
-	if err := s.svc.RevokeSubject(c.Request.Context(), c.Param("subject")); err != nil {
+	name := c.Param(what)
+	if err := revoke(c.Request.Context(), name); err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.log.Info("revoked all tokens of a subject", "subject", c.Param("subject"), "by", client.ID)
+	s.log.Info("revoked all tokens of a "+what, what, name, "by", client.ID)
 	c.Status(http.StatusNoContent)
 }
 

@@ -270,3 +270,40 @@ func TestRevokeSubject(t *testing.T) {
 		}
 	})
 }
+
+// TestRevokeClient covers DELETE /clients/{client}/tokens: every token of
+// the client, whatever its subject, and nothing else.
+func TestRevokeClient(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	victim := []string{
+		e.issue(t, e.Gateway, url.Values{"subject": {"ceo"}}).AccessToken,
+		e.issue(t, e.Gateway, url.Values{"subject": {"user-7"}}).AccessToken,
+		e.issue(t, e.Gateway, nil).AccessToken,
+	}
+	bystander := e.issue(t, e.Normal, nil).AccessToken
+	del := func(t *testing.T, client, auth string) *response {
+		t.Helper()
+		return e.do(t, http.MethodDelete, "/clients/"+client+"/tokens", nil, http.Header{"Authorization": {auth}})
+	}
+	wantError(t, del(t, e.Gateway.ID, basic(e.Gateway.ID, e.Gateway.Secret)), http.StatusForbidden, "unauthorized_client")
+	wantError(t, del(t, e.Gateway.ID, basic(e.Admin.ID, e.Normal.Secret)), http.StatusUnauthorized, "invalid_client")
+	wantError(t, del(t, "a%7Bb%7D", basic(e.Admin.ID, e.Admin.Secret)), http.StatusBadRequest, "invalid_request")
+	for _, tok := range victim {
+		if r := e.validate(t, tok); r.Status != http.StatusOK {
+			t.Fatalf("a refused request revoked a token: %d %s", r.Status, r.Body)
+		}
+	}
+	if r := del(t, e.Gateway.ID, basic(e.Admin.ID, e.Admin.Secret)); r.Status != http.StatusNoContent || len(r.Body) != 0 {
+		t.Fatalf("admin: status %d body %q, want 204 and no body", r.Status, r.Body)
+	}
+	for i, tok := range victim {
+		wantError(t, e.validate(t, tok), http.StatusUnauthorized, "invalid_token")
+		if t.Failed() {
+			t.Fatalf("token %d of the client still validates", i)
+		}
+	}
+	if r := e.validate(t, bystander); r.Status != http.StatusOK {
+		t.Errorf("another client's token: status %d: %s", r.Status, r.Body)
+	}
+}
