@@ -215,28 +215,14 @@ func (s *Service) Validate(ctx context.Context, raw string) (*Verified, error) {
 
 // verify checks everything but the session, through the cache.
 func (s *Service) verify(raw string) (*Verified, error) {
-	if len(raw) > MaxTokenLen {
-		return nil, fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
-	}
-	sum := sha256.Sum256([]byte(raw))
 	now := s.opts.Now()
-	if v := s.cache.get(&sum, now); v != nil {
-		return v, nil
+	sum, v, err := s.cached(raw, now)
+	if v != nil || err != nil {
+		return v, err
 	}
-	var claims Claims
-	t, err := s.parser.ParseWithClaims(raw, &claims, s.keyFor)
+	claims, id, err := s.parse(s.parser, raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
-	}
-	if err := jwtpolicy.CheckType(t); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
-	}
-	if claims.Subject == "" || claims.ClientID == "" {
-		return nil, fmt.Errorf("%w: sub and client_id are required", ErrInvalidToken)
-	}
-	id, err := snowflakealg.ParseID(claims.ID)
-	if err != nil {
-		return nil, fmt.Errorf("%w: jti: %w", ErrInvalidToken, err)
+		return nil, err
 	}
 	parts, err := s.ids.Decompose(id)
 	if err != nil {
@@ -246,13 +232,45 @@ func (s *Service) verify(raw string) (*Verified, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	v := &Verified{
-		Claims: claims, ID: id, Parts: parts, Scopes: scopes,
+	v = &Verified{
+		Claims: *claims, ID: id, Parts: parts, Scopes: scopes,
 		keys:       s.store.keysFor(claims.Subject, claims.ClientID, claims.ID, parts.Time),
 		cacheUntil: claims.ExpiresAt.Add(s.opts.Leeway),
 	}
 	s.cache.put(&sum, v, now)
 	return v, nil
+}
+
+// cached returns raw's cache key and its verified token if the cache holds
+// it (nil if not), or an error for a token too long to read.
+func (s *Service) cached(raw string, now time.Time) (sum [sha256.Size]byte, v *Verified, err error) {
+	if len(raw) > MaxTokenLen {
+		return sum, nil, fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+	}
+	sum = sha256.Sum256([]byte(raw))
+	return sum, s.cache.get(&sum, now), nil
+}
+
+// parse checks raw with p (the whole policy, or the signature alone), then
+// its typ, that it names a subject and a client, and that its jti is a
+// Snowflake ID.
+func (s *Service) parse(p *jwt.Parser, raw string) (*Claims, snowflakealg.ID, error) {
+	var claims Claims
+	t, err := p.ParseWithClaims(raw, &claims, s.keyFor)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if err := jwtpolicy.CheckType(t); err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if claims.Subject == "" || claims.ClientID == "" {
+		return nil, 0, fmt.Errorf("%w: sub and client_id are required", ErrInvalidToken)
+	}
+	id, err := snowflakealg.ParseID(claims.ID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: jti: %w", ErrInvalidToken, err)
+	}
+	return &claims, id, nil
 }
 
 // errUnknownKid is keyFor's error for a kid the key set does not hold.
@@ -297,28 +315,15 @@ func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) error 
 // keys, with typ at+jwt, sub, client_id and a Snowflake jti, whatever its
 // time claims say. A token Validate has cached passed all that already.
 func (s *Service) signedClaims(raw string) (*Claims, error) {
-	if len(raw) > MaxTokenLen {
-		return nil, fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
-	}
-	sum := sha256.Sum256([]byte(raw))
-	if v := s.cache.get(&sum, s.opts.Now()); v != nil {
+	_, v, err := s.cached(raw, s.opts.Now())
+	switch {
+	case err != nil:
+		return nil, err
+	case v != nil:
 		return &v.Claims, nil
 	}
-	var claims Claims
-	t, err := s.sigParser.ParseWithClaims(raw, &claims, s.keyFor)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
-	}
-	if err := jwtpolicy.CheckType(t); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
-	}
-	if claims.Subject == "" || claims.ClientID == "" {
-		return nil, fmt.Errorf("%w: sub and client_id are required", ErrInvalidToken)
-	}
-	if _, err := snowflakealg.ParseID(claims.ID); err != nil {
-		return nil, fmt.Errorf("%w: jti: %w", ErrInvalidToken, err)
-	}
-	return &claims, nil
+	claims, _, err := s.parse(s.sigParser, raw)
+	return claims, err
 }
 
 // RevokeClient ends every live token of the client at once, in O(1) Redis

@@ -116,16 +116,7 @@ func NewServer(tb testing.TB) *Server {
 // when EnvURL is set).
 func NewDurableServer(tb testing.TB) *Server {
 	tb.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if Real() {
-			tb.Fatalf("%s is set but redis-server is not on PATH", EnvURL)
-		}
-		tb.Skip("needs redis-server on PATH")
-	}
-	s := &Server{tb: tb, dir: tb.TempDir(), Addr: freeAddr(tb), durable: true}
-	s.Start()
-	tb.Cleanup(s.Stop)
-	return s
+	return newRealServer(tb, &Server{durable: true})
 }
 
 // NewConfiguredServer starts a redis-server of the test's own with more
@@ -135,13 +126,20 @@ func NewDurableServer(tb testing.TB) *Server {
 // redis-server binary (and fails it when EnvURL is set).
 func NewConfiguredServer(tb testing.TB, args ...string) *Server {
 	tb.Helper()
+	return newRealServer(tb, &Server{args: args})
+}
+
+// newRealServer starts s as a redis-server in a directory of its own, or
+// skips the test without the binary (fails it when EnvURL is set).
+func newRealServer(tb testing.TB, s *Server) *Server {
+	tb.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if Real() {
 			tb.Fatalf("%s is set but redis-server is not on PATH", EnvURL)
 		}
 		tb.Skip("needs redis-server on PATH")
 	}
-	s := &Server{tb: tb, dir: tb.TempDir(), Addr: freeAddr(tb), args: args}
+	s.tb, s.dir, s.Addr = tb, tb.TempDir(), freeAddr(tb)
 	s.Start()
 	tb.Cleanup(s.Stop)
 	return s
