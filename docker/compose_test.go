@@ -25,6 +25,7 @@ import (
 
 	"snowtoken/config"
 	"snowtoken/internal/redistest"
+	"snowtoken/redisconf"
 	"snowtoken/token"
 )
 
@@ -113,6 +114,20 @@ func TestComposeRedis(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(r.Command, " "), "--appendonly yes") {
 		t.Errorf("redis command %q, want --appendonly yes (sessions survive a restart)", r.Command)
+	}
+	// The settings the command gives, over Redis's defaults, are ones the
+	// issuer's /readyz accepts (package redisconf), and memory is capped.
+	cfg := map[string]string{"maxmemory-policy": "noeviction", "appendonly": "no", "appendfsync": "everysec", "save": "3600 1 300 100 60 10000"}
+	for i := 1; i+1 < len(r.Command); i++ {
+		if name, ok := strings.CutPrefix(r.Command[i], "--"); ok {
+			cfg[name] = r.Command[i+1]
+		}
+	}
+	for _, p := range redisconf.Evaluate(cfg) {
+		t.Errorf("redis command %q: the issuer would not be ready: %s", r.Command, p)
+	}
+	if cfg["maxmemory"] == "" || cfg["maxmemory-policy"] != "noeviction" {
+		t.Errorf("redis command %q: want --maxmemory and --maxmemory-policy noeviction: a full Redis refuses new sessions instead of evicting live ones", r.Command)
 	}
 	if v := volume(t, r, "/data"); v.Type != types.VolumeTypeVolume || v.ReadOnly {
 		t.Errorf("redis /data is %s read_only=%v, want a named volume, writable", v.Type, v.ReadOnly)
