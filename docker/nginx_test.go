@@ -404,12 +404,27 @@ func TestNginxGateway(t *testing.T) {
 		}
 	})
 
+	// wantJSONError checks an error nginx answers itself: the API's own
+	// shape (RFC 6749 / 6750 JSON), never nginx's HTML page.
+	wantJSONError := func(t *testing.T, resp *http.Response, body, code string) {
+		t.Helper()
+		var e struct {
+			Error       string `json:"error"`
+			Description string `json:"error_description"`
+		}
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") ||
+			json.Unmarshal([]byte(body), &e) != nil || e.Error != code || e.Description == "" {
+			t.Errorf("%s %s (%s): want a JSON error %q with a description", resp.Status, body, ct, code)
+		}
+	}
+
 	t.Run("no token is 401", func(t *testing.T) {
 		before := consumerRec.count()
-		resp, _ := do(t, "GET", "/orders", withForged(http.Header{}), "")
+		resp, body := do(t, "GET", "/orders", withForged(http.Header{}), "")
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("status %s, want 401", resp.Status)
 		}
+		wantJSONError(t, resp, body, "invalid_token")
 		if c := resp.Header.Values("WWW-Authenticate"); len(c) != 1 || !strings.HasPrefix(c[0], "Bearer ") {
 			t.Errorf("WWW-Authenticate %q, want one: the issuer's Bearer challenge", c)
 		}
@@ -419,10 +434,11 @@ func TestNginxGateway(t *testing.T) {
 	})
 
 	t.Run("bad token is 401", func(t *testing.T) {
-		resp, _ := do(t, "GET", "/orders", bearer("not.a.token"), "")
+		resp, body := do(t, "GET", "/orders", bearer("not.a.token"), "")
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("status %s, want 401", resp.Status)
 		}
+		wantJSONError(t, resp, body, "invalid_token")
 		if c := resp.Header.Values("WWW-Authenticate"); len(c) != 1 || !strings.Contains(c[0], `error="invalid_token"`) {
 			t.Errorf("WWW-Authenticate %q, want one, with error=\"invalid_token\"", c)
 		}
@@ -461,10 +477,11 @@ func TestNginxGateway(t *testing.T) {
 	t.Run("token without orders:read is 403", func(t *testing.T) {
 		writer := issue(t, "orders:write", nil)
 		before := consumerRec.count()
-		resp, _ := do(t, "GET", "/orders", bearer(writer.AccessToken), "")
+		resp, body := do(t, "GET", "/orders", bearer(writer.AccessToken), "")
 		if resp.StatusCode != http.StatusForbidden {
 			t.Errorf("status %s, want 403", resp.Status)
 		}
+		wantJSONError(t, resp, body, "insufficient_scope")
 		if c := resp.Header.Values("WWW-Authenticate"); len(c) != 1 || !strings.Contains(c[0], `error="insufficient_scope"`) {
 			t.Errorf("WWW-Authenticate %q, want one, with error=\"insufficient_scope\"", c)
 		}
@@ -524,6 +541,26 @@ func TestNginxGateway(t *testing.T) {
 		}
 		if resp.Header.Get("Retry-After") == "" {
 			t.Error("503 without Retry-After")
+		}
+		wantJSONError(t, resp, body, "temporarily_unavailable")
+	})
+
+	t.Run("issuer down is a JSON 503 on every route", func(t *testing.T) {
+		issuerSrv.Close() // nginx reaches no replica: its own 502
+		for _, r := range []struct{ method, path, body string }{
+			{"POST", "/token", "grant_type=client_credentials"},
+			{"GET", "/.well-known/jwks.json", ""},
+			{"GET", "/orders", ""},
+		} {
+			h := bearer(spare.AccessToken)
+			if r.method == "POST" {
+				h = http.Header{}
+			}
+			resp, body := do(t, r.method, r.path, h, r.body)
+			if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+				t.Errorf("%s %s with the issuer down: %s %v, want 503 with Retry-After", r.method, r.path, resp.Status, resp.Header)
+			}
+			wantJSONError(t, resp, body, "temporarily_unavailable")
 		}
 	})
 }
