@@ -64,7 +64,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	candidate, err := workerID(cfg, log)
+	candidate, err := workerID(cfg, nil, log)
 	if err != nil {
 		return err
 	}
@@ -294,12 +294,18 @@ func loadClients(cfg config.Config, log *slog.Logger) (*token.Clients, string, e
 
 // workerID is the candidate worker ID: SNOWTOKEN_WORKER_ID, else the last
 // octet of the IPv4 address. The lease decides which one the replica gets.
-// In dev mode a machine with no usable IPv4 falls back to worker 0.
-func workerID(cfg config.Config, log *slog.Logger) (int64, error) {
+// In dev mode a machine with no usable IPv4 falls back to worker 0. ifaces
+// lists the network interfaces; nil means the system's.
+func workerID(cfg config.Config, ifaces func() ([]snowflakealg.Interface, error), log *slog.Logger) (int64, error) {
 	if cfg.WorkerIDSet {
 		return cfg.WorkerID, nil
 	}
-	w, ip, err := snowflakealg.WorkerIDFromIPv4(snowflakealg.IPv4Source{IP: cfg.WorkerIP, Interface: cfg.WorkerInterface}, cfg.Bits)
+	src := snowflakealg.IPv4Source{IP: cfg.WorkerIP, Interface: cfg.WorkerInterface, Interfaces: ifaces}
+	w, ip, err := snowflakealg.WorkerIDFromIPv4(src, cfg.Bits)
+	if errors.Is(err, snowflakealg.ErrNoIPv4) && cfg.Production && cfg.WorkerIP == "" && cfg.WorkerInterface == "" {
+		return 0, fmt.Errorf("worker id: %w: the host has no IPv4 address (an IPv6-only network?) whose last octet could be the worker ID; "+
+			"set SNOWTOKEN_WORKER_ID to a number unique among the replicas, such as a Kubernetes pod ordinal", err)
+	}
 	if err != nil {
 		if cfg.Production || cfg.WorkerIP != "" || cfg.WorkerInterface != "" {
 			return 0, fmt.Errorf("worker id (set SNOWTOKEN_WORKER_ID, SNOWTOKEN_WORKER_IP or SNOWTOKEN_WORKER_INTERFACE): %w", err)
