@@ -12,8 +12,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/maypok86/otter/v2"
 )
 
 // maxAnswerBytes bounds what is read of an issuer's answer.
@@ -166,28 +167,26 @@ type answer struct {
 }
 
 // answerCache remembers answers keyed by the SHA-256 of the token; it never
-// holds a token. When full, expired entries go first, then arbitrary ones.
+// holds a token. It is an otter cache: insert and eviction are O(1) and no
+// request waits on another's eviction (the map it replaced scanned itself
+// under one lock when full). Entries past their until are dropped when read,
+// and are never read again, so the policy evicts them first.
 type answerCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[[sha256.Size]byte]answer
+	c *otter.Cache[[sha256.Size]byte, answer]
 }
 
 func newAnswerCache(size int) *answerCache {
-	return &answerCache{max: size, m: make(map[[sha256.Size]byte]answer)}
+	return &answerCache{c: otter.Must(&otter.Options[[sha256.Size]byte, answer]{MaximumSize: size})}
 }
 
 // get returns a copy of the answer for key while it is younger than its until.
 func (c *answerCache) get(key *[sha256.Size]byte, now time.Time) (*Claims, error, bool) {
-	c.mu.Lock()
-	a, ok := c.m[*key]
-	if ok && !now.Before(a.until) {
-		delete(c.m, *key)
-		ok = false
-	}
-	c.mu.Unlock()
+	a, ok := c.c.GetIfPresent(*key)
 	switch {
 	case !ok:
+		return nil, nil, false
+	case !now.Before(a.until):
+		c.c.Invalidate(*key)
 		return nil, nil, false
 	case a.err != nil:
 		return nil, a.err, true
@@ -197,27 +196,15 @@ func (c *answerCache) get(key *[sha256.Size]byte, now time.Time) (*Claims, error
 }
 
 func (c *answerCache) put(key *[sha256.Size]byte, a answer, now time.Time) {
-	if !now.Before(a.until) {
-		return
+	if now.Before(a.until) {
+		c.c.Set(*key, a)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[*key]; !ok && len(c.m) >= c.max {
-		for k, old := range c.m {
-			if !now.Before(old.until) {
-				delete(c.m, k)
-			}
-		}
-		// Make room for a tenth more at once, so a full cache does not scan
-		// on every put.
-		for k := range c.m {
-			if len(c.m) < c.max-c.max/10 {
-				break
-			}
-			delete(c.m, k)
-		}
-	}
-	c.m[*key] = a
+}
+
+// len is how many answers the cache holds, after pending maintenance.
+func (c *answerCache) len() int {
+	c.c.CleanUp()
+	return c.c.EstimatedSize()
 }
 
 // retryAfter is how long a caller should wait after err: what the issuer

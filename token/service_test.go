@@ -679,15 +679,8 @@ func TestVerifiedCacheSize(t *testing.T) {
 			k := sha256.Sum256([]byte{byte(n), byte(n >> 8), byte(n >> 16)})
 			c.put(&k, live, now)
 		}
-		total := 0
-		for i := range c.shards {
-			total += len(c.shards[i].m)
-		}
-		if total > size {
-			t.Errorf("cache of size %d holds %d entries", size, total)
-		}
-		if total < size/2 {
-			t.Errorf("cache of size %d holds only %d entries", size, total)
+		if got := c.len(); got > size || got < size/2 {
+			t.Errorf("cache of size %d holds %d entries, want at most %[1]d and at least half", size, got)
 		}
 	}
 	for _, size := range []int{0, -1} {
@@ -702,21 +695,24 @@ func TestVerifiedCacheSize(t *testing.T) {
 
 func TestVerifiedCacheExpiry(t *testing.T) {
 	now := time.Now()
-	c := newVerifiedCache(2 * cacheShards) // two entries a shard
-	expired := &Verified{cacheUntil: now}
+	c := newVerifiedCache(100)
+	soon := &Verified{cacheUntil: now}
 	live := &Verified{cacheUntil: now.Add(time.Hour)}
 	a, b, d := cacheKey(0, 1), cacheKey(0, 2), cacheKey(0, 3)
-	c.put(&a, expired, now.Add(-time.Minute))
+	c.put(&a, soon, now.Add(-time.Minute))
 	c.put(&b, live, now)
+	if got := c.get(&a, now.Add(-time.Second)); got != soon {
+		t.Error("get did not return an entry before its expiry")
+	}
 	if got := c.get(&a, now); got != nil {
 		t.Error("get returned an entry at its expiry")
 	}
-	if got := c.get(&a, now.Add(-time.Second)); got != expired {
-		t.Error("get did not return an entry before its expiry")
+	if got := c.get(&a, now.Add(-time.Second)); got != nil {
+		t.Error("an entry read at its expiry was kept")
 	}
-	c.put(&d, live, now) // the shard is full: the expired entry goes first
-	if c.get(&b, now) != live || c.get(&d, now) != live {
-		t.Error("a live entry was evicted while an expired one could go")
+	c.put(&d, soon, now) // already expired: not kept
+	if c.get(&d, now.Add(-time.Second)) != nil || c.get(&b, now) != live {
+		t.Error("an expired entry was stored, or a live one lost")
 	}
 }
 
