@@ -19,17 +19,10 @@ import (
 	"snowtoken/token/jwtpolicy"
 )
 
-// jwtClaims are the claims of a snowtoken access token as the issuer writes them.
-type jwtClaims struct {
-	jwt.RegisteredClaims
-	ClientID string `json:"client_id"`
-	Scope    string `json:"scope,omitempty"`
-}
-
 // verifyLocal checks raw's signature against the issuer's keys and its
 // claims, with no network call unless the keys must be (re)fetched.
 func (v *Validator) verifyLocal(ctx context.Context, raw string) (*Claims, error) {
-	var cl jwtClaims
+	var cl jwtpolicy.Claims
 	_, err := v.parser.ParseWithClaims(raw, &cl, func(t *jwt.Token) (any, error) {
 		// Checked before the key, so a wrong typ never causes a fetch.
 		if err := jwtpolicy.CheckType(t); err != nil {

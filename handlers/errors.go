@@ -76,6 +76,10 @@ func (s *Server) fail(c *gin.Context, err error) {
 		s.log.Error("request failed", "route", c.FullPath(), "err", err)
 		desc = "internal error"
 	}
+	h := c.Writer.Header()
+	for _, k := range [...]string{hdrSubject, hdrClient, hdrScope, hdrTokenID} {
+		delete(h, k) // an identity must never come with an error, even after a panic
+	}
 	c.Header("Cache-Control", "no-store")
 	c.AbortWithStatusJSON(status, oauthError{Error: code, Description: desc})
 }

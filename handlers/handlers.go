@@ -324,6 +324,15 @@ func bearer(c *gin.Context) (string, error) {
 	return raw, nil
 }
 
+// The identity headers of a successful validation, for gateways; never set
+// on any other answer.
+const (
+	hdrSubject = "X-Auth-Subject"
+	hdrClient  = "X-Auth-Client"
+	hdrScope   = "X-Auth-Scope"
+	hdrTokenID = "X-Auth-Token-Id"
+)
+
 // claimsResponse is the body of a successful validation, and of an active
 // introspection (RFC 7662 §2.2).
 type claimsResponse struct {
@@ -358,16 +367,17 @@ func (s *Server) validate(c *gin.Context) {
 		return
 	}
 	s.metrics.validation(nil)
+	resp := newClaimsResponse(v)
 	// The identity headers for gateways, set in the map directly: their keys
 	// are canonical already, and one backing array serves the five values.
+	// Set last, just before the 200 is written: fail removes them as well.
 	vals := [...]string{"no-store", v.Claims.Subject, v.Claims.ClientID, v.Claims.Scope, v.Claims.ID}
 	h := c.Writer.Header()
 	h["Cache-Control"] = vals[0:1:1]
-	h["X-Auth-Subject"] = vals[1:2:2]
-	h["X-Auth-Client"] = vals[2:3:3]
-	h["X-Auth-Scope"] = vals[3:4:4]
-	h["X-Auth-Token-Id"] = vals[4:5:5]
-	resp := newClaimsResponse(v)
+	h[hdrSubject] = vals[1:2:2]
+	h[hdrClient] = vals[2:3:3]
+	h[hdrScope] = vals[3:4:4]
+	h[hdrTokenID] = vals[4:5:5]
 	writeJSON(c, http.StatusOK, &resp)
 }
 

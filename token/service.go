@@ -15,12 +15,9 @@ import (
 	"snowtoken/token/jwtpolicy"
 )
 
-// Claims are the claims of a snowtoken access token.
-type Claims struct {
-	jwt.RegisteredClaims
-	ClientID string `json:"client_id"`
-	Scope    string `json:"scope,omitempty"`
-}
+// Claims are the claims of a snowtoken access token; decoding them checks
+// the type of every date (see jwtpolicy.Claims).
+type Claims = jwtpolicy.Claims
 
 // IDs issues and decodes Snowflake IDs; *snowflakealg.SnowFlakeAlg is one.
 type IDs interface {
@@ -252,8 +249,8 @@ func (s *Service) cached(raw string, now time.Time) (sum [sha256.Size]byte, v *V
 }
 
 // parse checks raw with p (the whole policy, or the signature alone), then
-// its typ, that it names a subject and a client, and that its jti is a
-// Snowflake ID.
+// its typ, that its subject and client are names as Issue writes them (they
+// become Redis keys and headers), and that its jti is a Snowflake ID.
 func (s *Service) parse(p *jwt.Parser, raw string) (*Claims, snowflakealg.ID, error) {
 	var claims Claims
 	t, err := p.ParseWithClaims(raw, &claims, s.keyFor)
@@ -263,8 +260,11 @@ func (s *Service) parse(p *jwt.Parser, raw string) (*Claims, snowflakealg.ID, er
 	if err := jwtpolicy.CheckType(t); err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	if claims.Subject == "" || claims.ClientID == "" {
-		return nil, 0, fmt.Errorf("%w: sub and client_id are required", ErrInvalidToken)
+	if err := checkName(claims.Subject); err != nil {
+		return nil, 0, fmt.Errorf("%w: sub: %w", ErrInvalidToken, err)
+	}
+	if err := checkName(claims.ClientID); err != nil {
+		return nil, 0, fmt.Errorf("%w: client_id: %w", ErrInvalidToken, err)
 	}
 	id, err := snowflakealg.ParseID(claims.ID)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -45,3 +46,67 @@ func CheckType(t *jwt.Token) error {
 	}
 	return nil
 }
+
+// Errors of Claims.
+var (
+	ErrDateType = errors.New("jwtpolicy: a date claim must be a JSON number")
+	ErrNoIAT    = errors.New("jwtpolicy: iat is required")
+)
+
+// Claims are the claims of an access token as the issuer writes them:
+//
+//	{"iss","sub","aud"?,"client_id","scope"?,"iat","exp","jti"}
+//
+// They decode strictly, so that a claim means one thing to every reader:
+// member names match exactly, case included ("iAt" is not iat, which
+// encoding/json would take for it), a name given twice is an error, and a
+// date (exp, iat, nbf) must be a JSON number, as RFC 7519 §2 defines
+// NumericDate (golang-jwt alone accepts "123" in quotes). A date given as
+// null is as good as absent.
+type Claims struct {
+	jwt.RegisteredClaims
+	ClientID string `json:"client_id"`
+	Scope    string `json:"scope,omitempty"`
+}
+
+// UnmarshalJSON decodes the claims in one pass with encoding/json/v2
+// semantics (github.com/go-json-experiment/json), each date through
+// numericDate.
+func (c *Claims) UnmarshalJSON(b []byte) error {
+	type plain Claims // the fields without this method
+	var w struct {
+		plain
+		// Shallower than the embedded fields of the same names, so they win.
+		ExpiresAt *numericDate `json:"exp"`
+		NotBefore *numericDate `json:"nbf"`
+		IssuedAt  *numericDate `json:"iat"`
+	}
+	if err := jsonv2.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*c = Claims(w.plain)
+	c.ExpiresAt, c.NotBefore, c.IssuedAt = w.ExpiresAt.date(), w.NotBefore.date(), w.IssuedAt.date()
+	return nil
+}
+
+// Validate requires iat, which golang-jwt checks only when present; the
+// parser calls it after its own checks, unless claims validation is off.
+// exp and iss are required by ParserOptions.
+func (c *Claims) Validate() error {
+	if c.IssuedAt == nil {
+		return ErrNoIAT
+	}
+	return nil
+}
+
+// numericDate is a jwt.NumericDate that must be written as a JSON number.
+type numericDate jwt.NumericDate
+
+func (d *numericDate) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || b[0] != '-' && (b[0] < '0' || b[0] > '9') {
+		return ErrDateType
+	}
+	return (*jwt.NumericDate)(d).UnmarshalJSON(b)
+}
+
+func (d *numericDate) date() *jwt.NumericDate { return (*jwt.NumericDate)(d) }

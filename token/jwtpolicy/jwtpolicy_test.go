@@ -1,7 +1,9 @@
 package jwtpolicy
 
 import (
+	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -15,6 +17,57 @@ func TestCheckType(t *testing.T) {
 		tok := &jwt.Token{Header: map[string]any{"typ": typ}}
 		if err := CheckType(tok); (err == nil) != ok || (err != nil && !errors.Is(err, ErrType)) {
 			t.Errorf("typ %#v: got %v, want ok=%v", typ, err, ok)
+		}
+	}
+}
+
+func TestClaimsDecoding(t *testing.T) {
+	const rest = `"iss":"i","sub":"s","client_id":"c","jti":"1"`
+	for _, tc := range []struct {
+		in      string
+		ok      bool
+		iat     int64 // when ok; 0 means absent
+		aud     []string
+		wantErr error
+	}{
+		{in: `{` + rest + `,"iat":10,"exp":20}`, ok: true, iat: 10},
+		{in: `{` + rest + `,"iat":10.5,"exp":20,"nbf":5}`, ok: true, iat: 10},
+		{in: `{` + rest + `,"iat":10,"exp":20,"aud":"a"}`, ok: true, iat: 10, aud: []string{"a"}},
+		{in: `{` + rest + `,"iat":10,"exp":20,"aud":["a","b"]}`, ok: true, iat: 10, aud: []string{"a", "b"}},
+		{in: `{` + rest + `,"iat":null,"exp":20}`, ok: true},
+		{in: `{` + rest + `,"exp":20}`, ok: true},
+		{in: `{` + rest + `,"iat":"10","exp":20}`, wantErr: ErrDateType},
+		{in: `{` + rest + `,"iat":10,"exp":"20"}`, wantErr: ErrDateType},
+		{in: `{` + rest + `,"iat":10,"exp":20,"nbf":"5"}`, wantErr: ErrDateType},
+		{in: `{` + rest + `,"iat":true,"exp":20}`, wantErr: ErrDateType},
+		{in: `{` + rest + `,"iat":[10],"exp":20}`, wantErr: ErrDateType},
+		{in: `{` + rest + `,"iat":1e400,"exp":20}`},
+		{in: `{` + rest + `,"iAt":10,"exp":20}`, ok: true}, // not iat: an unknown member
+		{in: `{` + rest + `,"iat":10,"iat":11,"exp":20}`},
+		{in: `{` + rest + `,"iat":10,"exp":20,"sub":7}`},
+		{in: `{` + rest + `,"iat":10,"exp":20,"aud":[7]}`},
+		{in: `{` + rest + `,"iat":10,"exp":20} {}`},
+		{in: `[]`},
+	} {
+		var c Claims
+		err := json.Unmarshal([]byte(tc.in), &c)
+		if (err == nil) != tc.ok || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
+			t.Errorf("%s: got %v, want ok=%v (%v)", tc.in, err, tc.ok, tc.wantErr)
+			continue
+		}
+		if !tc.ok {
+			continue
+		}
+		var iat int64
+		if c.IssuedAt != nil {
+			iat = c.IssuedAt.Unix()
+		}
+		if iat != tc.iat || c.Subject != "s" || c.ClientID != "c" || !slices.Equal(c.Audience, tc.aud) {
+			t.Errorf("%s: got iat %d, sub %q, client_id %q, aud %q; want iat %d, sub s, client_id c, aud %q",
+				tc.in, iat, c.Subject, c.ClientID, c.Audience, tc.iat, tc.aud)
+		}
+		if err, want := c.Validate(), tc.iat != 0; (err == nil) != want {
+			t.Errorf("%s: Validate() = %v, want ok=%v", tc.in, err, want)
 		}
 	}
 }
