@@ -93,6 +93,10 @@ func NewClients(list []Client) (*Clients, error) {
 				return nil, fmt.Errorf("%w: client %q: scope %q: %w", ErrClientsFile, c.ID, s, err)
 			}
 		}
+		// Its tokens carry all of them when it asks for none.
+		if _, err := ParseScope(strings.Join(c.Scopes, " ")); err != nil {
+			return nil, fmt.Errorf("%w: client %q: scopes: %w", ErrClientsFile, c.ID, err)
+		}
 		cs.byID[c.ID] = &c
 	}
 	if len(cs.byID) == 0 {
@@ -199,16 +203,23 @@ func (c *Client) HasScopes(want []string) bool {
 	return containsAll(c.Scopes, want)
 }
 
+// containsAll reports whether every string in want is in have, in time
+// linear in their lengths: a nested loop while have is short, else a set.
 func containsAll(have, want []string) bool {
-	for _, w := range want {
-		found := false
+	if len(have) > 8 && len(want) > 1 {
+		set := make(map[string]struct{}, len(have))
 		for _, h := range have {
-			if h == w {
-				found = true
-				break
+			set[h] = struct{}{}
+		}
+		for _, w := range want {
+			if _, ok := set[w]; !ok {
+				return false
 			}
 		}
-		if !found {
+		return true
+	}
+	for _, w := range want {
+		if !slices.Contains(have, w) {
 			return false
 		}
 	}
@@ -249,13 +260,25 @@ func checkScopeToken(s string) error {
 }
 
 // ParseScope splits a space-separated scope parameter (RFC 6749 §3.3) into
-// its scopes, dropping repeats. An empty string gives no scopes.
+// its scopes, dropping repeats. An empty string gives no scopes. More than
+// MaxScopes scopes (repeats included) or MaxScopeLen bytes are refused
+// before any work that grows with them; parsing is linear.
 func ParseScope(s string) ([]string, error) {
-	fields := strings.Split(s, " ")
-	out := make([]string, 0, len(fields))
-	for _, f := range fields {
+	if len(s) > MaxScopeLen {
+		return nil, errScopeTooLong
+	}
+	n := strings.Count(s, " ") + 1
+	if n > MaxScopes {
+		return nil, errTooManyScopes
+	}
+	out := make([]string, 0, n)
+	var seen map[string]struct{} // for repeats, once a nested loop would cost more
+	if n > 8 {
+		seen = make(map[string]struct{}, n)
+	}
+	for f := range strings.SplitSeq(s, " ") {
 		if f == "" {
-			if len(fields) == 1 {
+			if n == 1 {
 				break
 			}
 			return nil, fmt.Errorf("%w: scope has an empty entry (use single spaces)", ErrInvalidScope)
@@ -263,9 +286,22 @@ func ParseScope(s string) ([]string, error) {
 		if err := checkScopeToken(f); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidScope, err)
 		}
-		if !containsAll(out, []string{f}) {
-			out = append(out, f)
+		if seen != nil {
+			if _, dup := seen[f]; dup {
+				continue
+			}
+			seen[f] = struct{}{}
+		} else if slices.Contains(out, f) {
+			continue
 		}
+		out = append(out, f)
 	}
 	return out, nil
 }
+
+// ParseScope's refusals of an oversized parameter, made once: refusing
+// costs no allocation.
+var (
+	errScopeTooLong  = fmt.Errorf("%w: longer than %d bytes", ErrInvalidScope, MaxScopeLen)
+	errTooManyScopes = fmt.Errorf("%w: more than %d scopes", ErrInvalidScope, MaxScopes)
+)

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -217,6 +218,10 @@ func TestParseScope(t *testing.T) {
 		{in: "caf\u00e9", wantErr: true},
 		{in: "a\x7f", wantErr: true},
 		{in: strings.Repeat("s", maxNameLen+1), wantErr: true},
+		{in: scopeList(MaxScopes, 8), want: strings.Fields(scopeList(MaxScopes, 8))},
+		{in: scopeList(MaxScopes+1, 1), wantErr: true},
+		{in: strings.Repeat("a ", MaxScopes) + "a", wantErr: true}, // repeats count: the limit is on the input
+		{in: scopeList(MaxScopeLen/maxNameLen, maxNameLen) + " b", wantErr: true},
 	} {
 		got, err := ParseScope(tc.in)
 		if tc.wantErr {
@@ -227,6 +232,37 @@ func TestParseScope(t *testing.T) {
 		}
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("ParseScope(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// scopeList is n distinct scopes of size bytes each (at least 6), space-separated.
+func scopeList(n, size int) string {
+	scopes := make([]string, n)
+	for i := range scopes {
+		scopes[i] = fmt.Sprintf("s%0*d", max(size-1, 5), i)
+	}
+	return strings.Join(scopes, " ")
+}
+
+// TestScopeBombIsCheap: a request for too many scopes is refused before it
+// is split, so its cost is one pass over the bytes whatever it holds: no
+// allocation, and an error that does not quote it.
+func TestScopeBombIsCheap(t *testing.T) {
+	for name, bomb := range map[string]string{
+		"15,000 scopes, 100 KB":       scopeList(15_000, 6),
+		"1,000 scopes in 2,000 bytes": strings.Repeat("a ", 999) + "a",
+	} {
+		var err error
+		allocs := testing.AllocsPerRun(10, func() { _, err = ParseScope(bomb) })
+		if !errors.Is(err, ErrInvalidScope) {
+			t.Fatalf("%s: ParseScope = %v, want ErrInvalidScope", name, err)
+		}
+		if allocs != 0 {
+			t.Errorf("%s: ParseScope made %v allocations, want 0", name, allocs)
+		}
+		if len(err.Error()) > 100 {
+			t.Errorf("%s: error of %d bytes: %.100s", name, len(err.Error()), err)
 		}
 	}
 }

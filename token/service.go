@@ -132,7 +132,7 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	if len(scopes) == 0 {
 		scopes = c.Scopes
 	} else if !c.HasScopes(scopes) {
-		return Issued{}, fmt.Errorf("%w: client %q may not ask for %q", ErrInvalidScope, c.ID, req.Scope)
+		return Issued{}, fmt.Errorf("%w: client %q may not ask for %.64q", ErrInvalidScope, c.ID, req.Scope)
 	}
 	subject := c.ID
 	if req.Subject != "" && req.Subject != c.ID {

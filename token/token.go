@@ -94,3 +94,13 @@ const (
 	// MaxTokenLen bounds what Validate reads; our tokens are about 400 bytes.
 	MaxTokenLen = 4096
 )
+
+// Limits on what a client asks for, checked before any work that grows
+// with it. Subjects, client IDs and each scope are 1 to 128 bytes.
+const (
+	// MaxScopes bounds the scopes of a request, a ?scope= and a client.
+	MaxScopes = 64
+	// MaxScopeLen bounds a scope parameter in bytes, spaces included, so
+	// that a token with all of its scopes stays well within MaxTokenLen.
+	MaxScopeLen = 2048
+)
