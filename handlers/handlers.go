@@ -67,6 +67,10 @@ type Options struct {
 	Draining func() bool
 }
 
+// MaxQueryLen bounds the query of GET /token/validate: room for a ?scope= of
+// token.MaxScopeLen bytes, every byte percent-encoded.
+const MaxQueryLen = 8192
+
 // Server holds the handlers.
 type Server struct {
 	svc     *token.Service
@@ -381,16 +385,11 @@ func (s *Server) validate(c *gin.Context) {
 	writeJSON(c, http.StatusOK, &resp)
 }
 
-// checkBearer validates the request's bearer token and the scopes ?scope= requires.
+// checkBearer validates the request's bearer token, then the scopes ?scope=
+// requires: nothing the caller asks for is parsed before its token passes.
 func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
-	var want []string
-	if c.Request.URL.RawQuery != "" { // most calls have no query: skip parsing one
-		var err error
-		if want, err = token.ParseScope(c.Query("scope")); err != nil {
-			// %v, not %w: a bad ?scope= is the caller's invalid_request (RFC 6750
-			// §3.1), not the token endpoint's invalid_scope that fail checks first.
-			return nil, fmt.Errorf("%w: %v", token.ErrInvalidRequest, err)
-		}
+	if len(c.Request.URL.RawQuery) > MaxQueryLen { // the one check before the token: its length
+		return nil, fmt.Errorf("%w: query longer than %d bytes", token.ErrInvalidRequest, MaxQueryLen)
 	}
 	raw, err := bearer(c)
 	if err != nil {
@@ -400,8 +399,18 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Request.URL.RawQuery == "" { // most calls have no query: skip parsing one
+		return v, nil
+	}
+	scope := c.Query("scope")
+	want, err := token.ParseScope(scope)
+	if err != nil {
+		// %v, not %w: a bad ?scope= is the caller's invalid_request (RFC 6750
+		// §3.1), not the token endpoint's invalid_scope that fail checks first.
+		return nil, fmt.Errorf("%w: %v", token.ErrInvalidRequest, err)
+	}
 	if !v.HasScopes(want) {
-		return nil, fmt.Errorf("%w: token lacks %q", token.ErrInsufficientScope, c.Query("scope"))
+		return nil, fmt.Errorf("%w: token lacks %.64q", token.ErrInsufficientScope, scope)
 	}
 	return v, nil
 }
