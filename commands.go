@@ -22,7 +22,7 @@ func usage(w io.Writer) {
 
 Usage:
   snowtoken [serve]                      run the issuer
-  snowtoken client new -id ID -scopes a,b [-may-set-subject] [-admin] [-max-ttl 1h]
+  snowtoken client new -id ID -scopes a,b [-may-set-subject] [-may-introspect] [-admin] [-max-ttl 1h]
                                          print a new client's secret (once) and its clients-file entry
   snowtoken client revoke -id ID         revoke every token of a client, in the Redis SNOWTOKEN_REDIS_* names
   snowtoken keys new -out FILE           write a new Ed25519 signing key (PEM)
@@ -37,7 +37,7 @@ Environment:
 }
 
 // clientUsage lists the client subcommands.
-const clientUsage = "usage: snowtoken client new -id ID -scopes a,b [-may-set-subject] [-admin] [-max-ttl 1h]\n" +
+const clientUsage = "usage: snowtoken client new -id ID -scopes a,b [-may-set-subject] [-may-introspect] [-admin] [-max-ttl 1h]\n" +
 	"       snowtoken client revoke -id ID"
 
 // clientCmd runs a client subcommand: new or revoke.
@@ -53,6 +53,7 @@ func clientCmd(ctx context.Context, args []string, env map[string]string, stdout
 	id := fs.String("id", "", "client id")
 	scopes := fs.String("scopes", "", "comma-separated scopes the client may ask for")
 	maySet := fs.Bool("may-set-subject", false, "client may issue tokens for other subjects")
+	mayIntrospect := fs.Bool("may-introspect", false, "client may introspect tokens issued to other clients")
 	admin := fs.Bool("admin", false, "client may revoke any token and all tokens of a subject")
 	maxTTL := fs.Duration("max-ttl", 0, "longest lifetime of this client's tokens (0: the global maximum)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -62,7 +63,7 @@ func clientCmd(ctx context.Context, args []string, env map[string]string, stdout
 	if err != nil {
 		return err
 	}
-	c := token.Client{ID: *id, SecretSHA256: sum, MaySetSubject: *maySet, Admin: *admin, MaxTTL: token.Duration(*maxTTL)}
+	c := token.Client{ID: *id, SecretSHA256: sum, MaySetSubject: *maySet, MayIntrospect: *mayIntrospect, Admin: *admin, MaxTTL: token.Duration(*maxTTL)}
 	for _, s := range strings.Split(*scopes, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			c.Scopes = append(c.Scopes, s)

@@ -1,7 +1,7 @@
 // Command snowtoken issues and checks session tokens built on Snowflake IDs.
 //
 //	snowtoken                      serve (configured by SNOWTOKEN_* variables; see -h)
-//	snowtoken client new -id ID -scopes a,b [-may-set-subject] [-admin] [-max-ttl 1h]
+//	snowtoken client new -id ID -scopes a,b [-may-set-subject] [-may-introspect] [-admin] [-max-ttl 1h]
 //	snowtoken client revoke -id ID
 //	snowtoken keys new -out FILE
 //	snowtoken init -dir DIR [-client-id demo] [-scopes a,b]

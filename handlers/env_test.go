@@ -57,6 +57,7 @@ type env struct {
 	Admin   client // admin
 	Short   client // max_ttl 5m, scope orders:read
 	Partner client // an ID that needs form-urlencoding in HTTP Basic
+	Auditor client // may_introspect
 	secrets map[string]string
 }
 
@@ -107,12 +108,13 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		e.secrets[c.ID] = secret
 		return c, client{ID: c.ID, Secret: secret}
 	}
-	var list [5]token.Client
+	var list [6]token.Client
 	list[0], e.Normal = newClient(token.Client{ID: "orders-svc", Scopes: []string{"orders:read", "orders:write"}})
 	list[1], e.Gateway = newClient(token.Client{ID: "gateway", Scopes: []string{"orders:read", "orders:write"}, MaySetSubject: true})
 	list[2], e.Admin = newClient(token.Client{ID: "ops-admin", Scopes: []string{"orders:read"}, Admin: true})
 	list[3], e.Short = newClient(token.Client{ID: "short-lived", Scopes: []string{"orders:read"}, MaxTTL: token.Duration(shortMaxTTL)})
 	list[4], e.Partner = newClient(token.Client{ID: "partner:eu+1@example.com", Scopes: []string{"orders:read"}})
+	list[5], e.Auditor = newClient(token.Client{ID: "auditor", Scopes: []string{"orders:read"}, MayIntrospect: true})
 	if e.Clients, err = token.NewClients(list[:]); err != nil {
 		tb.Fatal(err)
 	}

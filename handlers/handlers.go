@@ -430,7 +430,7 @@ func (s *Server) validateToken(ctx context.Context, raw string) (*token.Verified
 }
 
 func (s *Server) introspect(c *gin.Context) {
-	raw, _, err := s.tokenForm(c)
+	raw, client, err := s.tokenForm(c)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -440,7 +440,9 @@ func (s *Server) introspect(c *gin.Context) {
 	switch {
 	case errors.Is(err, token.ErrUnavailable):
 		s.fail(c, err) // fail closed, and say so: not "inactive"
-	case err != nil:
+	case err != nil, !client.MayIntrospectToken(v.Claims.ClientID):
+		// Another client's token is as inactive as a bad one: the answer
+		// does not tell it exists (RFC 7662 §4).
 		c.JSON(http.StatusOK, gin.H{"active": false})
 	default:
 		resp := newClaimsResponse(v)

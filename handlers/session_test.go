@@ -20,9 +20,9 @@ func TestIntrospect(t *testing.T) {
 	}
 
 	t.Run("active", func(t *testing.T) {
-		// Another client asks, with client_secret_post.
+		// Another client that may introspect asks, with client_secret_post.
 		r := e.do(t, http.MethodPost, "/token/introspect", strings.NewReader(url.Values{
-			"token": {tok.AccessToken}, "client_id": {e.Short.ID}, "client_secret": {e.Short.Secret},
+			"token": {tok.AccessToken}, "client_id": {e.Auditor.ID}, "client_secret": {e.Auditor.Secret},
 		}.Encode()), http.Header{"Content-Type": {formType}})
 		if r.Status != http.StatusOK {
 			t.Fatalf("status %d: %s", r.Status, r.Body)
@@ -88,6 +88,33 @@ func TestIntrospect(t *testing.T) {
 	t.Run("missing token", func(t *testing.T) {
 		wantError(t, e.post(t, "/token/introspect", &e.Normal, url.Values{}), http.StatusBadRequest, "invalid_request")
 	})
+
+	// RFC 7662 §4: a client without may_introspect learns nothing of
+	// another client's token, not even that it exists.
+	for _, tc := range []struct {
+		name   string
+		caller client
+		active bool
+	}{
+		{"own token", e.Normal, true},
+		{"another client's token", e.Short, false},
+		{"another client's token, may_introspect", e.Auditor, true},
+		{"another client's token, admin", e.Admin, true},
+	} {
+		t.Run("privilege/"+tc.name, func(t *testing.T) {
+			r := e.post(t, "/token/introspect", &tc.caller, url.Values{"token": {tok.AccessToken}})
+			if r.Status != http.StatusOK {
+				t.Fatalf("status %d: %s", r.Status, r.Body)
+			}
+			body := r.object(t)
+			if got := body["active"]; got != tc.active {
+				t.Errorf("active = %v, want %v", got, tc.active)
+			}
+			if !tc.active && len(body) != 1 {
+				t.Errorf("body %s, want {\"active\":false} only", r.Body)
+			}
+		})
+	}
 
 	// Last: these change the token or the clock.
 	t.Run("revoked", func(t *testing.T) {

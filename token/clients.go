@@ -30,6 +30,10 @@ type Client struct {
 	MaySetSubject bool     `json:"may_set_subject,omitempty"`
 	MaxTTL        Duration `json:"max_ttl,omitempty"`
 	Admin         bool     `json:"admin,omitempty"`
+	// MayIntrospect lets the client introspect tokens issued to other
+	// clients (RFC 7662 §4: the endpoint must not tell any caller about any
+	// token). Without it a client sees only its own tokens; see MayIntrospectToken.
+	MayIntrospect bool `json:"may_introspect,omitempty"`
 	// Disabled cuts the client off: it cannot authenticate, and the tokens
 	// it holds no longer validate (Clients.Live), without waiting for them
 	// to expire. Removing the client from the file does the same.
@@ -196,6 +200,14 @@ func NewClientSecret() (secret, sha256Hex string, err error) {
 	secret = base64.RawURLEncoding.EncodeToString(b)
 	sum := sha256.Sum256([]byte(secret))
 	return secret, hex.EncodeToString(sum[:]), nil
+}
+
+// MayIntrospectToken reports whether the client may see the claims of a
+// token issued to client owner: its own tokens always; any token with
+// may_introspect, or as an admin, which already revokes any client's and
+// subject's tokens and is the operator's own client.
+func (c *Client) MayIntrospectToken(owner string) bool {
+	return owner == c.ID || c.MayIntrospect || c.Admin
 }
 
 // HasScopes reports whether every scope in want is one of the client's.

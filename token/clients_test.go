@@ -23,7 +23,7 @@ func TestLoadClients(t *testing.T) {
 	path := writeFile(t, "clients.json", []byte(`{"clients": [
 		{"id": "svc", "secret_sha256": "`+sha256Hex("svc-secret")+`", "scopes": ["read", "write"]},
 		{"id": "gateway.prod@eu-1", "secret_sha256": "`+strings.ToUpper(sha256Hex("gw-secret"))+`", "scopes": ["read"],
-		 "may_set_subject": true, "max_ttl": "90m", "admin": true}
+		 "may_set_subject": true, "may_introspect": true, "max_ttl": "90m", "admin": true}
 	]}`))
 	cs, err := LoadClients(path)
 	if err != nil {
@@ -35,7 +35,7 @@ func TestLoadClients(t *testing.T) {
 	}{
 		{"svc", "svc-secret", Client{ID: "svc", Scopes: []string{"read", "write"}}},
 		{"gateway.prod@eu-1", "gw-secret", Client{
-			ID: "gateway.prod@eu-1", Scopes: []string{"read"}, MaySetSubject: true,
+			ID: "gateway.prod@eu-1", Scopes: []string{"read"}, MaySetSubject: true, MayIntrospect: true,
 			MaxTTL: Duration(90 * time.Minute), Admin: true,
 		}},
 	} {
@@ -44,7 +44,7 @@ func TestLoadClients(t *testing.T) {
 			t.Fatalf("Authenticate(%q): %v", tc.id, err)
 		}
 		if c.ID != tc.want.ID || !slices.Equal(c.Scopes, tc.want.Scopes) || c.MaySetSubject != tc.want.MaySetSubject ||
-			c.MaxTTL != tc.want.MaxTTL || c.Admin != tc.want.Admin {
+			c.MayIntrospect != tc.want.MayIntrospect || c.MaxTTL != tc.want.MaxTTL || c.Admin != tc.want.Admin {
 			t.Errorf("client %q = %+v, want %+v", tc.id, *c, tc.want)
 		}
 	}
