@@ -133,7 +133,7 @@ func (p *fleetProc) lines() int {
 // metric reads the value of an unlabelled series from p's /metrics.
 func (p *fleetProc) metric(tb testing.TB, name string) float64 {
 	tb.Helper()
-	status, _, body := fleetCall(tb, http.MethodGet, p.url("/metrics"), nil, "", nil)
+	status, _, body := fleetCall(tb, http.MethodGet, p.metricsURL(tb), nil, "", nil)
 	if status != http.StatusOK {
 		tb.Fatalf("GET /metrics: %d", status)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -36,10 +37,11 @@ const waitLimit = 30 * time.Second
 
 // runningProgram is a run of the real program serving in the background.
 type runningProgram struct {
-	addr   string // host:port it listens on
-	secret string // the dev client's secret; empty in production
-	cancel context.CancelFunc
-	errc   chan error
+	addr        string // host:port it listens on
+	metricsAddr string // host:port of its metrics listener, or off
+	secret      string // the dev client's secret; empty in production
+	cancel      context.CancelFunc
+	errc        chan error
 
 	mu      sync.Mutex
 	out     strings.Builder
@@ -50,6 +52,7 @@ type runningProgram struct {
 // listens (and, in dev mode, has printed its banner).
 func startProgram(tb testing.TB, env map[string]string) *runningProgram {
 	tb.Helper()
+	env = withMetricsAddr(env)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &runningProgram{cancel: cancel, errc: make(chan error, 1)}
 	pr, pw := io.Pipe()
@@ -96,9 +99,12 @@ func startProgram(tb testing.TB, env map[string]string) *runningProgram {
 				p.errc <- err // for the cleanup
 				tb.Fatalf("the program stopped before it listened: %v\noutput:\n%s", err, p.logs())
 			}
-			var rec struct{ Msg, Addr string }
+			var rec struct {
+				Msg, Addr   string
+				MetricsAddr string `json:"metrics_addr"`
+			}
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
-				p.addr = rec.Addr
+				p.addr, p.metricsAddr = rec.Addr, rec.MetricsAddr
 			}
 			if m := secretRE.FindStringSubmatch(line); m != nil {
 				p.secret = m[1]
@@ -108,6 +114,20 @@ func startProgram(tb testing.TB, env map[string]string) *runningProgram {
 		}
 	}
 	return p
+}
+
+// withMetricsAddr is env with the metrics listener on a free loopback port
+// unless env says where: the default port would be shared by parallel runs.
+func withMetricsAddr(env map[string]string) map[string]string {
+	if _, ok := env["SNOWTOKEN_METRICS_ADDR"]; ok {
+		return env
+	}
+	out := maps.Clone(env)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out["SNOWTOKEN_METRICS_ADDR"] = "127.0.0.1:0"
+	return out
 }
 
 // stop cancels the program's context and returns what run returned.

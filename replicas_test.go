@@ -268,7 +268,7 @@ func (o *fleetOutput) String() string {
 // killed when tb ends if it still runs.
 func launchFleetProc(tb testing.TB, bin, name string, env map[string]string) *fleetProc {
 	tb.Helper()
-	p := spawnFleetProc(tb, name, env, bin)
+	p := spawnFleetProc(tb, name, withMetricsAddr(env), bin)
 	p.addr = env["SNOWTOKEN_ADDR"]
 	return p
 }
@@ -417,6 +417,16 @@ func lastLines(s string, n int) string {
 }
 
 func (p *fleetProc) url(path string) string { return "http://" + p.addr + path }
+
+// metricsURL is the URL of GET /metrics on p's metrics listener.
+func (p *fleetProc) metricsURL(tb testing.TB) string {
+	tb.Helper()
+	addr, ok := p.waitLog(tb, "listening")["metrics_addr"].(string)
+	if !ok || addr == "off" {
+		tb.Fatalf("%s logs no metrics_addr", p.name)
+	}
+	return "http://" + addr + "/metrics"
+}
 
 var fleetHTTP = &http.Client{Timeout: 10 * time.Second}
 

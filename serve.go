@@ -12,10 +12,14 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/net/netutil"
 
 	"snowtoken/config"
 	"snowtoken/handlers"
@@ -49,6 +53,18 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	if cfg.IssuerDefaulted { // dev mode: name the port actually bound (SNOWTOKEN_ADDR may say :0)
 		cfg.Issuer = "http://localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	}
+	maxConns := cfg.MaxConns
+	if maxConns == 0 {
+		if maxConns, err = defaultMaxConns(); err != nil {
+			return fmt.Errorf("SNOWTOKEN_MAX_CONNS: no default: %w", err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	metricsAddr, stopMetrics, err := serveMetrics(cfg.MetricsAddr, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 
 	rdb, stopRedis, err := openRedis(ctx, cfg, log)
 	if err != nil {
@@ -110,23 +126,32 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	}
 	var draining atomic.Bool
 	h, err := handlers.New(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
-		Ready: settings, Draining: draining.Load})
+		Registry: reg, Ready: settings, Draining: draining.Load})
 	if err != nil {
 		return err
 	}
 
+	// At most maxConns connections: the listener accepts no more until one
+	// closes, and the rest wait in the kernel's backlog, so the process
+	// keeps file descriptors for the connections it serves, for Redis and
+	// for its files (without a cap, held connections used them all and
+	// every accept failed with "too many open files"). While at the cap,
+	// answers say Connection: close and idle keep-alive connections are
+	// closed (SetKeepAlivesEnabled), so that waiting clients get in.
 	conns := newConnStates()
-	srv := &http.Server{
-		Handler:           h,
-		ConnState:         conns.track,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	log.Info("listening", "addr", ln.Addr().String(), "issuer", cfg.Issuer, "worker_id", worker,
+	srv := newHTTPServer(h, log)
+	srv.ConnState = conns.track
+	conns.setLimit(maxConns, func(full bool) {
+		srv.SetKeepAlivesEnabled(!full)
+		if full {
+			log.Warn("at the connection cap: closing idle connections; new ones wait", "max_conns", maxConns)
+		} else {
+			log.Info("below the connection cap again", "max_conns", maxConns)
+		}
+	})
+	ln = netutil.LimitListener(ln, maxConns)
+	log.Info("listening", "addr", ln.Addr().String(), "metrics_addr", metricsAddr, "max_conns", maxConns,
+		"issuer", cfg.Issuer, "worker_id", worker,
 		"bits", cfg.Bits.String(), "epoch", cfg.Epoch, "kid", keys.SigningKeyID(), "production", cfg.Production)
 	if !cfg.Production {
 		printDevBanner(stdout, cfg, ln.Addr().String(), keys.SigningKeyID(), worker, devSecret)
@@ -159,6 +184,66 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// newHTTPServer is an http.Server for h whose limits bound what a slow or
+// hostile client can hold: the request header must arrive within 5 s and
+// fit in 16 KiB, the whole request within 10 s, the answer is written
+// within 10 s, and an idle keep-alive connection is closed after 120 s.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// serveMetrics serves reg at GET /metrics on addr, a listener apart from
+// the API's so that the public port does not serve the metrics, and returns
+// the address bound and a function that stops it. An empty addr
+// (SNOWTOKEN_METRICS_ADDR=off) serves nothing.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (string, func(), error) {
+	if addr == "" {
+		return "off", func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("SNOWTOKEN_METRICS_ADDR: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := newHTTPServer(mux, log)
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener stopped", "err", err)
+		}
+	}()
+	return ln.Addr().String(), func() { srv.Close() }, nil
+}
+
+// defaultMaxConns is SNOWTOKEN_MAX_CONNS's default for the process's
+// open-file limit (RLIMIT_NOFILE, which Go raises to the hard limit at start).
+func defaultMaxConns() (int, error) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, err
+	}
+	return maxConnsFor(rl.Cur), nil
+}
+
+// maxConnsFor is the connection cap for an open-file limit: the limit less
+// 256 descriptors for Redis connections (go-redis pools up to ten per CPU),
+// the listeners and files, or half of a limit below 512.
+func maxConnsFor(limit uint64) int {
+	limit = min(limit, 1<<20) // RLIM_INFINITY
+	if limit < 512 {
+		return max(1, int(limit/2))
+	}
+	return int(limit - 256)
 }
 
 // redisLog takes go-redis's own lines (a failed dial, a bad connection) into

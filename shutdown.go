@@ -44,12 +44,25 @@ func finish(ctx context.Context, srv *http.Server, ln net.Listener, served <-cha
 }
 
 // connStates follows a server's connections through http.Server.ConnState,
-// so that finish can wait until none is reading or answering a request.
+// so that finish can wait until none is reading or answering a request, and
+// so that the server can let go of idle connections at its connection cap
+// (setLimit).
 type connStates struct {
 	mu    sync.Mutex
 	state map[net.Conn]http.ConnState
 	busy  int           // connections new or active
 	quiet chan struct{} // receives when busy drops to zero
+
+	max    int        // the connection cap; 0: none
+	full   bool       // max connections are open, and not a quarter of them has closed since
+	onFull func(bool) // told when full changes
+}
+
+// setLimit has onFull(true) called, under c's lock, once max connections
+// are open, and onFull(false) once a quarter of them (at least one) has
+// closed since. Call it before the server starts.
+func (c *connStates) setLimit(max int, onFull func(full bool)) {
+	c.max, c.onFull = max, onFull
 }
 
 func newConnStates() *connStates {
@@ -77,6 +90,16 @@ func (c *connStates) track(conn net.Conn, s http.ConnState) {
 		c.state[conn] = s
 		if busyState(s) {
 			c.busy++
+		}
+	}
+	if c.max > 0 {
+		switch open := len(c.state); {
+		case !c.full && open >= c.max:
+			c.full = true
+			c.onFull(true)
+		case c.full && open <= c.max-max(1, c.max/4):
+			c.full = false
+			c.onFull(false)
 		}
 	}
 	if c.busy == 0 {

@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +35,10 @@ import (
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("config")
 
+// DefaultMetricsAddr is where GET /metrics is served unless
+// SNOWTOKEN_METRICS_ADDR says otherwise: loopback only.
+const DefaultMetricsAddr = "127.0.0.1:9090"
+
 // Var documents one environment variable.
 type Var struct {
 	Name    string
@@ -44,6 +49,8 @@ type Var struct {
 // Vars lists every variable snowtoken reads.
 var Vars = []Var{
 	{"SNOWTOKEN_ADDR", ":8080", "listen address"},
+	{"SNOWTOKEN_METRICS_ADDR", "127.0.0.1:9090", "listen address of GET /metrics (Prometheus), apart from the API so the public port does not serve it; off: no metrics listener"},
+	{"SNOWTOKEN_MAX_CONNS", "(the open-file limit less 256, or half of it below 512)", "most client connections open at once on SNOWTOKEN_ADDR; more wait in the kernel's backlog until one closes, and idle keep-alive connections are closed while at the cap"},
 	{"SNOWTOKEN_ENV", "development", "development or production; production refuses every dev-mode default, and is implied by any SNOWTOKEN_REDIS_*, SNOWTOKEN_SIGNING_KEYS or SNOWTOKEN_CLIENTS_FILE"},
 	{"SNOWTOKEN_REDIS_URL", "(dev: embedded in-memory Redis)", "a single Redis: redis://[user:password@]host:port/db, rediss:// for TLS; this or another Redis deployment is required in production"},
 	{"SNOWTOKEN_REDIS_CLUSTER_URL", "(none)", "a Redis Cluster instead: redis[s]://[user:password@]host:port?addr=host2:port2&addr=host3:port3 (seed nodes)"},
@@ -76,6 +83,8 @@ var Vars = []Var{
 // Config is the parsed configuration.
 type Config struct {
 	Addr            string
+	MetricsAddr     string // empty: no metrics listener
+	MaxConns        int    // 0: derived from the open-file limit (package main)
 	Production      bool
 	RedisURL        string        // SNOWTOKEN_REDIS_URL as set, password included: never log it
 	Redis           Redis         // zero in dev: embedded Redis
@@ -104,6 +113,7 @@ type Config struct {
 func Load(getenv func(string) string) (Config, error) {
 	c := Config{
 		Addr:            or(getenv("SNOWTOKEN_ADDR"), ":8080"),
+		MetricsAddr:     or(getenv("SNOWTOKEN_METRICS_ADDR"), DefaultMetricsAddr),
 		RedisURL:        getenv("SNOWTOKEN_REDIS_URL"),
 		Issuer:          getenv("SNOWTOKEN_ISSUER"),
 		Audience:        getenv("SNOWTOKEN_AUDIENCE"),
@@ -116,6 +126,18 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("%w: %s=%.64q: %v", ErrConfig, name, value, err))
 	}
 
+	if strings.EqualFold(c.MetricsAddr, "off") {
+		c.MetricsAddr = ""
+	} else if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+		bad("SNOWTOKEN_METRICS_ADDR", c.MetricsAddr, errors.New("want host:port, such as 127.0.0.1:9090 or :9090, or off"))
+	}
+	if v := getenv("SNOWTOKEN_MAX_CONNS"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			bad("SNOWTOKEN_MAX_CONNS", v, errors.New("want a positive number of connections"))
+		} else {
+			c.MaxConns = n
+		}
+	}
 	if c.Issuer == "" {
 		c.Issuer, c.IssuerDefaulted = "http://localhost"+portOf(c.Addr), true
 	}

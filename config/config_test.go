@@ -45,6 +45,8 @@ func TestLoadDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"Addr", c.Addr, ":8080"},
+		{"MetricsAddr", c.MetricsAddr, "127.0.0.1:9090"},
+		{"MaxConns", c.MaxConns, 0},
 		{"Production", c.Production, false},
 		{"RedisURL", c.RedisURL, ""},
 		{"Issuer", c.Issuer, "http://localhost:8080"},
@@ -70,7 +72,7 @@ func TestLoadDefaults(t *testing.T) {
 	// The defaults are the ones -h documents: setting a variable to its
 	// documented default changes nothing.
 	for _, name := range []string{
-		"SNOWTOKEN_ADDR", "SNOWTOKEN_ENV", "SNOWTOKEN_ISSUER", "SNOWTOKEN_TOKEN_TTL",
+		"SNOWTOKEN_ADDR", "SNOWTOKEN_METRICS_ADDR", "SNOWTOKEN_ENV", "SNOWTOKEN_ISSUER", "SNOWTOKEN_TOKEN_TTL",
 		"SNOWTOKEN_MAX_TOKEN_TTL", "SNOWTOKEN_EPOCH", "SNOWTOKEN_BITS", "SNOWTOKEN_LOG_LEVEL", "SNOWTOKEN_REDIS_TIMEOUT",
 	} {
 		doc := documented(t, name)
@@ -100,6 +102,8 @@ func equalConfig(a, b Config) bool {
 func TestLoadValues(t *testing.T) {
 	c := mustLoad(t, map[string]string{
 		"SNOWTOKEN_ADDR":             "0.0.0.0:9000",
+		"SNOWTOKEN_METRICS_ADDR":     ":9100",
+		"SNOWTOKEN_MAX_CONNS":        "500",
 		"SNOWTOKEN_ENV":              "Production",
 		"SNOWTOKEN_REDIS_URL":        "rediss://:pw@redis.internal:6380/2",
 		"SNOWTOKEN_ISSUER":           "https://auth.example.com",
@@ -121,6 +125,8 @@ func TestLoadValues(t *testing.T) {
 		got, want any
 	}{
 		{"Addr", c.Addr, "0.0.0.0:9000"},
+		{"MetricsAddr", c.MetricsAddr, ":9100"},
+		{"MaxConns", c.MaxConns, 500},
 		{"Production", c.Production, true},
 		{"RedisURL", c.RedisURL, "rediss://:pw@redis.internal:6380/2"},
 		{"Issuer", c.Issuer, "https://auth.example.com"},
@@ -145,6 +151,11 @@ func TestLoadValues(t *testing.T) {
 		}
 	}
 
+	for _, off := range []string{"off", "OFF"} {
+		if got := mustLoad(t, map[string]string{"SNOWTOKEN_METRICS_ADDR": off}).MetricsAddr; got != "" {
+			t.Errorf("MetricsAddr with SNOWTOKEN_METRICS_ADDR=%s = %q, want none", off, got)
+		}
+	}
 	if got, want := mustLoad(t, map[string]string{"SNOWTOKEN_ADDR": "127.0.0.1:0"}).Issuer, "http://localhost:0"; got != want {
 		t.Errorf("Issuer with SNOWTOKEN_ADDR=127.0.0.1:0 = %q, want %q", got, want)
 	}
@@ -174,6 +185,11 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_EPOCH": "yesterday"}, "SNOWTOKEN_EPOCH"},
 		{map[string]string{"SNOWTOKEN_EPOCH": "2026-01-01"}, "SNOWTOKEN_EPOCH"},
 		{map[string]string{"SNOWTOKEN_LOG_LEVEL": "loud"}, "SNOWTOKEN_LOG_LEVEL"},
+		{map[string]string{"SNOWTOKEN_METRICS_ADDR": "9090"}, "SNOWTOKEN_METRICS_ADDR"},
+		{map[string]string{"SNOWTOKEN_METRICS_ADDR": "none"}, "SNOWTOKEN_METRICS_ADDR"},
+		{map[string]string{"SNOWTOKEN_MAX_CONNS": "0"}, "SNOWTOKEN_MAX_CONNS"},
+		{map[string]string{"SNOWTOKEN_MAX_CONNS": "-5"}, "SNOWTOKEN_MAX_CONNS"},
+		{map[string]string{"SNOWTOKEN_MAX_CONNS": "many"}, "SNOWTOKEN_MAX_CONNS"},
 		{map[string]string{"SNOWTOKEN_ENV": "staging"}, "SNOWTOKEN_ENV"},
 		{map[string]string{"SNOWTOKEN_REDIS_ACCEPT_RISK": "maxmemory-policy,eviction"}, "SNOWTOKEN_REDIS_ACCEPT_RISK"},
 		{map[string]string{"SNOWTOKEN_REDIS_URL": "http://x"}, "SNOWTOKEN_REDIS_URL"},

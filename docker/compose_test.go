@@ -471,6 +471,7 @@ func TestComposeIssuerStarts(t *testing.T) {
 	redisSrv := redistest.NewServer(t)
 	e["SNOWTOKEN_REDIS_URL"] = redisSrv.URL()
 	e["SNOWTOKEN_ADDR"] = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	e["SNOWTOKEN_METRICS_ADDR"] = "127.0.0.1:0"
 	e["SNOWTOKEN_WORKER_IP"] = "172.28.0.7"
 	environ := []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range e {

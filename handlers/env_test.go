@@ -17,6 +17,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"snowtoken/handlers"
@@ -51,6 +52,7 @@ type env struct {
 	Clients *token.Clients
 	IDs     *snowflakealg.SnowFlakeAlg
 	Clock   *clocktest.Clock // the token service's clock: iat, exp, expiry checks
+	Metrics *prometheus.Registry
 
 	Normal  client // scopes orders:read orders:write
 	Gateway client // may_set_subject
@@ -131,9 +133,10 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	}
 	srv := httptest.NewUnstartedServer(nil)
 	e.URL = "http://" + srv.Listener.Addr().String()
+	e.Metrics = prometheus.NewRegistry()
 	e.Engine, err = handlers.New(handlers.Options{
 		Service: e.Svc, Clients: e.Clients, IDs: e.IDs, BaseURL: e.URL,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: slog.New(slog.DiscardHandler), Registry: e.Metrics,
 	})
 	if err != nil {
 		tb.Fatal(err)

@@ -9,7 +9,11 @@
 //	GET    /.well-known/jwks.json                   public keys
 //	GET    /.well-known/oauth-authorization-server  RFC 8414 metadata
 //	GET    /ids/{id}                                decode a Snowflake ID
-//	GET    /healthz, /readyz, /metrics
+//	GET    /healthz, /readyz
+//
+// The metrics are not served here: they go to Options.Registry, which the
+// caller serves on a listener of its own (SNOWTOKEN_METRICS_ADDR), so that
+// the public port does not tell them.
 //
 // Errors are OAuth2 JSON ({"error","error_description"}) with the status,
 // WWW-Authenticate and Retry-After headers their RFCs ask for; see fail.
@@ -52,7 +56,8 @@ type Options struct {
 	BaseURL string
 	// Logger receives request errors. Nil means slog.Default().
 	Logger *slog.Logger
-	// Registry receives the metrics. Nil means a new registry of its own.
+	// Registry receives the metrics, for the caller to serve apart from
+	// these routes. Nil means a new registry of its own.
 	Registry *prometheus.Registry
 	// MaxBodyBytes bounds request bodies. Zero means 64 KiB.
 	MaxBodyBytes int64
@@ -134,7 +139,6 @@ func New(opts Options) (*gin.Engine, error) {
 	r.GET("/ids/:id", s.decodeID)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.ready)
-	r.GET("/metrics", gin.WrapH(m.handler))
 	m.cacheRoutes(r.Routes())
 	return r, nil
 }

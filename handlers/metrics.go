@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"errors"
-	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -10,19 +9,17 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"snowtoken/token"
 )
 
-// metrics are the Prometheus series /metrics serves.
+// metrics are the Prometheus series of the handlers, in Options.Registry.
 type metrics struct {
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	issued      prometheus.Counter
 	validations *prometheus.CounterVec
 	redisErrors prometheus.Counter
-	handler     http.Handler
 	series      map[string]*byStatus // by route; read-only once serving
 }
 
@@ -57,7 +54,6 @@ func newMetrics(reg *prometheus.Registry, ids IDs) (*metrics, error) {
 			return nil, err
 		}
 	}
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m, nil
 }
 
