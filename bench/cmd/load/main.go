@@ -178,6 +178,7 @@ func run() error {
 		fmt.Sprintf("SNOWTOKEN_REDIS_URL=redis://127.0.0.1:%d/0", redisPort),
 		"SNOWTOKEN_ISSUER=" + issuerURL, "SNOWTOKEN_SIGNING_KEYS=" + keyPath,
 		"SNOWTOKEN_CLIENTS_FILE=" + clientsPath, "SNOWTOKEN_WORKER_ID=1", "SNOWTOKEN_LOG_LEVEL=error",
+		"SNOWTOKEN_METRICS_ADDR=off", // not measured; and 9090 may be taken
 	})
 	if err != nil {
 		return err
