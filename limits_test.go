@@ -34,6 +34,62 @@ func TestMaxConnsFor(t *testing.T) {
 	}
 }
 
+// TestCapListener: a connection closed frees its slot for the next, Close
+// ends a wait for a slot, and connections keep the methods of a
+// *net.TCPConn that net/http uses (CloseWrite: see capListener).
+func TestCapListener(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := newCapListener(raw.(*net.TCPListener), 1)
+	defer ln.Close()
+	holdConns(t, ln.Addr().String(), 2)
+
+	first, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := first.(interface{ CloseWrite() error }); !ok {
+		t.Errorf("an accepted connection (%T) has no CloseWrite", first)
+	}
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	accept := func() <-chan accepted {
+		ch := make(chan accepted, 1)
+		go func() {
+			c, err := ln.Accept()
+			ch <- accepted{c, err}
+		}()
+		return ch
+	}
+	next := accept()
+	first.Close()
+	first.Close() // a second Close frees nothing more
+	var second accepted
+	select {
+	case second = <-next:
+		if second.err != nil {
+			t.Fatalf("Accept after the first connection closed: %v", second.err)
+		}
+	case <-time.After(fleetWait):
+		t.Fatal("Accept still waits after the first connection closed")
+	}
+	waiting := accept() // the slot is the second's
+	ln.Close()
+	select {
+	case a := <-waiting:
+		if !errors.Is(a.err, net.ErrClosed) {
+			t.Errorf("Accept waiting for a slot, listener closed: %v, want net.ErrClosed", a.err)
+		}
+	case <-time.After(fleetWait):
+		t.Fatal("Accept still waits for a slot after Close")
+	}
+	second.c.Close()
+}
+
 // TestConnStatesLimit checks when the server is told it is at its
 // connection cap (4), and when it is no longer.
 func TestConnStatesLimit(t *testing.T) {

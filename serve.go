@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/net/netutil"
 
 	"snowtoken/config"
 	"snowtoken/handlers"
@@ -149,7 +148,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 			log.Info("below the connection cap again", "max_conns", maxConns)
 		}
 	})
-	ln = netutil.LimitListener(ln, maxConns)
+	ln = newCapListener(ln.(*net.TCPListener), maxConns)
 	log.Info("listening", "addr", ln.Addr().String(), "metrics_addr", metricsAddr, "max_conns", maxConns,
 		"issuer", cfg.Issuer, "worker_id", worker,
 		"bits", cfg.Bits.String(), "epoch", cfg.Epoch, "kid", keys.SigningKeyID(), "production", cfg.Production)
