@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -18,8 +19,10 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"snowtoken/authlimit"
 	"snowtoken/handlers"
 	"snowtoken/internal/clocktest"
 	"snowtoken/internal/redistest"
@@ -64,9 +67,11 @@ type env struct {
 }
 
 type envConfig struct {
-	rdb    redis.UniversalClient
-	prefix string
-	idNow  func() time.Time
+	rdb     redis.UniversalClient
+	prefix  string
+	idNow   func() time.Time
+	log     *slog.Logger
+	limiter *authlimit.Limiter
 }
 
 type envOption func(*envConfig)
@@ -81,12 +86,25 @@ func withIDClock(now func() time.Time) envOption {
 	return func(c *envConfig) { c.idNow = now }
 }
 
+// withLogger sends the handlers' log to log instead of discarding it.
+func withLogger(log *slog.Logger) envOption {
+	return func(c *envConfig) { c.log = log }
+}
+
+// withAuthLimiter limits failed client authentications with l.
+func withAuthLimiter(l *authlimit.Limiter) envOption {
+	return func(c *envConfig) { c.limiter = l }
+}
+
 // newEnv starts an issuer for tb; everything stops when tb ends.
 func newEnv(tb testing.TB, opts ...envOption) *env {
 	tb.Helper()
 	var cfg envConfig
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.log == nil {
+		cfg.log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.rdb == nil {
 		r := redistest.New(tb)
@@ -136,7 +154,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	e.Metrics = prometheus.NewRegistry()
 	e.Engine, err = handlers.New(handlers.Options{
 		Service: e.Svc, Clients: e.Clients, IDs: e.IDs, BaseURL: e.URL,
-		Logger: slog.New(slog.DiscardHandler), Registry: e.Metrics,
+		Logger: cfg.log, AuthLimiter: cfg.limiter, Registry: e.Metrics,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -235,6 +253,27 @@ func (r *response) object(tb testing.TB) map[string]any {
 		tb.Fatalf("status %d: body is not a JSON object: %v: %q", r.Status, err, r.Body)
 	}
 	return m
+}
+
+// metrics scrapes /metrics: each series, labels included, to its value.
+func (e *env) metrics(tb testing.TB) map[string]string {
+	tb.Helper()
+	// The registry as the metrics listener serves it (the API does not).
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(e.Metrics, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		tb.Fatalf("/metrics: status %d", rec.Code)
+	}
+	got := map[string]string{}
+	sc := bufio.NewScanner(rec.Body)
+	for sc.Scan() {
+		if line := sc.Text(); !strings.HasPrefix(line, "#") {
+			if name, val, ok := strings.Cut(line, " "); ok {
+				got[name] = val
+			}
+		}
+	}
+	return got
 }
 
 // wantError checks an error response: status, the error code, and no-store.

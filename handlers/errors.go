@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 
+	"snowtoken/authlimit"
 	"snowtoken/snowflakealg"
 	"snowtoken/token"
 )
@@ -47,6 +48,15 @@ func (s *Server) fail(c *gin.Context, err error) {
 		s.metrics.redisErrors.Inc() // every one: the log summarises repeats (internal/logsum)
 		s.log.Warn("unavailable", "route", c.FullPath(), "err", err)
 		desc = "the token service is temporarily unavailable; retry later"
+	case errors.Is(err, authlimit.ErrLimited):
+		// No OAuth2 code means "too many attempts": temporarily_unavailable
+		// (RFC 6749 §4.1.2.1) is registered, tells clients to retry later,
+		// and does not claim the credentials are wrong, which a refusal
+		// before the secret is checked does not know. invalid_client would
+		// send an operator rotating a good secret; slow_down is the device
+		// flow's polling signal (RFC 8628 §3.5).
+		status, code = http.StatusTooManyRequests, "temporarily_unavailable"
+		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
 	case errors.Is(err, token.ErrInvalidClient):
 		status, code = http.StatusUnauthorized, "invalid_client"
 		c.Header("WWW-Authenticate", `Basic realm="`+realm+`"`)

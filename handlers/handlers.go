@@ -34,6 +34,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"snowtoken/authlimit"
 	"snowtoken/snowflakealg"
 	"snowtoken/token"
 )
@@ -70,6 +71,9 @@ type Options struct {
 	// Draining, if set and true, makes /readyz fail while the server finishes
 	// its work before shutting down, so load balancers stop sending to it.
 	Draining func() bool
+	// AuthLimiter, if set, limits failed client authentications (see
+	// authenticateClient). Nil means no limit.
+	AuthLimiter *authlimit.Limiter
 }
 
 // MaxQueryLen bounds the query of GET /token/validate: room for a ?scope= of
@@ -205,12 +209,12 @@ func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, e
 		if formID != "" && formID != id {
 			return nil, fmt.Errorf("%w: client_id does not match the Authorization header", token.ErrInvalidRequest)
 		}
-		return s.clients.Authenticate(id, secret)
+		return s.authenticateClient(c, id, secret)
 	}
 	if formID == "" || formSecret == "" {
 		return nil, fmt.Errorf("%w: no client credentials", token.ErrInvalidClient)
 	}
-	return s.clients.Authenticate(formID, formSecret)
+	return s.authenticateClient(c, formID, formSecret)
 }
 
 // clientForm reads the form of an OAuth2 endpoint and the client it authenticates.
@@ -486,7 +490,7 @@ func (s *Server) adminRevoke(c *gin.Context, what string, revoke func(context.Co
 		s.fail(c, err)
 		return
 	}
-	client, err := s.clients.Authenticate(id, secret)
+	client, err := s.authenticateClient(c, id, secret)
 	if err != nil {
 		s.fail(c, err)
 		return

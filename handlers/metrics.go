@@ -20,7 +20,11 @@ type metrics struct {
 	issued      prometheus.Counter
 	validations *prometheus.CounterVec
 	redisErrors prometheus.Counter
-	series      map[string]*byStatus // by route; read-only once serving
+	// authFailures counts failed client authentications; rateLimited the
+	// requests the failed-authentication limit refused, by key kind.
+	authFailures prometheus.Counter
+	rateLimited  *prometheus.CounterVec
+	series       map[string]*byStatus // by route; read-only once serving
 }
 
 func newMetrics(reg *prometheus.Registry, ids IDs) (*metrics, error) {
@@ -41,6 +45,12 @@ func newMetrics(reg *prometheus.Registry, ids IDs) (*metrics, error) {
 		redisErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "snowtoken_unavailable_total", Help: "Requests answered 503 because Redis or the ID generator failed.",
 		}),
+		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "snowtoken_auth_failures_total", Help: "Client authentications that failed: unknown client, wrong secret, disabled client.",
+		}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "snowtoken_auth_rate_limited_total", Help: "Requests refused (429) by the failed-authentication limit, by the key that was limited (client or address).",
+		}, []string{"limited_by"}),
 	}
 	waits := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "snowtoken_id_generator_waits_total", Help: "ID requests that waited for a used-up millisecond.",
@@ -48,7 +58,7 @@ func newMetrics(reg *prometheus.Registry, ids IDs) (*metrics, error) {
 	rollbacks := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "snowtoken_id_clock_rollbacks_total", Help: "ID requests that found the clock behind the last issued ID.",
 	}, func() float64 { return float64(ids.Stats().Rollbacks) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.issued, m.validations, m.redisErrors, waits, rollbacks,
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.issued, m.validations, m.redisErrors, m.authFailures, m.rateLimited, waits, rollbacks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

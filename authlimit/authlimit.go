@@ -1,0 +1,213 @@
+// Package authlimit limits failed client authentications, shared by every
+// replica through Redis, with the GCRA rate limiter of
+// github.com/go-redis/redis_rate: each key (a client ID, a source address)
+// may fail Settings.Failures times in a burst, then once per
+// Window/Failures, so no more than Failures+1 times in any Window.
+//
+// A successful authentication costs no Redis command: only a failure is
+// recorded (Fail), and the answer that a key is limited is kept in this
+// process until Redis says the key may fail again, so that the next
+// attempts on the key are refused (Blocked) before the secret is checked,
+// from memory. Another replica learns of a limited key at the first failure
+// it records for it.
+//
+// # Redis keys
+//
+// With the default Prefix "st:" (the token store's own):
+//
+//	rate:st:authfail:client:{sha256 of the ID, base64url}   string  GCRA "theoretical arrival time"  EX until reset
+//	rate:st:authfail:address:{IP}                            string  the same                          EX until reset
+//
+// redis_rate writes them ("rate:" is its own prefix) and sets each to expire
+// when the key is back to its full burst. A key that disappears (evicted by a
+// volatile-* policy, a failover that lost it) forgives its failures: the
+// attacker gets a full burst again, nothing else.
+package authlimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of Settings.
+const (
+	DefaultFailures = 10
+	DefaultWindow   = time.Minute
+	DefaultPrefix   = "st:"
+	// maxEntries bounds the limited keys kept in memory before the expired
+	// ones are swept.
+	maxEntries = 10000
+)
+
+// Kinds of Key.
+const (
+	Client  = "client"
+	Address = "address"
+)
+
+// ErrLimited is wrapped by every *LimitedError.
+var ErrLimited = errors.New("too many failed authentications")
+
+// Settings configures a Limiter. The zero value means 10 failures a minute.
+type Settings struct {
+	// Failures is how many failures a key may have in a burst. Zero means
+	// DefaultFailures.
+	Failures int
+	// Window is the period of Failures: after a burst, one more failure is
+	// allowed every Window/Failures. Zero means DefaultWindow.
+	Window time.Duration
+	// Prefix goes before every key, after redis_rate's "rate:". Empty means
+	// DefaultPrefix.
+	Prefix string
+	// Now reads the clock of the in-process state. Nil means time.Now.
+	// Redis keeps the limit's own time (TIME in its script).
+	Now func() time.Time
+}
+
+// Key is what failures count against: a client ID or a source address.
+type Key struct {
+	Kind string // Client or Address
+	Name string
+}
+
+// LimitedError says that a key has used up its failures.
+type LimitedError struct {
+	Key Key
+	// Wait is how long until the key may fail again.
+	Wait time.Duration
+	// Report is true for the first refusal of the key in this process in a
+	// Window: the one to log.
+	Report bool
+}
+
+func (e *LimitedError) Error() string {
+	return fmt.Sprintf("%s: this %s is refused for %s; retry later", ErrLimited, e.Key.Kind, e.Wait.Round(time.Second))
+}
+
+func (e *LimitedError) Unwrap() error { return ErrLimited }
+
+// RetryAfter is Wait, for a Retry-After header.
+func (e *LimitedError) RetryAfter() time.Duration { return e.Wait }
+
+// Limiter counts failed authentications.
+type Limiter struct {
+	rl    *redis_rate.Limiter
+	limit redis_rate.Limit
+	s     Settings
+
+	mu      sync.Mutex
+	limited map[Key]*entry
+}
+
+// entry is what this process knows of a limited key.
+type entry struct {
+	until    time.Time // refused until then
+	reported time.Time // last LimitedError with Report
+}
+
+// New returns a Limiter keeping its counts in rdb. It refuses a negative
+// Failures, and a Window shorter than a second.
+func New(rdb redis.UniversalClient, s Settings) (*Limiter, error) {
+	if s.Failures == 0 {
+		s.Failures = DefaultFailures
+	}
+	if s.Window == 0 {
+		s.Window = DefaultWindow
+	}
+	if s.Failures < 0 || s.Window < time.Second {
+		return nil, fmt.Errorf("authlimit: want at least 1 failure per at least 1s, got %d/%s", s.Failures, s.Window)
+	}
+	if s.Prefix == "" {
+		s.Prefix = DefaultPrefix
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	return &Limiter{
+		rl:      redis_rate.NewLimiter(rdb),
+		limit:   redis_rate.Limit{Rate: s.Failures, Burst: s.Failures, Period: s.Window},
+		s:       s,
+		limited: map[Key]*entry{},
+	}, nil
+}
+
+// Blocked returns a *LimitedError if this process knows one of keys to be
+// limited, else nil. It asks nothing of Redis.
+func (l *Limiter) Blocked(keys ...Key) error {
+	now := l.s.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.limited) == 0 {
+		return nil
+	}
+	for _, k := range keys {
+		if e := l.limited[k]; e != nil && now.Before(e.until) {
+			return &LimitedError{Key: k, Wait: e.until.Sub(now)}
+		}
+	}
+	return nil
+}
+
+// Fail records one failed authentication against every key. It returns a
+// *LimitedError for a key that has used up its failures (the longest wait
+// of them), nil while none has, or Redis's error.
+func (l *Limiter) Fail(ctx context.Context, keys ...Key) error {
+	var worst *LimitedError
+	for _, k := range keys {
+		res, err := l.rl.Allow(ctx, l.redisKey(k), l.limit)
+		if err != nil {
+			return fmt.Errorf("authlimit: recording a failure: %w", err)
+		}
+		if res.Allowed == 0 && (worst == nil || res.RetryAfter > worst.Wait) {
+			worst = &LimitedError{Key: k, Wait: res.RetryAfter}
+		}
+	}
+	if worst == nil {
+		return nil
+	}
+	now := l.s.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.limited[worst.Key]
+	if e == nil {
+		if len(l.limited) >= maxEntries {
+			l.sweep(now)
+		}
+		e = &entry{}
+		l.limited[worst.Key] = e
+	}
+	e.until = now.Add(worst.Wait)
+	if e.reported.IsZero() || now.Sub(e.reported) >= l.s.Window {
+		e.reported, worst.Report = now, true
+	}
+	return worst
+}
+
+// sweep forgets the keys that are no longer limited and were last reported
+// a Window ago.
+func (l *Limiter) sweep(now time.Time) {
+	for k, e := range l.limited {
+		if !now.Before(e.until) && now.Sub(e.reported) >= l.s.Window {
+			delete(l.limited, k)
+		}
+	}
+}
+
+// redisKey names k's key; a client ID is hashed, so that any ID makes a
+// short key of plain characters.
+func (l *Limiter) redisKey(k Key) string {
+	name := k.Name
+	if k.Kind == Client {
+		sum := sha256.Sum256([]byte(name))
+		name = base64.RawURLEncoding.EncodeToString(sum[:])
+	}
+	return l.s.Prefix + "authfail:" + k.Kind + ":" + name
+}

@@ -1,0 +1,59 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gin-gonic/gin"
+
+	"snowtoken/authlimit"
+	"snowtoken/token"
+)
+
+// authenticateClient is Clients.Authenticate behind the failed-authentication
+// limit (Options.AuthLimiter), keyed by the client ID and by the source
+// address, the TCP peer's: X-Forwarded-For is not read, so behind a proxy
+// every client shares the proxy's address key. A key this process knows to
+// be limited is refused before the secret is checked, from memory; a
+// success costs nothing more; only a failure is recorded in Redis, and the
+// one that uses up a key's failures is refused (429) instead of a 401. If
+// Redis cannot record the failure, the answer is 503: the failing path
+// fails closed, the succeeding one does not depend on the limiter.
+func (s *Server) authenticateClient(c *gin.Context, id, secret string) (*token.Client, error) {
+	l := s.opts.AuthLimiter
+	if l == nil {
+		return s.clients.Authenticate(id, secret)
+	}
+	keys := [...]authlimit.Key{{Kind: authlimit.Client, Name: id}, {Kind: authlimit.Address, Name: c.RemoteIP()}}
+	if err := l.Blocked(keys[:]...); err != nil {
+		s.rateLimited(c, id, err)
+		return nil, err
+	}
+	client, err := s.clients.Authenticate(id, secret)
+	if err == nil {
+		return client, nil
+	}
+	s.metrics.authFailures.Inc()
+	switch ferr := l.Fail(c.Request.Context(), keys[:]...); {
+	case errors.Is(ferr, authlimit.ErrLimited):
+		s.rateLimited(c, id, ferr)
+		return nil, ferr
+	case ferr != nil:
+		return nil, fmt.Errorf("%w: %w", token.ErrUnavailable, ferr)
+	}
+	return nil, err
+}
+
+// rateLimited counts a refusal by the limit, and logs the first of each key
+// in a window as the audit event auth.rate_limited.
+func (s *Server) rateLimited(c *gin.Context, id string, err error) {
+	var le *authlimit.LimitedError
+	if !errors.As(err, &le) {
+		return
+	}
+	s.metrics.rateLimited.WithLabelValues(le.Key.Kind).Inc()
+	if le.Report {
+		s.audit(c, "auth.rate_limited", "too many failed authentications",
+			"client_id", truncate(id), "addr", c.RemoteIP(), "limited_by", le.Key.Kind, "retry_after", le.Wait.String())
+	}
+}
