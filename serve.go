@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"snowtoken/authlimit"
 	"snowtoken/config"
 	"snowtoken/handlers"
 	"snowtoken/internal/logsum"
@@ -123,9 +124,13 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	authLimit, err := authlimit.New(rdb, authlimit.Settings{Failures: cfg.AuthFailures, Window: cfg.AuthWindow})
+	if err != nil {
+		return fmt.Errorf("SNOWTOKEN_AUTH_FAILURES: %w", err)
+	}
 	var draining atomic.Bool
 	h, err := handlers.New(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
-		Registry: reg, Ready: settings, Draining: draining.Load})
+		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit})
 	if err != nil {
 		return err
 	}

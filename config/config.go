@@ -76,6 +76,7 @@ var Vars = []Var{
 	{"SNOWTOKEN_WORKER_INTERFACE", "(first up, non-loopback interface)", "network interface whose IPv4 last octet is the worker ID"},
 	{"SNOWTOKEN_EPOCH", "2026-01-01T00:00:00Z", "RFC 3339 epoch of the ID timestamps; never change it once IDs exist"},
 	{"SNOWTOKEN_BITS", "41/10/12", "timestamp/worker/sequence widths, summing to 63"},
+	{"SNOWTOKEN_AUTH_FAILURES", "10/1m", "failed client authentications allowed per client ID and per source address (the TCP peer; X-Forwarded-For is not read) in a burst, then one per window/N; past it 429 with Retry-After, even for the right secret"},
 	{"SNOWTOKEN_SHUTDOWN_DRAIN", "1s", "on SIGTERM: fail /readyz and close keep-alive connections for this long before refusing new connections (0s: at once)"},
 	{"SNOWTOKEN_LOG_LEVEL", "info", "debug, info, warn or error"},
 }
@@ -107,6 +108,8 @@ type Config struct {
 	Bits            *bitsalloc.BitsAllocator
 	LogLevel        slog.Level
 	ShutdownDrain   time.Duration
+	AuthFailures    int           // failed authentications per key per AuthWindow (package authlimit)
+	AuthWindow      time.Duration // the period of AuthFailures
 }
 
 // Load reads the configuration through getenv.
@@ -172,6 +175,14 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("SNOWTOKEN_SHUTDOWN_DRAIN", v, errors.New("want a duration such as 1s, or 0s"))
 		} else {
 			c.ShutdownDrain = d
+		}
+	}
+	c.AuthFailures, c.AuthWindow = 10, time.Minute
+	if v := getenv("SNOWTOKEN_AUTH_FAILURES"); v != "" {
+		if n, w, err := parseRate(v); err != nil {
+			bad("SNOWTOKEN_AUTH_FAILURES", v, err)
+		} else {
+			c.AuthFailures, c.AuthWindow = n, w
 		}
 	}
 	c.LeaseTTL = durationVar("SNOWTOKEN_WORKER_LEASE_TTL", 10*time.Second)
@@ -280,6 +291,24 @@ func impliesProduction(name string) bool {
 // dev mode embeds an in-memory Redis.
 func (c Config) RedisConfigured() bool {
 	return c.Redis != Redis{}
+}
+
+// parseRate reads "N/window" such as "10/1m": N at least 1, window at least 1s.
+func parseRate(v string) (int, time.Duration, error) {
+	want := errors.New(`want failures/window such as "10/1m", at least 1 per 1s`)
+	ns, ws, ok := strings.Cut(v, "/")
+	if !ok {
+		return 0, 0, want
+	}
+	n, err := strconv.Atoi(ns)
+	if err != nil || n < 1 {
+		return 0, 0, want
+	}
+	w, err := time.ParseDuration(ws)
+	if err != nil || w < time.Second {
+		return 0, 0, want
+	}
+	return n, w, nil
 }
 
 // list splits a comma-separated value, dropping empty entries.

@@ -63,6 +63,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"LocalURL", c.LocalURL(), "http://127.0.0.1:8080"},
 		{"RedisConfigured", c.RedisConfigured(), false},
 		{"RedisTimeout", c.RedisTimeout, 2 * time.Second},
+		{"AuthFailures", c.AuthFailures, 10},
+		{"AuthWindow", c.AuthWindow, time.Minute},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -74,6 +76,7 @@ func TestLoadDefaults(t *testing.T) {
 	for _, name := range []string{
 		"SNOWTOKEN_ADDR", "SNOWTOKEN_METRICS_ADDR", "SNOWTOKEN_ENV", "SNOWTOKEN_ISSUER", "SNOWTOKEN_TOKEN_TTL",
 		"SNOWTOKEN_MAX_TOKEN_TTL", "SNOWTOKEN_EPOCH", "SNOWTOKEN_BITS", "SNOWTOKEN_LOG_LEVEL", "SNOWTOKEN_REDIS_TIMEOUT",
+		"SNOWTOKEN_AUTH_FAILURES",
 	} {
 		doc := documented(t, name)
 		got, err := Load(envOf(map[string]string{name: doc}))
@@ -119,6 +122,7 @@ func TestLoadValues(t *testing.T) {
 		"SNOWTOKEN_BITS":             "39/8/16",
 		"SNOWTOKEN_LOG_LEVEL":        "DEBUG",
 		"SNOWTOKEN_REDIS_TIMEOUT":    "750ms",
+		"SNOWTOKEN_AUTH_FAILURES":    "3/90s",
 	})
 	for _, tc := range []struct {
 		name      string
@@ -145,6 +149,8 @@ func TestLoadValues(t *testing.T) {
 		{"LogLevel", c.LogLevel, slog.LevelDebug},
 		{"LocalURL", c.LocalURL(), "http://127.0.0.1:9000"},
 		{"RedisTimeout", c.RedisTimeout, 750 * time.Millisecond},
+		{"AuthFailures", c.AuthFailures, 3},
+		{"AuthWindow", c.AuthWindow, 90 * time.Second},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -194,6 +200,12 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_REDIS_ACCEPT_RISK": "maxmemory-policy,eviction"}, "SNOWTOKEN_REDIS_ACCEPT_RISK"},
 		{map[string]string{"SNOWTOKEN_REDIS_URL": "http://x"}, "SNOWTOKEN_REDIS_URL"},
 		{map[string]string{"SNOWTOKEN_REDIS_URL": "127.0.0.1:6379"}, "SNOWTOKEN_REDIS_URL"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES": "10"}, "SNOWTOKEN_AUTH_FAILURES"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES": "0/1m"}, "SNOWTOKEN_AUTH_FAILURES"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES": "-1/1m"}, "SNOWTOKEN_AUTH_FAILURES"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES": "10/500ms"}, "SNOWTOKEN_AUTH_FAILURES"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES": "ten/1m"}, "SNOWTOKEN_AUTH_FAILURES"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES": "10/minute"}, "SNOWTOKEN_AUTH_FAILURES"},
 	} {
 		mustReject(t, tc.env, tc.name)
 	}
