@@ -80,6 +80,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	auditLoaded(log, keys, clients)
 	candidate, err := workerID(cfg, nil, log)
 	if err != nil {
 		return err
@@ -355,6 +356,28 @@ func loadKeys(cfg config.Config, log *slog.Logger) (*token.KeySet, error) {
 	}
 	log.Warn("DEV MODE: generated a signing key for this run; tokens stop verifying when the process stops. Set SNOWTOKEN_SIGNING_KEYS.")
 	return token.NewKeySet(k)
+}
+
+// auditLoaded logs the audit events keys.loaded and clients.loaded
+// (docs/audit.md): which keys sign and verify, which clients exist and which
+// of them are admins or disabled.
+func auditLoaded(log *slog.Logger, keys *token.KeySet, clients *token.Clients) {
+	var kids []string
+	for _, k := range keys.JWKS().Keys {
+		kids = append(kids, k.Kid)
+	}
+	log.Info("signing keys loaded", "event", "keys.loaded", "signing_kid", keys.SigningKeyID(), "kids", kids)
+	var ids, admins, disabled []string
+	for _, c := range clients.All() {
+		ids = append(ids, c.ID)
+		if c.Admin {
+			admins = append(admins, c.ID)
+		}
+		if c.Disabled {
+			disabled = append(disabled, c.ID)
+		}
+	}
+	log.Info("clients loaded", "event", "clients.loaded", "clients", ids, "admins", admins, "disabled", disabled)
 }
 
 // devClient is the client dev mode generates, with a new secret every run.

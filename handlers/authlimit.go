@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -54,6 +55,6 @@ func (s *Server) rateLimited(c *gin.Context, id string, err error) {
 	s.metrics.rateLimited.WithLabelValues(le.Key.Kind).Inc()
 	if le.Report {
 		s.audit(c, "auth.rate_limited", "too many failed authentications",
-			"client_id", truncate(id), "addr", c.RemoteIP(), "limited_by", le.Key.Kind, "retry_after", le.Wait.String())
+			"client_id", truncate(id), "limited_by", le.Key.Kind, "retry_after", le.Wait.Round(time.Second).String())
 	}
 }

@@ -49,7 +49,10 @@ func (l *lockedBuffer) events(tb testing.TB, name string) []map[string]any {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		if line == "" {
+			continue
+		}
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			tb.Fatalf("log line %q: %v", line, err)

@@ -465,9 +465,16 @@ func (s *Server) revoke(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if err := s.svc.Revoke(c.Request.Context(), client, raw); err != nil {
+	jti, err := s.svc.Revoke(c.Request.Context(), client, raw)
+	if errors.Is(err, token.ErrForbidden) {
+		s.audit(c, "token.revoke_refused", "refused to revoke another client's token", "client_id", client.ID)
+	}
+	if err != nil {
 		s.fail(c, err)
 		return
+	}
+	if jti != "" { // "" is no token of ours: nothing was revoked
+		s.audit(c, "token.revoked", "revoked a token", "jti", jti, "client_id", client.ID)
 	}
 	c.Header("Cache-Control", "no-store")
 	c.Status(http.StatusOK)
@@ -496,6 +503,7 @@ func (s *Server) adminRevoke(c *gin.Context, what string, revoke func(context.Co
 		return
 	}
 	if !client.Admin {
+		s.audit(c, "admin.refused", "refused an admin request from a client that is not an admin", "client_id", client.ID, "route", c.FullPath())
 		s.fail(c, fmt.Errorf("%w: only an admin client may revoke a %s's tokens", token.ErrForbidden, what))
 		return
 	}
@@ -504,7 +512,7 @@ func (s *Server) adminRevoke(c *gin.Context, what string, revoke func(context.Co
 		s.fail(c, err)
 		return
 	}
-	s.log.Info("revoked all tokens of a "+what, what, name, "by", client.ID)
+	s.audit(c, what+".revoked", "revoked all tokens of a "+what, what, truncate(name), "client_id", client.ID)
 	c.Status(http.StatusNoContent)
 }
 

@@ -183,6 +183,16 @@ func (cs *Clients) Authenticate(id, secret string) (*Client, error) {
 	return c, nil
 }
 
+// All returns a copy of every client, sorted by ID.
+func (cs *Clients) All() []Client {
+	out := make([]Client, 0, len(cs.byID))
+	for _, c := range cs.byID {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b Client) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
 // Live reports whether the client id is in the set and not disabled: a token
 // issued to any other client is no longer valid. It is a map lookup.
 func (cs *Clients) Live(id string) bool {

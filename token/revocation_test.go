@@ -190,7 +190,7 @@ func TestRevokeIsRealOrAnError(t *testing.T) {
 		if _, err := behind.Validate(ctx, iss.AccessToken); !errors.Is(err, ErrInvalidToken) {
 			t.Fatalf("the skewed replica validates the token (%v): the test does not skew enough", err)
 		}
-		if err := behind.Revoke(ctx, e.clients["svc"], iss.AccessToken); err != nil {
+		if _, err := behind.Revoke(ctx, e.clients["svc"], iss.AccessToken); err != nil {
 			t.Fatalf("Revoke: %v", err)
 		}
 		wantRevoked(t, e.svc, iss.AccessToken)
@@ -198,7 +198,7 @@ func TestRevokeIsRealOrAnError(t *testing.T) {
 	t.Run("expired", func(t *testing.T) {
 		iss := e.issue(t, e.svc, "svc", IssueRequest{ExpiresIn: time.Hour})
 		later := replica(t, e.keys, func() time.Time { return e.clock.Now().Add(2 * time.Hour) })
-		if err := later.Revoke(ctx, e.clients["svc"], iss.AccessToken); err != nil {
+		if _, err := later.Revoke(ctx, e.clients["svc"], iss.AccessToken); err != nil {
 			t.Fatalf("Revoke of an expired token: %v", err)
 		}
 		wantRevoked(t, e.svc, iss.AccessToken)
@@ -210,7 +210,7 @@ func TestRevokeIsRealOrAnError(t *testing.T) {
 			t.Fatal(err)
 		}
 		old := replica(t, oldKeys, e.clock.Now)
-		if err := old.Revoke(ctx, e.clients["svc"], iss.AccessToken); !errors.Is(err, ErrUnavailable) {
+		if _, err := old.Revoke(ctx, e.clients["svc"], iss.AccessToken); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("Revoke on a replica that lacks the key: %v, want ErrUnavailable", err)
 		}
 		mustValidate(t, e.svc, iss.AccessToken)
@@ -219,7 +219,7 @@ func TestRevokeIsRealOrAnError(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := replica(t, both, e.clock.Now).Revoke(ctx, e.clients["svc"], iss.AccessToken); err != nil {
+		if _, err := replica(t, both, e.clock.Now).Revoke(ctx, e.clients["svc"], iss.AccessToken); err != nil {
 			t.Fatalf("Revoke once the replica has the key: %v", err)
 		}
 		wantRevoked(t, e.svc, iss.AccessToken)
@@ -230,7 +230,7 @@ func TestRevokeIsRealOrAnError(t *testing.T) {
 		sig := []byte(parts[2])
 		sig[len(sig)/2] ^= 1
 		forged := parts[0] + "." + parts[1] + "." + string(sig)
-		if err := e.svc.Revoke(ctx, e.clients["svc"], forged); err != nil {
+		if _, err := e.svc.Revoke(ctx, e.clients["svc"], forged); err != nil {
 			t.Fatalf("Revoke of a forged token: %v, want nil (RFC 7009)", err)
 		}
 		mustValidate(t, e.svc, iss.AccessToken)
@@ -247,7 +247,7 @@ func TestRevokeIsRealOrAnError(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv.Stop()
-		if err := svc.Revoke(ctx, e.clients["svc"], iss.AccessToken); !errors.Is(err, ErrUnavailable) {
+		if _, err := svc.Revoke(ctx, e.clients["svc"], iss.AccessToken); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("Revoke with Redis down: %v, want ErrUnavailable", err)
 		}
 	})

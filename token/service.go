@@ -296,19 +296,23 @@ func (s *Service) keyFor(t *jwt.Token) (any, error) {
 // whose record it cannot delete (Redis) cannot be revoked here: the error
 // wraps ErrUnavailable, for the client to retry, never a success that
 // deleted nothing. A client may revoke only its own tokens, unless it is an
-// admin: ErrForbidden.
-func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) error {
+// admin: ErrForbidden. It returns the revoked token's jti, for the audit
+// trail, and "" for what is not a token of ours.
+func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) (jti string, err error) {
 	claims, err := s.signedClaims(raw)
 	if errors.Is(err, errUnknownKid) {
-		return fmt.Errorf("%w: cannot check the signature: %w", ErrUnavailable, err)
+		return "", fmt.Errorf("%w: cannot check the signature: %w", ErrUnavailable, err)
 	}
 	if err != nil {
-		return nil
+		return "", nil
 	}
 	if claims.ClientID != caller.ID && !caller.Admin {
-		return fmt.Errorf("%w: the token was issued to another client", ErrForbidden)
+		return "", fmt.Errorf("%w: the token was issued to another client", ErrForbidden)
 	}
-	return s.store.Delete(ctx, s.store.keysFor(claims.Subject, claims.ClientID, claims.ID, time.Time{}))
+	if err := s.store.Delete(ctx, s.store.keysFor(claims.Subject, claims.ClientID, claims.ID, time.Time{})); err != nil {
+		return "", err
+	}
+	return claims.ID, nil
 }
 
 // signedClaims returns the claims of a token signed by one of the service's

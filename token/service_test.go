@@ -382,7 +382,7 @@ func TestRevoke(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			iss := e.issue(t, e.svc, tc.owner, IssueRequest{})
 			mustValidate(t, e.svc, iss.AccessToken)
-			err := e.svc.Revoke(t.Context(), e.clients[tc.caller], iss.AccessToken)
+			jti, err := e.svc.Revoke(t.Context(), e.clients[tc.caller], iss.AccessToken)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Revoke: err = %v, want %v", err, tc.wantErr)
 			}
@@ -391,13 +391,16 @@ func TestRevoke(t *testing.T) {
 				return
 			}
 			wantRevoked(t, e.svc, iss.AccessToken)
+			if got, want := jti, iss.ID.String(); got != want {
+				t.Errorf("Revoke returned jti %q, want %q", got, want)
+			}
 			// Revoking again, and revoking what is no token, are not errors (RFC 7009).
-			if err := e.svc.Revoke(t.Context(), e.clients[tc.caller], iss.AccessToken); err != nil {
+			if _, err := e.svc.Revoke(t.Context(), e.clients[tc.caller], iss.AccessToken); err != nil {
 				t.Errorf("Revoke of a revoked token: %v", err)
 			}
 		})
 	}
-	if err := e.svc.Revoke(t.Context(), e.clients["svc"], "not.a.token"); err != nil {
+	if _, err := e.svc.Revoke(t.Context(), e.clients["svc"], "not.a.token"); err != nil {
 		t.Errorf("Revoke of garbage: %v", err)
 	}
 }
@@ -614,7 +617,7 @@ func TestCacheNeverSkipsRedis(t *testing.T) {
 	if e.svc.cache.get(&sum, e.clock.Now()) == nil {
 		t.Fatal("a validated token is not in the cache")
 	}
-	if err := e.svc.Revoke(t.Context(), e.clients["svc"], iss.AccessToken); err != nil {
+	if _, err := e.svc.Revoke(t.Context(), e.clients["svc"], iss.AccessToken); err != nil {
 		t.Fatal(err)
 	}
 	wantRevoked(t, e.svc, iss.AccessToken)

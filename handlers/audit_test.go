@@ -1,0 +1,77 @@
+package handlers_test
+
+import (
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// TestAuditEvents: each security action logs its event (docs/audit.md)
+// with the fields that say who did what, and never the token itself.
+func TestAuditEvents(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// act does the action and returns the fields the event must hold.
+		act func(t *testing.T, e *env) (event string, want map[string]string)
+	}{
+		{"token revoked", func(t *testing.T, e *env) (string, map[string]string) {
+			tok := e.issue(t, e.Normal, nil)
+			e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {tok.AccessToken}})
+			return "token.revoked", map[string]string{"jti": strings.Trim(string(tok.TokenID), `"`), "client_id": e.Normal.ID}
+		}},
+		{"revoking another client's token", func(t *testing.T, e *env) (string, map[string]string) {
+			tok := e.issue(t, e.Normal, nil)
+			e.post(t, "/token/revoke", &e.Gateway, url.Values{"token": {tok.AccessToken}})
+			return "token.revoke_refused", map[string]string{"client_id": e.Gateway.ID}
+		}},
+		{"subject revoked", func(t *testing.T, e *env) (string, map[string]string) {
+			e.do(t, http.MethodDelete, "/subjects/alice/tokens", nil, http.Header{"Authorization": {basic(e.Admin.ID, e.Admin.Secret)}})
+			return "subject.revoked", map[string]string{"subject": "alice", "client_id": e.Admin.ID}
+		}},
+		{"client revoked", func(t *testing.T, e *env) (string, map[string]string) {
+			e.do(t, http.MethodDelete, "/clients/"+e.Normal.ID+"/tokens", nil, http.Header{"Authorization": {basic(e.Admin.ID, e.Admin.Secret)}})
+			return "client.revoked", map[string]string{"client": e.Normal.ID, "client_id": e.Admin.ID}
+		}},
+		{"admin route refused", func(t *testing.T, e *env) (string, map[string]string) {
+			e.do(t, http.MethodDelete, "/subjects/alice/tokens", nil, http.Header{"Authorization": {basic(e.Normal.ID, e.Normal.Secret)}})
+			return "admin.refused", map[string]string{"client_id": e.Normal.ID, "route": "/subjects/:subject/tokens"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			log := new(lockedBuffer)
+			e := newEnv(t, withLogger(slog.New(slog.NewJSONHandler(log, nil))))
+			event, want := tc.act(t, e)
+			events := log.events(t, event)
+			if len(events) != 1 {
+				t.Fatalf("%d %s events, want 1; log:\n%s", len(events), event, log)
+			}
+			want["addr"] = "127.0.0.1"
+			for k, v := range want {
+				if got := events[0][k]; got != v {
+					t.Errorf("%s: %s = %v, want %q", event, k, got, v)
+				}
+			}
+			if strings.Contains(log.String(), ".eyJ") {
+				t.Errorf("the log holds a token:\n%s", log)
+			}
+		})
+	}
+}
+
+// TestAuditNoEventForNoToken: revoking what is not a token of ours
+// answers 200 (RFC 7009) but revokes nothing, and logs no token.revoked.
+func TestAuditNoEventForNoToken(t *testing.T) {
+	t.Parallel()
+	log := new(lockedBuffer)
+	e := newEnv(t, withLogger(slog.New(slog.NewJSONHandler(log, nil))))
+	if r := e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {"garbage"}}); r.Status != http.StatusOK {
+		t.Fatalf("status %d, want 200", r.Status)
+	}
+	if got := log.events(t, "token.revoked"); len(got) != 0 {
+		t.Errorf("token.revoked logged for no token: %v", got)
+	}
+}
