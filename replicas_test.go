@@ -37,6 +37,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"snowtoken/bitsalloc"
+	"snowtoken/internal/logtest"
 	"snowtoken/internal/redistest"
 	"snowtoken/lease"
 	"snowtoken/snowflakealg"
@@ -241,27 +242,9 @@ type fleetProc struct {
 	name string
 	addr string
 	cmd  *exec.Cmd
-	out  *fleetOutput
+	out  *logtest.Buffer
 	done chan struct{} // closed when the process has exited
 	err  error         // what Wait returned; read after done
-}
-
-// fleetOutput collects a process's stdout and stderr.
-type fleetOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (o *fleetOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *fleetOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
 }
 
 // launchFleetProc starts bin serving with env only (and PATH); the process is
@@ -282,7 +265,7 @@ func spawnFleetProc(tb testing.TB, name string, env map[string]string, bin strin
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p := &fleetProc{name: name, cmd: cmd, out: &fleetOutput{}, done: make(chan struct{})}
+	p := &fleetProc{name: name, cmd: cmd, out: &logtest.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("starting %s: %v", name, err)

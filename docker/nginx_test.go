@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"snowtoken/handlers"
+	"snowtoken/internal/logtest"
 	"snowtoken/internal/redistest"
 	"snowtoken/snowflakealg"
 	"snowtoken/token"
@@ -236,7 +237,7 @@ func startNginx(tb testing.TB, bin, issuerAddr, consumerAddr string) string {
 		tb.Fatalf("nginx -t: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin, args...)
-	var out lockedBuffer
+	var out logtest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
@@ -259,23 +260,6 @@ func startNginx(tb testing.TB, bin, issuerAddr, consumerAddr string) string {
 	base := "http://" + listen
 	waitOK(tb, base+"/nginx-health", exited, out.String)
 	return base
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // waitOK polls url until it answers 200, failing if the process exits first.

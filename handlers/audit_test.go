@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"snowtoken/internal/logtest"
 )
 
 // TestAuditEvents: each security action logs its event (docs/audit.md)
@@ -42,10 +44,10 @@ func TestAuditEvents(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			log := new(lockedBuffer)
+			log := new(logtest.Buffer)
 			e := newEnv(t, withLogger(slog.New(slog.NewJSONHandler(log, nil))))
 			event, want := tc.act(t, e)
-			events := log.events(t, event)
+			events := log.Events(t, event)
 			if len(events) != 1 {
 				t.Fatalf("%d %s events, want 1; log:\n%s", len(events), event, log)
 			}
@@ -66,12 +68,12 @@ func TestAuditEvents(t *testing.T) {
 // answers 200 (RFC 7009) but revokes nothing, and logs no token.revoked.
 func TestAuditNoEventForNoToken(t *testing.T) {
 	t.Parallel()
-	log := new(lockedBuffer)
+	log := new(logtest.Buffer)
 	e := newEnv(t, withLogger(slog.New(slog.NewJSONHandler(log, nil))))
 	if r := e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {"garbage"}}); r.Status != http.StatusOK {
 		t.Fatalf("status %d, want 200", r.Status)
 	}
-	if got := log.events(t, "token.revoked"); len(got) != 0 {
+	if got := log.Events(t, "token.revoked"); len(got) != 0 {
 		t.Errorf("token.revoked logged for no token: %v", got)
 	}
 }

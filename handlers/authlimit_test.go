@@ -1,22 +1,20 @@
 package handlers_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"snowtoken/authlimit"
+	"snowtoken/internal/logtest"
 	"snowtoken/internal/redistest"
 )
 
@@ -31,45 +29,6 @@ func (h *commandCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(int64(len(cmds))); return next(ctx, cmds) }
 }
 
-// lockedBuffer is a log destination safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// events returns the logged records whose event is name.
-func (l *lockedBuffer) events(tb testing.TB, name string) []map[string]any {
-	tb.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		if line == "" {
-			continue
-		}
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			tb.Fatalf("log line %q: %v", line, err)
-		}
-		if rec["event"] == name {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // limitedEnv is an issuer whose failed-authentication limit (failures per
 // minute) keeps its counts in a redis-server of its own, whose commands
 // are counted, and whose log is kept.
@@ -77,12 +36,12 @@ type limitedEnv struct {
 	*env
 	limitRedis *redistest.Server
 	commands   *commandCount
-	log        *lockedBuffer
+	log        *logtest.Buffer
 }
 
 func newLimitedEnv(tb testing.TB, failures int) *limitedEnv {
 	tb.Helper()
-	le := &limitedEnv{limitRedis: redistest.NewServer(tb), commands: new(commandCount), log: new(lockedBuffer)}
+	le := &limitedEnv{limitRedis: redistest.NewServer(tb), commands: new(commandCount), log: new(logtest.Buffer)}
 	rdb := le.limitRedis.Client()
 	rdb.AddHook(le.commands)
 	l, err := authlimit.New(rdb, authlimit.Settings{Failures: failures})
@@ -172,7 +131,7 @@ func TestBruteForceLimit(t *testing.T) {
 				t.Errorf("a good client at another address cost the limiter %d Redis commands, want 0", got-before)
 			}
 
-			events := e.log.events(t, "auth.rate_limited")
+			events := e.log.Events(t, "auth.rate_limited")
 			if len(events) != 1 {
 				t.Fatalf("%d auth.rate_limited events, want 1 for the window; log:\n%s", len(events), e.log)
 			}

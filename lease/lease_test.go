@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"snowtoken/internal/clocktest"
+	"snowtoken/internal/logtest"
 	"snowtoken/internal/redistest"
 )
 
@@ -34,13 +34,13 @@ type env struct {
 	rdb    redis.UniversalClient
 	prefix string
 	clock  *clocktest.Clock
-	log    *syncBuffer
+	log    *logtest.Buffer
 }
 
 func newEnv(tb testing.TB) *env {
 	tb.Helper()
 	rdb, prefix := testRedis(tb)
-	return &env{rdb: rdb, prefix: prefix, clock: clocktest.New(t0), log: &syncBuffer{}}
+	return &env{rdb: rdb, prefix: prefix, clock: clocktest.New(t0), log: &logtest.Buffer{}}
 }
 
 // opts returns Options on the env's prefix, clock and log. The prefix is the
@@ -73,23 +73,6 @@ func (e *env) savedMark(tb testing.TB, id int64) string {
 		tb.Fatal(err)
 	}
 	return v
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
