@@ -25,11 +25,13 @@
 package authlimit
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -157,36 +159,40 @@ func (l *Limiter) Blocked(keys ...Key) error {
 }
 
 // Fail records one failed authentication against every key. It returns a
-// *LimitedError for a key that has used up its failures (the longest wait
-// of them), nil while none has, or Redis's error.
+// *LimitedError for the key that has used up its failures with the longest
+// wait, nil while none has, or Redis's error. Every limited key is
+// remembered for Blocked.
 func (l *Limiter) Fail(ctx context.Context, keys ...Key) error {
-	var worst *LimitedError
+	var limited []*LimitedError
 	for _, k := range keys {
 		res, err := l.rl.Allow(ctx, l.redisKey(k), l.limit)
 		if err != nil {
 			return fmt.Errorf("authlimit: recording a failure: %w", err)
 		}
-		if res.Allowed == 0 && (worst == nil || res.RetryAfter > worst.Wait) {
-			worst = &LimitedError{Key: k, Wait: res.RetryAfter}
+		if res.Allowed == 0 {
+			limited = append(limited, &LimitedError{Key: k, Wait: res.RetryAfter})
 		}
 	}
-	if worst == nil {
+	if len(limited) == 0 {
 		return nil
 	}
+	worst := slices.MaxFunc(limited, func(a, b *LimitedError) int { return cmp.Compare(a.Wait, b.Wait) })
 	now := l.s.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.limited[worst.Key]
-	if e == nil {
-		if len(l.limited) >= maxEntries {
-			l.sweep(now)
+	for _, le := range limited {
+		e := l.limited[le.Key]
+		if e == nil {
+			if len(l.limited) >= maxEntries {
+				l.sweep(now)
+			}
+			e = &entry{}
+			l.limited[le.Key] = e
 		}
-		e = &entry{}
-		l.limited[worst.Key] = e
-	}
-	e.until = now.Add(worst.Wait)
-	if e.reported.IsZero() || now.Sub(e.reported) >= l.s.Window {
-		e.reported, worst.Report = now, true
+		e.until = now.Add(le.Wait)
+		if le == worst && (e.reported.IsZero() || now.Sub(e.reported) >= l.s.Window) {
+			e.reported, le.Report = now, true
+		}
 	}
 	return worst
 }

@@ -65,3 +65,29 @@ func TestFailBlockedReport(t *testing.T) {
 		t.Errorf("Blocked after the wait: %v, want nil", err)
 	}
 }
+
+// TestFailRemembersEveryLimitedKey: when a failure limits a client ID and
+// an address at once, both are refused from memory afterwards, not only the
+// one the error names.
+func TestFailRemembersEveryLimitedKey(t *testing.T) {
+	t.Parallel()
+	l, err := authlimit.New(redistest.NewServer(t).Client(), authlimit.Settings{Failures: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := authlimit.Key{Kind: authlimit.Client, Name: "svc"}
+	addr := authlimit.Key{Kind: authlimit.Address, Name: "192.0.2.7"}
+	var err3 error
+	for range 3 {
+		err3 = l.Fail(t.Context(), id, addr)
+	}
+	var le *authlimit.LimitedError
+	if !errors.As(err3, &le) || !le.Report {
+		t.Fatalf("third failure: %v, want a reported *LimitedError", err3)
+	}
+	for _, k := range []authlimit.Key{id, addr} {
+		if err := l.Blocked(k); !errors.Is(err, authlimit.ErrLimited) {
+			t.Errorf("Blocked(%v): %v, want ErrLimited", k, err)
+		}
+	}
+}
