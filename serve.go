@@ -131,7 +131,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	}
 	var draining atomic.Bool
 	h, err := handlers.New(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
-		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit})
+		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit, TrustedProxies: cfg.TrustedProxies})
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +78,7 @@ var Vars = []Var{
 	{"SNOWTOKEN_EPOCH", "2026-01-01T00:00:00Z", "RFC 3339 epoch of the ID timestamps; never change it once IDs exist"},
 	{"SNOWTOKEN_BITS", "41/10/12", "timestamp/worker/sequence widths, summing to 63"},
 	{"SNOWTOKEN_AUTH_FAILURES", "10/1m", "failed client authentications allowed per client ID and per source address (the TCP peer; X-Forwarded-For is not read) in a burst, then one per window/N; past it 429 with Retry-After, even for the right secret"},
+	{"SNOWTOKEN_TRUSTED_PROXIES", "(none: the TCP peer is the client)", "comma-separated proxy addresses or CIDRs (10.0.0.5, 10.0.0.0/8) whose X-Forwarded-For names the client's address, for the failed-authentication limit and the audit log; from any other peer the header is ignored"},
 	{"SNOWTOKEN_SHUTDOWN_DRAIN", "1s", "on SIGTERM: fail /readyz and close keep-alive connections for this long before refusing new connections (0s: at once)"},
 	{"SNOWTOKEN_LOG_LEVEL", "info", "debug, info, warn or error"},
 }
@@ -110,6 +112,7 @@ type Config struct {
 	ShutdownDrain   time.Duration
 	AuthFailures    int           // failed authentications per key per AuthWindow (package authlimit)
 	AuthWindow      time.Duration // the period of AuthFailures
+	TrustedProxies  []string      // addresses and CIDRs whose X-Forwarded-For is believed
 }
 
 // Load reads the configuration through getenv.
@@ -183,6 +186,14 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("SNOWTOKEN_AUTH_FAILURES", v, err)
 		} else {
 			c.AuthFailures, c.AuthWindow = n, w
+		}
+	}
+	c.TrustedProxies = list(getenv("SNOWTOKEN_TRUSTED_PROXIES"))
+	for _, p := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				bad("SNOWTOKEN_TRUSTED_PROXIES", p, errors.New("want an IP address or a CIDR such as 10.0.0.0/8"))
+			}
 		}
 	}
 	c.LeaseTTL = durationVar("SNOWTOKEN_WORKER_LEASE_TTL", 10*time.Second)

@@ -65,6 +65,7 @@ func TestLoadDefaults(t *testing.T) {
 		{"RedisTimeout", c.RedisTimeout, 2 * time.Second},
 		{"AuthFailures", c.AuthFailures, 10},
 		{"AuthWindow", c.AuthWindow, time.Minute},
+		{"TrustedProxies", len(c.TrustedProxies), 0},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -123,6 +124,7 @@ func TestLoadValues(t *testing.T) {
 		"SNOWTOKEN_LOG_LEVEL":        "DEBUG",
 		"SNOWTOKEN_REDIS_TIMEOUT":    "750ms",
 		"SNOWTOKEN_AUTH_FAILURES":    "3/90s",
+		"SNOWTOKEN_TRUSTED_PROXIES":  "10.0.0.5, 172.16.0.0/12,fd00::/8",
 	})
 	for _, tc := range []struct {
 		name      string
@@ -151,6 +153,7 @@ func TestLoadValues(t *testing.T) {
 		{"RedisTimeout", c.RedisTimeout, 750 * time.Millisecond},
 		{"AuthFailures", c.AuthFailures, 3},
 		{"AuthWindow", c.AuthWindow, 90 * time.Second},
+		{"TrustedProxies", strings.Join(c.TrustedProxies, "|"), "10.0.0.5|172.16.0.0/12|fd00::/8"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -206,6 +209,8 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_AUTH_FAILURES": "10/500ms"}, "SNOWTOKEN_AUTH_FAILURES"},
 		{map[string]string{"SNOWTOKEN_AUTH_FAILURES": "ten/1m"}, "SNOWTOKEN_AUTH_FAILURES"},
 		{map[string]string{"SNOWTOKEN_AUTH_FAILURES": "10/minute"}, "SNOWTOKEN_AUTH_FAILURES"},
+		{map[string]string{"SNOWTOKEN_TRUSTED_PROXIES": "nginx"}, "SNOWTOKEN_TRUSTED_PROXIES"},
+		{map[string]string{"SNOWTOKEN_TRUSTED_PROXIES": "10.0.0.0/33"}, "SNOWTOKEN_TRUSTED_PROXIES"},
 	} {
 		mustReject(t, tc.env, tc.name)
 	}

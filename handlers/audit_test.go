@@ -77,3 +77,42 @@ func TestAuditNoEventForNoToken(t *testing.T) {
 		t.Errorf("token.revoked logged for no token: %v", got)
 	}
 }
+
+// TestAuditAddr: the address events name (and the failed-authentication
+// limit keys) is the TCP peer's, unless the peer is a trusted proxy: then
+// the last address X-Forwarded-For gives that is not a trusted proxy.
+func TestAuditAddr(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		proxies []string
+		xff     string
+		want    string
+	}{
+		{"no proxy trusted: the header is ignored", nil, "203.0.113.9", "127.0.0.1"},
+		{"the peer is trusted", []string{"127.0.0.1"}, "203.0.113.9", "203.0.113.9"},
+		{"only the last hop counts", []string{"127.0.0.0/8"}, "198.51.100.1, 203.0.113.9", "203.0.113.9"},
+		{"trusted proxies in the chain are skipped", []string{"127.0.0.1", "10.0.0.0/8"}, "203.0.113.9, 10.1.2.3", "203.0.113.9"},
+		{"another proxy is trusted, not the peer", []string{"10.0.0.0/8"}, "203.0.113.9", "127.0.0.1"},
+		{"a trusted peer without the header", []string{"127.0.0.1"}, "", "127.0.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			log := new(logtest.Buffer)
+			e := newEnv(t, withLogger(slog.New(slog.NewJSONHandler(log, nil))), withTrustedProxies(tc.proxies...))
+			hdr := http.Header{"Authorization": {basic(e.Normal.ID, e.Normal.Secret)}}
+			if tc.xff != "" {
+				hdr.Set("X-Forwarded-For", tc.xff)
+			}
+			hdr.Set("X-Real-IP", "192.0.2.66") // never read
+			e.do(t, http.MethodDelete, "/subjects/alice/tokens", nil, hdr)
+			events := log.Events(t, "admin.refused")
+			if len(events) != 1 {
+				t.Fatalf("%d admin.refused events, want 1; log:\n%s", len(events), log)
+			}
+			if got := events[0]["addr"]; got != tc.want {
+				t.Errorf("addr %v, want %s", got, tc.want)
+			}
+		})
+	}
+}

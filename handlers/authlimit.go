@@ -12,9 +12,9 @@ import (
 )
 
 // authenticateClient is Clients.Authenticate behind the failed-authentication
-// limit (Options.AuthLimiter), keyed by the client ID and by the source
-// address, the TCP peer's: X-Forwarded-For is not read, so behind a proxy
-// every client shares the proxy's address key. A key this process knows to
+// limit (Options.AuthLimiter), keyed by the client ID and by the client's
+// address (clientAddr: behind a proxy not in Options.TrustedProxies, every
+// client shares the proxy's address key). A key this process knows to
 // be limited is refused before the secret is checked, from memory; a
 // success costs nothing more; only a failure is recorded in Redis, and the
 // one that uses up a key's failures is refused (429) instead of a 401. If
@@ -25,7 +25,7 @@ func (s *Server) authenticateClient(c *gin.Context, id, secret string) (*token.C
 	if l == nil {
 		return s.clients.Authenticate(id, secret)
 	}
-	keys := [...]authlimit.Key{{Kind: authlimit.Client, Name: id}, {Kind: authlimit.Address, Name: c.RemoteIP()}}
+	keys := [...]authlimit.Key{{Kind: authlimit.Client, Name: id}, {Kind: authlimit.Address, Name: clientAddr(c)}}
 	if err := l.Blocked(keys[:]...); err != nil {
 		s.rateLimited(c, id, err)
 		return nil, err

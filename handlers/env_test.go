@@ -72,6 +72,7 @@ type envConfig struct {
 	idNow   func() time.Time
 	log     *slog.Logger
 	limiter *authlimit.Limiter
+	proxies []string
 }
 
 type envOption func(*envConfig)
@@ -94,6 +95,11 @@ func withLogger(log *slog.Logger) envOption {
 // withAuthLimiter limits failed client authentications with l.
 func withAuthLimiter(l *authlimit.Limiter) envOption {
 	return func(c *envConfig) { c.limiter = l }
+}
+
+// withTrustedProxies believes X-Forwarded-For from proxies.
+func withTrustedProxies(proxies ...string) envOption {
+	return func(c *envConfig) { c.proxies = proxies }
 }
 
 // newEnv starts an issuer for tb; everything stops when tb ends.
@@ -154,7 +160,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	e.Metrics = prometheus.NewRegistry()
 	e.Engine, err = handlers.New(handlers.Options{
 		Service: e.Svc, Clients: e.Clients, IDs: e.IDs, BaseURL: e.URL,
-		Logger: cfg.log, AuthLimiter: cfg.limiter, Registry: e.Metrics,
+		Logger: cfg.log, AuthLimiter: cfg.limiter, TrustedProxies: cfg.proxies, Registry: e.Metrics,
 	})
 	if err != nil {
 		tb.Fatal(err)

@@ -74,6 +74,10 @@ type Options struct {
 	// AuthLimiter, if set, limits failed client authentications (see
 	// authenticateClient). Nil means no limit.
 	AuthLimiter *authlimit.Limiter
+	// TrustedProxies are the addresses and CIDRs of proxies whose
+	// X-Forwarded-For names the client's address (clientAddr). Nil means
+	// none: the TCP peer is the client.
+	TrustedProxies []string
 }
 
 // MaxQueryLen bounds the query of GET /token/validate: room for a ?scope= of
@@ -120,6 +124,11 @@ func New(opts Options) (*gin.Engine, error) {
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
+	// gin believes X-Forwarded-For and X-Real-IP from anyone by default.
+	if err := r.SetTrustedProxies(opts.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("handlers: TrustedProxies: %w", err)
+	}
+	r.RemoteIPHeaders = []string{"X-Forwarded-For"}
 	r.HandleMethodNotAllowed = true
 	r.Use(m.middleware, s.recover) // metrics outermost, so a recovered panic is counted as its 500
 	if opts.Draining != nil {
