@@ -26,8 +26,8 @@ func TestNewRefuses(t *testing.T) {
 
 // TestFailBlockedReport: a key fails Failures times, then is limited; the
 // process refuses it from memory until Redis's wait has passed on its clock;
-// only the first refusal of a window is to be reported; the other key kind
-// is not affected.
+// only the first refusal of a window is to be reported, and the first of the
+// next; another key is not affected.
 func TestFailBlockedReport(t *testing.T) {
 	t.Parallel()
 	srv := redistest.NewServer(t)
@@ -63,6 +63,12 @@ func TestFailBlockedReport(t *testing.T) {
 	clock.Add(le.Wait + time.Millisecond)
 	if err := l.Blocked(victim); err != nil {
 		t.Errorf("Blocked after the wait: %v, want nil", err)
+	}
+	// A window after the report, the next refusal is reported again. (Redis
+	// keeps its own time, and still finds the key limited.)
+	clock.Add(time.Hour)
+	if err := l.Fail(ctx, victim); !errors.As(err, &le) || !le.Report {
+		t.Errorf("a failure a window later: %v, want a reported *LimitedError", err)
 	}
 }
 
