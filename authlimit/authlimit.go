@@ -91,7 +91,7 @@ type LimitedError struct {
 }
 
 func (e *LimitedError) Error() string {
-	return fmt.Sprintf("%s: this %s is refused for %s; retry later", ErrLimited, e.Key.Kind, e.Wait.Round(time.Second))
+	return fmt.Sprintf("%s: this %s is refused for %s; retry later", ErrLimited, e.Key.Kind, max(e.Wait, time.Second).Round(time.Second))
 }
 
 func (e *LimitedError) Unwrap() error { return ErrLimited }
