@@ -550,7 +550,9 @@ func TestComposeIssuerStarts(t *testing.T) {
 	}
 	check := exec.Command(bin, argv[1:]...)
 	check.Env = environ
-	deadline := time.Now().Add(10 * time.Second)
+	// A first start on an empty Redis is not ready for one worker-lease TTL
+	// (10 s by default: package lease, Lost state); then the check passes.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, err := check.CombinedOutput()
 		if err == nil {
