@@ -117,6 +117,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	defer store.Close()
 	svc, err := token.NewService(keys, store, ids, token.Options{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,
+		CacheSize: cacheSize(cfg.CacheSize),
 	})
 	if err != nil {
 		return err
@@ -454,4 +455,13 @@ func printDevBanner(w io.Writer, cfg config.Config, addr, kid string, worker int
 `, kid, devClient.ID, strings.Join(devClient.Scopes, " "), base, cfg.Issuer,
 		worker, cfg.Bits, cfg.Epoch.Format(time.RFC3339),
 		devClient.ID, secret, devClient.ID, secret, base, base)
+}
+
+// cacheSize is token.Options.CacheSize for SNOWTOKEN_CACHE_SIZE, where 0
+// means off (the Options' zero means its default).
+func cacheSize(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -68,6 +68,7 @@ var Vars = []Var{
 	{"SNOWTOKEN_AUDIENCE", "(none)", "aud of every token, required on validation when set"},
 	{"SNOWTOKEN_TOKEN_TTL", "1h", "lifetime of a token when the client does not ask"},
 	{"SNOWTOKEN_MAX_TOKEN_TTL", "24h", "longest lifetime any token may have"},
+	{"SNOWTOKEN_CACHE_SIZE", "100000", "verified tokens remembered so that their signature is not checked again (about 640 bytes each); 0 turns the cache off"},
 	{"SNOWTOKEN_CLIENTS_FILE", "(dev: one generated client)", "JSON clients file; required in production"},
 	{"SNOWTOKEN_SIGNING_KEYS", "(dev: a generated key)", "comma-separated Ed25519 PEM files: the first signs, all verify; required in production"},
 	{"SNOWTOKEN_WORKER_ID", "(last octet of the IPv4 address)", "explicit Snowflake worker ID"},
@@ -98,6 +99,7 @@ type Config struct {
 	Audience        string
 	TokenTTL        time.Duration
 	MaxTokenTTL     time.Duration
+	CacheSize       int      // verified-token cache entries; 0: off
 	ClientsFile     string   // empty in dev: a generated client
 	SigningKeys     []string // empty in dev: a generated key
 	WorkerID        int64
@@ -199,6 +201,18 @@ func Load(getenv func(string) string) (Config, error) {
 	c.LeaseTTL = durationVar("SNOWTOKEN_WORKER_LEASE_TTL", 10*time.Second)
 	c.TokenTTL = durationVar("SNOWTOKEN_TOKEN_TTL", token.DefaultTTL)
 	c.MaxTokenTTL = durationVar("SNOWTOKEN_MAX_TOKEN_TTL", token.DefaultMaxTTL)
+	c.CacheSize = token.DefaultCacheSize
+	if v := getenv("SNOWTOKEN_CACHE_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err == nil && (n < 0 || n > 100_000_000) {
+			err = errors.New("want 0 (off) to 100000000 entries")
+		}
+		if err != nil {
+			bad("SNOWTOKEN_CACHE_SIZE", v, err)
+		} else {
+			c.CacheSize = n
+		}
+	}
 	if c.MaxTokenTTL < c.TokenTTL {
 		bad("SNOWTOKEN_MAX_TOKEN_TTL", c.MaxTokenTTL.String(), fmt.Errorf("below SNOWTOKEN_TOKEN_TTL (%v)", c.TokenTTL))
 	}

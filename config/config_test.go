@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"snowtoken/token"
 )
 
 // envOf returns a getenv that reads m.
@@ -77,7 +79,7 @@ func TestLoadDefaults(t *testing.T) {
 	for _, name := range []string{
 		"SNOWTOKEN_ADDR", "SNOWTOKEN_METRICS_ADDR", "SNOWTOKEN_ENV", "SNOWTOKEN_ISSUER", "SNOWTOKEN_TOKEN_TTL",
 		"SNOWTOKEN_MAX_TOKEN_TTL", "SNOWTOKEN_EPOCH", "SNOWTOKEN_BITS", "SNOWTOKEN_LOG_LEVEL", "SNOWTOKEN_REDIS_TIMEOUT",
-		"SNOWTOKEN_AUTH_FAILURES",
+		"SNOWTOKEN_AUTH_FAILURES", "SNOWTOKEN_CACHE_SIZE",
 	} {
 		doc := documented(t, name)
 		got, err := Load(envOf(map[string]string{name: doc}))
@@ -182,6 +184,8 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "500ms"}, "SNOWTOKEN_TOKEN_TTL"},
 		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "-1h"}, "SNOWTOKEN_TOKEN_TTL"},
 		{map[string]string{"SNOWTOKEN_MAX_TOKEN_TTL": "abc"}, "SNOWTOKEN_MAX_TOKEN_TTL"},
+		{map[string]string{"SNOWTOKEN_CACHE_SIZE": "-1"}, "SNOWTOKEN_CACHE_SIZE"},
+		{map[string]string{"SNOWTOKEN_CACHE_SIZE": "lots"}, "SNOWTOKEN_CACHE_SIZE"},
 		{map[string]string{"SNOWTOKEN_MAX_TOKEN_TTL": "30m"}, "SNOWTOKEN_MAX_TOKEN_TTL"},
 		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "2h", "SNOWTOKEN_MAX_TOKEN_TTL": "1h"}, "SNOWTOKEN_MAX_TOKEN_TTL"},
 		{map[string]string{"SNOWTOKEN_BITS": "41/10/13"}, "SNOWTOKEN_BITS"},
@@ -466,5 +470,13 @@ func TestLoadEnvUnknownNames(t *testing.T) {
 	}
 	if _, err := LoadEnv(env); err != nil {
 		t.Errorf("LoadEnv(%v): %v", env, err)
+	}
+}
+
+func TestLoadCacheSize(t *testing.T) {
+	for v, want := range map[string]int{"": token.DefaultCacheSize, "0": 0, "500": 500} {
+		if got := mustLoad(t, map[string]string{"SNOWTOKEN_CACHE_SIZE": v}).CacheSize; got != want {
+			t.Errorf("SNOWTOKEN_CACHE_SIZE=%q: CacheSize %d, want %d", v, got, want)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package token
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -49,4 +51,48 @@ func BenchmarkVerifiedCache(b *testing.B) {
 			})
 		})
 	}
+}
+
+// TestVerifiedCacheMemory measures what one cached token costs the heap,
+// for the README's memory figures: tokens issued for distinct subjects,
+// each validated once (a cache entry each), the heap compared full and
+// emptied. It bounds the figure loosely, as a guard, not a benchmark.
+func TestVerifiedCacheMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("issues 20,000 tokens")
+	}
+	const n = 20_000
+	e := newEnv(t, Options{})
+	gateway := e.clients["gateway"]
+	toks := make([]string, n)
+	for i := range toks {
+		iss, err := e.svc.Issue(t.Context(), gateway, IssueRequest{Subject: "user-" + strconv.Itoa(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks[i] = iss.AccessToken
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for _, raw := range toks {
+		mustValidate(t, e.svc, raw)
+	}
+	if got := e.svc.cache.len(); got != n {
+		t.Fatalf("the cache holds %d tokens, want %d", got, n)
+	}
+	full := heap()
+	e.svc.cache.c.InvalidateAll()
+	e.svc.cache.c.CleanUp()
+	empty := heap()
+	per := float64(full-empty) / n
+	t.Logf("heap per cached token: %.0f bytes (%d tokens); at the default %d entries: %.1f MiB",
+		per, n, DefaultCacheSize, per*DefaultCacheSize/(1<<20))
+	if per > 2048 {
+		t.Errorf("a cached token costs %.0f bytes of heap, want under 2 KiB", per)
+	}
+	runtime.KeepAlive(toks)
 }
