@@ -298,7 +298,7 @@ func openRedis(ctx context.Context, cfg config.Config, log *slog.Logger) (redis.
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, nil, fmt.Errorf("embedded redis: %w", err)
 	}
-	log.Warn("DEV MODE: embedded in-memory Redis; nothing persists and replicas do not share sessions. Set SNOWTOKEN_REDIS_URL (required with SNOWTOKEN_ENV=production).")
+	log.Warn("DEV MODE: embedded in-memory Redis; nothing persists and replicas do not share sessions. Set SNOWTOKEN_REDIS_URL (or another SNOWTOKEN_REDIS_* deployment) for production.")
 	done := make(chan struct{})
 	go expireInRealTime(m, done)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})

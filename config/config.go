@@ -37,8 +37,9 @@ import (
 var ErrConfig = errors.New("config")
 
 // DefaultMetricsAddr is where GET /metrics is served unless
-// SNOWTOKEN_METRICS_ADDR says otherwise: loopback only.
-const DefaultMetricsAddr = "127.0.0.1:9090"
+// SNOWTOKEN_METRICS_ADDR says otherwise: loopback only, and not 9090,
+// which is Prometheus's own port on the machines that run it beside us.
+const DefaultMetricsAddr = "127.0.0.1:9464"
 
 // Var documents one environment variable.
 type Var struct {
@@ -50,7 +51,7 @@ type Var struct {
 // Vars lists every variable snowtoken reads.
 var Vars = []Var{
 	{"SNOWTOKEN_ADDR", ":8080", "listen address"},
-	{"SNOWTOKEN_METRICS_ADDR", "127.0.0.1:9090", "listen address of GET /metrics (Prometheus), apart from the API so the public port does not serve it; off: no metrics listener"},
+	{"SNOWTOKEN_METRICS_ADDR", "127.0.0.1:9464", "listen address of GET /metrics (Prometheus), apart from the API so the public port does not serve it; off: no metrics listener"},
 	{"SNOWTOKEN_MAX_CONNS", "(the open-file limit less 256, or half of it below 512)", "most client connections open at once on SNOWTOKEN_ADDR; more wait in the kernel's backlog until one closes, and idle keep-alive connections are closed while at the cap"},
 	{"SNOWTOKEN_ENV", "development", "development or production; production refuses every dev-mode default, and is implied by any SNOWTOKEN_REDIS_*, SNOWTOKEN_SIGNING_KEYS or SNOWTOKEN_CLIENTS_FILE"},
 	{"SNOWTOKEN_REDIS_URL", "(dev: embedded in-memory Redis)", "a single Redis: redis://[user:password@]host:port/db, rediss:// for TLS; this or another Redis deployment is required in production"},
@@ -137,7 +138,7 @@ func Load(getenv func(string) string) (Config, error) {
 	if strings.EqualFold(c.MetricsAddr, "off") {
 		c.MetricsAddr = ""
 	} else if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-		bad("SNOWTOKEN_METRICS_ADDR", c.MetricsAddr, errors.New("want host:port, such as 127.0.0.1:9090 or :9090, or off"))
+		bad("SNOWTOKEN_METRICS_ADDR", c.MetricsAddr, errors.New("want host:port, such as 127.0.0.1:9464 or :9090, or off"))
 	}
 	if v := getenv("SNOWTOKEN_MAX_CONNS"); v != "" {
 		if n, err := strconv.Atoi(v); err != nil || n < 1 {

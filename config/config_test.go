@@ -47,7 +47,7 @@ func TestLoadDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"Addr", c.Addr, ":8080"},
-		{"MetricsAddr", c.MetricsAddr, "127.0.0.1:9090"},
+		{"MetricsAddr", c.MetricsAddr, "127.0.0.1:9464"},
 		{"MaxConns", c.MaxConns, 0},
 		{"Production", c.Production, false},
 		{"RedisURL", c.RedisURL, ""},
