@@ -205,32 +205,14 @@ func run() error {
 	// 1,000 also probe validate latency while only they are live, to compare
 	// with the same tokens among a million sessions later.
 	cold := make([]string, *tokens)
-	fetch := func(from, to int) error {
-		var wg sync.WaitGroup
-		errc := make(chan error, 8)
-		for w := range 8 {
-			wg.Go(func() {
-				for i := from + w; i < to; i += 8 {
-					t, err := issue(issuerURL, basic)
-					if err != nil {
-						errc <- err
-						return
-					}
-					cold[i] = t
-				}
-			})
-		}
-		wg.Wait()
-		close(errc)
-		return <-errc
-	}
+	fetch := func(from, to int) error { return issueN(issuerURL, basic, int64(to-from), cold[from:to]) }
 	probeN := min(1000, len(cold))
 	if err := fetch(0, probeN); err != nil {
 		return err
 	}
 	var few latencyProbe
 	if *sessions > 0 {
-		if few, err = probeValidate(issuerURL, cold[:probeN]); err != nil {
+		if few, err = probeValidate(issuerURL, cold[:probeN], 10, 8); err != nil {
 			return err
 		}
 		if few.live, err = dbsize(redisPort); err != nil {
@@ -362,24 +344,23 @@ done = function() end
 			*rate, live, max(*rounds, 1), *rateFor)
 		fmt.Println("| endpoint | sent | errors | p50 | p99 | max | p99, lowest–highest round |")
 		fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
-		issueBody := "grant_type=client_credentials&scope=read"
 		cases := []struct {
 			name, url, req string
 			all            []rateResult
 		}{
 			// The bare handler first: the latency floor of this machine at this rate.
-			{name: "bare net/http, fixed JSON", url: bareURL, req: "GET / HTTP/1.1\r\nHost: bench\r\n\r\n"},
-			{name: "POST /token", url: issuerURL, req: "POST /token HTTP/1.1\r\nHost: bench\r\nAuthorization: " + basic +
-				"\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: " + strconv.Itoa(len(issueBody)) + "\r\n\r\n" + issueBody},
-			{name: "GET /token/validate (hot)", url: issuerURL, req: "GET /token/validate HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer " + hot + "\r\n\r\n"},
+			{name: "bare net/http, fixed JSON", url: bareURL, req: bareRequest},
+			{name: "POST /token", url: issuerURL, req: issueRequest(basic)},
+			{name: "GET /token/validate (hot)", url: issuerURL, req: validateRequest(hot)},
 		}
 		for range max(*rounds, 1) {
 			for i := range cases {
-				res, err := constantRate(*rate, *rateFor, strings.TrimPrefix(cases[i].url, "http://"), []byte(cases[i].req))
+				req := []byte(cases[i].req)
+				lat, failed, err := constantRate(*rate, *rateFor, strings.TrimPrefix(cases[i].url, "http://"), func(int) []byte { return req })
 				if err != nil {
 					return err
 				}
-				cases[i].all = append(cases[i].all, res)
+				cases[i].all = append(cases[i].all, summarize(lat, failed))
 			}
 		}
 		for _, c := range cases {
@@ -398,6 +379,15 @@ done = function() end
 			return err
 		}
 		if err := ratePhase(); err != nil {
+			return err
+		}
+	}
+	if *production {
+		err := productionRound(servers{
+			issuerURL: issuerURL, bareURL: bareURL, basic: basic,
+			issuerPid: issuerPid, barePid: barePid, redisPid: redisPid, redisPort: redisPort, usedEmpty: usedEmpty,
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -523,6 +513,19 @@ func runWrk(dir, url, script string, d time.Duration, server, redis int) (wrkRes
 	return r, nil
 }
 
+// The requests of the constant-rate runs, written by hand.
+const bareRequest = "GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
+
+func issueRequest(basic string) string {
+	const body = "grant_type=client_credentials&scope=read"
+	return "POST /token HTTP/1.1\r\nHost: bench\r\nAuthorization: " + basic +
+		"\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}
+
+func validateRequest(token string) string {
+	return "GET /token/validate HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer " + token + "\r\n\r\n"
+}
+
 type rateResult struct {
 	sent, errors  int
 	p50, p99, max time.Duration
@@ -531,15 +534,16 @@ type rateResult struct {
 // constantRate sends n requests/s for d, each at its scheduled time, over
 // rateConns persistent HTTP/1.1 connections written and read by hand: the
 // generator must cost far less than the server it measures, on the same two
-// cores. Latency runs from each request's scheduled time, so a request that
-// waits for a free connection or for the server counts its wait
-// (no coordinated omission).
-func constantRate(n int, d time.Duration, addr string, request []byte) (rateResult, error) {
+// cores. request(i) is the i-th request. It returns each request's latency,
+// which runs from its scheduled time, so a request that waits for a free
+// connection or for the server counts its wait (no coordinated omission), and
+// whether it failed.
+func constantRate(n int, d time.Duration, addr string, request func(i int) []byte) (lat []time.Duration, failed []bool, err error) {
 	const rateConns = 128
 	total := int(d.Seconds() * float64(n))
 	interval := time.Second / time.Duration(n)
-	lat := make([]time.Duration, total)
-	failed := make([]bool, total)
+	lat = make([]time.Duration, total)
+	failed = make([]bool, total)
 	work := make(chan int, total)
 	var start time.Time
 	var wg sync.WaitGroup
@@ -547,7 +551,7 @@ func constantRate(n int, d time.Duration, addr string, request []byte) (rateResu
 	for i := range conns {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
-			return rateResult{}, err
+			return nil, nil, err
 		}
 		defer c.Close()
 		conns[i] = c
@@ -557,7 +561,7 @@ func constantRate(n int, d time.Duration, addr string, request []byte) (rateResu
 			r := bufio.NewReaderSize(c, 16<<10)
 			for i := range work {
 				at := start.Add(time.Duration(i) * interval)
-				_, err := c.Write(request)
+				_, err := c.Write(request(i))
 				if err == nil {
 					err = readResponse(r)
 				}
@@ -575,15 +579,25 @@ func constantRate(n int, d time.Duration, addr string, request []byte) (rateResu
 	}
 	close(work)
 	wg.Wait()
-	res := rateResult{sent: total}
+	return lat, failed, nil
+}
+
+// summarize counts the failures among requests and the percentiles of their
+// latencies; it sorts lat.
+func summarize(lat []time.Duration, failed []bool) rateResult {
+	res := rateResult{sent: len(lat)}
 	for _, f := range failed {
 		if f {
 			res.errors++
 		}
 	}
+	if len(lat) == 0 {
+		return res
+	}
 	slices.Sort(lat)
-	res.p50, res.p99, res.max = lat[total/2].Round(time.Microsecond), lat[total*99/100].Round(time.Microsecond), lat[total-1].Round(time.Microsecond)
-	return res, nil
+	n := len(lat)
+	res.p50, res.p99, res.max = lat[n/2].Round(time.Microsecond), lat[n*99/100].Round(time.Microsecond), lat[n-1].Round(time.Microsecond)
+	return res
 }
 
 // readResponse reads one HTTP/1.1 response and fails unless it is a 200.
@@ -624,15 +638,16 @@ type latencyProbe struct {
 	p50, p99 time.Duration
 }
 
-// probeValidate validates each token 10 times with 8 concurrent clients.
-func probeValidate(issuerURL string, tokens []string) (latencyProbe, error) {
-	lat := make([]time.Duration, 0, len(tokens)*10)
+// probeValidate validates each token times times with clients concurrent
+// clients.
+func probeValidate(issuerURL string, tokens []string, times, clients int) (latencyProbe, error) {
+	lat := make([]time.Duration, 0, len(tokens)*times)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	errc := make(chan error, 8)
-	for w := range 8 {
+	errc := make(chan error, clients)
+	for w := range clients {
 		wg.Go(func() {
-			for i := w; i < len(tokens)*10; i += 8 {
+			for i := w; i < len(tokens)*times; i += clients {
 				req, _ := http.NewRequest(http.MethodGet, issuerURL+"/token/validate", nil)
 				req.Header.Set("Authorization", "Bearer "+tokens[i%len(tokens)])
 				start := time.Now()
@@ -706,7 +721,7 @@ func sessionsPhase(issuerURL, basic string, redisPort int, usedEmpty int64, prob
 		if target <= issuedTotal {
 			continue
 		}
-		if err := issueN(issuerURL, basic, target-issuedTotal); err != nil {
+		if err := issueN(issuerURL, basic, target-issuedTotal, nil); err != nil {
 			return err
 		}
 		issuedTotal = target
@@ -722,7 +737,7 @@ func sessionsPhase(issuerURL, basic string, redisPort int, usedEmpty int64, prob
 	if err != nil {
 		return err
 	}
-	many, err := probeValidate(issuerURL, probeTokens)
+	many, err := probeValidate(issuerURL, probeTokens, 10, 8)
 	if err != nil {
 		return err
 	}
@@ -757,17 +772,22 @@ func dbsize(redisPort int) (int64, error) {
 	return strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
 }
 
-// issueN issues n tokens with 64 concurrent clients.
-func issueN(issuerURL, basic string, n int64) error {
+// issueN issues n tokens with 64 concurrent clients and keeps them in into,
+// unless into is nil; else len(into) is n.
+func issueN(issuerURL, basic string, n int64, into []string) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errc := make(chan error, 64)
 	for range 64 {
 		wg.Go(func() {
-			for next.Add(1) <= n {
-				if _, err := issue(issuerURL, basic); err != nil {
+			for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
+				t, err := issue(issuerURL, basic)
+				if err != nil {
 					errc <- err
 					return
+				}
+				if into != nil {
+					into[i] = t
 				}
 			}
 		})
@@ -777,7 +797,6 @@ func issueN(issuerURL, basic string, n int64) error {
 	return <-errc
 }
 
-// peakRSS reads the high-water resident set size of a process.
 // cpuTime is the CPU time (user + system) process pid has used so far, from
 // /proc/pid/stat, in Linux's USER_HZ clock ticks of 10 ms.
 func cpuTime(pid int) (time.Duration, error) {
@@ -802,13 +821,17 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
-func peakRSS(pid int) string {
+// peakRSS reads the high-water resident set size of a process.
+func peakRSS(pid int) string { return procStatus(pid, "VmHWM") }
+
+// procStatus is one field of /proc/pid/status, such as VmRSS.
+func procStatus(pid int, field string) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return "unknown: " + err.Error()
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			return strings.TrimSpace(v)
 		}
 	}
