@@ -9,7 +9,12 @@
 // the bare handler; then an open-loop load at a constant rate (default 10,000
 // requests/s) for issue and validate, reporting p50/p99 measured from each
 // request's scheduled start, so a stall cannot hide its queue (no coordinated
-// omission). It needs redis-server and wrk on PATH (Debian packages).
+// omission). With -production it then runs the production-volume round of
+// issue 19 (production.go): the verified-token cache filled past its size,
+// among the -sessions live sessions, each path and a mix at a constant rate
+// against its floor, on the issuer and through a consumer that validates
+// with client.Validator in remote mode (cmd/consumer). It needs
+// redis-server and wrk on PATH (Debian packages).
 package main
 
 import (
@@ -126,8 +131,8 @@ func run() error {
 		fmt.Println()
 	}
 	// Build the issuer and the bare handler the way the Dockerfile does.
-	issuerBin, bareBin := filepath.Join(dir, "snowtoken"), filepath.Join(dir, "bare")
-	for _, b := range []struct{ out, pkg, wd string }{{issuerBin, ".", root}, {bareBin, "./cmd/bare", "."}} {
+	issuerBin, bareBin, consumerBin := filepath.Join(dir, "snowtoken"), filepath.Join(dir, "bare"), filepath.Join(dir, "consumer")
+	for _, b := range []struct{ out, pkg, wd string }{{issuerBin, ".", root}, {bareBin, "./cmd/bare", "."}, {consumerBin, "./cmd/consumer", "."}} {
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", b.out, b.pkg)
 		cmd.Dir, cmd.Stderr = b.wd, os.Stderr
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -383,9 +388,20 @@ done = function() end
 		}
 	}
 	if *production {
-		err := productionRound(servers{
+		consumerPort, _ := freePort()
+		consumerURL := fmt.Sprintf("http://127.0.0.1:%d", consumerPort)
+		consumer, err := start(dir, consumerBin, nil, "-addr", "127.0.0.1:"+strconv.Itoa(consumerPort), "-issuer", issuerURL)
+		if err != nil {
+			return err
+		}
+		defer consumer.stop()
+		if err := waitHTTP(consumerURL + "/healthz"); err != nil {
+			return err
+		}
+		err = productionRound(servers{
 			issuerURL: issuerURL, bareURL: bareURL, basic: basic,
 			issuerPid: issuerPid, barePid: barePid, redisPid: redisPid, redisPort: redisPort, usedEmpty: usedEmpty,
+			consumerURL: consumerURL, consumerPid: consumer.cmd.Process.Pid,
 		})
 		if err != nil {
 			return err

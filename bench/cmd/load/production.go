@@ -11,11 +11,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"snowtoken/client"
+	"snowtoken/token"
 )
 
 var (
 	production = flag.Bool("production", false, "also run the production-volume round (issue 19): the verified-token cache filled past its size, "+
-		"then each path alone and a steady mix at -production-rate, among the -sessions live sessions (adds about 3 minutes)")
+		"then each path alone and a steady mix at -production-rate, among the -sessions live sessions, on the issuer and through a "+
+		"client.Validator in remote mode (adds about 5 minutes at the defaults)")
 	productionRate = flag.Int("production-rate", 2000, "requests/s of the production-volume round")
 )
 
@@ -28,10 +32,6 @@ const (
 	// knownTokens is how many of the tokens that filled the cache the known
 	// path validates again and again.
 	knownTokens = 10_000
-	// cacheSize is the issuer's verified-token cache at its default
-	// (token.DefaultCacheSize; not imported, to keep the issuer's
-	// dependencies out of this module).
-	cacheSize = 100_000
 )
 
 // The paths of the mix, as mixPath tells them.
@@ -59,111 +59,136 @@ type servers struct {
 	issuerPid, barePid, redisPid int
 	redisPort                    int
 	usedEmpty                    int64 // Redis used_memory before any session
+	// consumerURL is the consumer (cmd/consumer: the bare handler behind
+	// client.Validator in remote mode); empty skips the consumer's paths.
+	consumerURL string
+	consumerPid int
 }
 
-// pathRun is one constant-rate run of the production round.
+// loadPath is one path of the production round: what it sends and where,
+// and its runs.
+type loadPath struct {
+	name    string
+	url     string
+	pid     int // the server under test
+	behind  int // the issuer behind a consumer (0: none)
+	request func(round, i int) []byte
+	path    func(i int) int // the path of the i-th request of a mix, as mixPath (nil: not a mix)
+	floor   string
+	runs    []pathRun
+}
+
+// pathRun is one constant-rate run of a loadPath.
 type pathRun struct {
-	serverCPU, redisCPU time.Duration // per request
-	res                 rateResult
-	parts               []rateResult // the mix: issue, known, never-seen
+	serverCPU, behindCPU, redisCPU time.Duration // per request
+	res                            rateResult
+	parts                          []rateResult // the mix, by mixPath
 }
 
-// productionRound fills the issuer's verified-token cache past its size,
-// then in each of -rounds rounds runs at -production-rate for -rate-d: the
-// bare handler, issue alone, validation of known tokens alone, of never-seen
-// tokens alone, and the mix of the three; and measures, in the same round,
-// the CPU of one Ed25519 signature and verification in this process. It
-// prints each path's server CPU per request against its floor (the bare
-// handler, plus a signature for issue and a verification for never-seen
-// tokens), its p99 against the bare handler's, the issuer's RSS and Redis
-// memory per key.
+// productionRound fills the issuer's verified-token cache past its size
+// (and the consumer's answer cache past its own), then in each of -rounds
+// rounds runs every path at -production-rate for -rate-d: the bare handler,
+// issue alone, validation of known tokens alone, of never-seen tokens
+// alone, and the mix of the three; then the same validations through the
+// consumer; and measures, in the same round, the CPU of one Ed25519
+// signature and verification in this process. It prints each path's server
+// CPU per request against its floor (the bare handler, plus a signature for
+// issue and a verification for never-seen tokens), its p99 against the bare
+// handler's, the issuer's RSS and Redis memory per key.
 func productionRound(s servers) error {
 	rounds := max(*rounds, 1)
-	fill := cacheSize + cacheSize/10
+	fill := token.DefaultCacheSize + token.DefaultCacheSize/10
 	fmt.Printf("\nproduction volume: issuing %d tokens and validating each once to fill the verified-token cache (%d entries) past its size\n",
-		fill, cacheSize)
+		fill, token.DefaultCacheSize)
 	filled := make([]string, fill)
 	if err := issueN(s.issuerURL, s.basic, int64(fill), filled); err != nil {
 		return err
 	}
-	start := time.Now()
-	probe, err := probeValidate(s.issuerURL, filled, 1, 64)
-	if err != nil {
+	fillCache := func(url string, tokens []string) error {
+		start := time.Now()
+		probe, err := probeValidate(url, tokens, 1, 64)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("(%d validated through %s in %v, 64 clients closed loop: p50 %v, p99 %v)\n", len(tokens), url,
+			time.Since(start).Round(time.Second), probe.p50.Round(time.Microsecond), probe.p99.Round(time.Microsecond))
+		return nil
+	}
+	if err := fillCache(s.issuerURL, filled); err != nil {
 		return err
 	}
-	fmt.Printf("(validated in %v, 64 clients closed loop: p50 %v, p99 %v)\n", time.Since(start).Round(time.Second),
-		probe.p50.Round(time.Microsecond), probe.p99.Round(time.Microsecond))
 	known := filled[fill-knownTokens:]
+	// The consumer's cache is smaller: its known tokens are the last half of
+	// its size, and it is filled with the tokens just before them.
+	consumerKnown := filled[fill-client.DefaultCacheSize/2:]
+	if s.consumerURL != "" {
+		if err := fillCache(s.consumerURL, filled[fill-client.DefaultCacheSize*11/10:]); err != nil {
+			return err
+		}
+	}
 
 	// Never-seen tokens, issued now and validated once in the runs below:
-	// the never-seen run takes one per request, the mix mixUnseen in mixOf.
+	// a never-seen run takes one per request, a mix mixUnseen in mixOf.
 	perRun := int(rateFor.Seconds() * float64(*productionRate))
-	perRound := perRun + (perRun/mixOf+1)*mixUnseen
-	unseen := make([]string, perRound*rounds)
-	if err := issueN(s.issuerURL, s.basic, int64(len(unseen)), unseen); err != nil {
+	perRound := 0
+	take := func(n int) int { from := perRound; perRound += n; return from }
+	var pool []string // perRound tokens for each round
+	unseen := func(round, i int) string { return pool[round*perRound+i] }
+	unseenRun := func() func(round, i int) []byte {
+		from := take(perRun)
+		return func(round, i int) []byte { return []byte(validateRequest(unseen(round, from+i))) }
+	}
+	issueReq := []byte(issueRequest(s.basic))
+	mixRun := func(known []string, issue []byte) func(round, i int) []byte {
+		from := take((perRun/mixOf + 1) * mixUnseen)
+		return func(round, i int) []byte {
+			switch mixPath(i) {
+			case mixPathIssue:
+				if issue != nil {
+					return issue
+				}
+			case mixPathUnseen:
+				return []byte(validateRequest(unseen(round, from+i/mixOf*mixUnseen+i%mixOf-mixIssue)))
+			}
+			return []byte(validateRequest(known[i%len(known)]))
+		}
+	}
+	knownRun := func(known []string) func(round, i int) []byte {
+		return func(_, i int) []byte { return []byte(validateRequest(known[i%len(known)])) }
+	}
+	bareReq := []byte(bareRequest)
+	paths := []*loadPath{
+		{name: "bare net/http, fixed JSON", url: s.bareURL, pid: s.barePid, floor: "bare", request: func(_, _ int) []byte { return bareReq }},
+		{name: "POST /token", url: s.issuerURL, pid: s.issuerPid, floor: "bare + sign", request: func(_, _ int) []byte { return issueReq }},
+		{name: "GET /token/validate, known tokens", url: s.issuerURL, pid: s.issuerPid, floor: "bare", request: knownRun(known)},
+		{name: "GET /token/validate, never-seen tokens", url: s.issuerURL, pid: s.issuerPid, floor: "bare + verify", request: unseenRun()},
+		{name: "the mix", url: s.issuerURL, pid: s.issuerPid, path: mixPath, floor: "weighted", request: mixRun(known, issueReq)},
+	}
+	issuerPaths := len(paths)
+	if s.consumerURL != "" {
+		c := func(name string, request func(round, i int) []byte, path func(i int) int) *loadPath {
+			return &loadPath{name: "consumer: " + name, url: s.consumerURL, pid: s.consumerPid, behind: s.issuerPid,
+				floor: "bare", request: request, path: path}
+		}
+		// The consumer's mix sends a known token where the issuer's issues one.
+		noIssue := func(i int) int { return cmp.Or(mixPath(i), mixPathKnown) }
+		paths = append(paths,
+			c("known tokens", knownRun(consumerKnown), nil),
+			c("never-seen tokens", unseenRun(), nil),
+			c("the mix without issue (85/15)", mixRun(consumerKnown, nil), noIssue))
+	}
+	pool = make([]string, perRound*rounds)
+	if err := issueN(s.issuerURL, s.basic, int64(len(pool)), pool); err != nil {
 		return err
 	}
 
-	issueReq := []byte(issueRequest(s.basic))
-	bareReq := []byte(bareRequest)
-	paths := []struct {
-		name    string
-		url     string
-		pid     int
-		request func(round, i int) []byte
-		mix     bool
-		runs    []pathRun
-	}{
-		{name: "bare net/http, fixed JSON", url: s.bareURL, pid: s.barePid, request: func(_, _ int) []byte { return bareReq }},
-		{name: "POST /token", url: s.issuerURL, pid: s.issuerPid, request: func(_, _ int) []byte { return issueReq }},
-		{name: "GET /token/validate, known tokens", url: s.issuerURL, pid: s.issuerPid,
-			request: func(_, i int) []byte { return []byte(validateRequest(known[i%len(known)])) }},
-		{name: "GET /token/validate, never-seen tokens", url: s.issuerURL, pid: s.issuerPid,
-			request: func(round, i int) []byte { return []byte(validateRequest(unseen[round*perRound+i])) }},
-		{name: "the mix", url: s.issuerURL, pid: s.issuerPid, mix: true, request: func(round, i int) []byte {
-			switch mixPath(i) {
-			case mixPathIssue:
-				return issueReq
-			case mixPathUnseen:
-				return []byte(validateRequest(unseen[round*perRound+perRun+i/mixOf*mixUnseen+i%mixOf-mixIssue]))
-			default:
-				return []byte(validateRequest(known[i%len(known)]))
-			}
-		}},
-	}
 	var signs, verifies []time.Duration
 	for round := range rounds {
-		for p := range paths {
-			path := &paths[p]
-			serverBefore, err1 := cpuTime(path.pid)
-			redisBefore, err2 := cpuTime(s.redisPid)
-			lat, failed, err := constantRate(*productionRate, *rateFor, strings.TrimPrefix(path.url, "http://"),
-				func(i int) []byte { return path.request(round, i) })
+		for _, path := range paths {
+			run, err := path.run(round, s.redisPid)
 			if err != nil {
 				return err
 			}
-			serverAfter, err3 := cpuTime(path.pid)
-			redisAfter, err4 := cpuTime(s.redisPid)
-			if err := cmp.Or(err1, err2, err3, err4); err != nil {
-				return err
-			}
-			n := time.Duration(len(lat))
-			run := pathRun{serverCPU: (serverAfter - serverBefore) / n, redisCPU: (redisAfter - redisBefore) / n}
-			if path.mix {
-				var parts [3]struct {
-					lat    []time.Duration
-					failed []bool
-				}
-				for i := range lat {
-					k := mixPath(i)
-					parts[k].lat = append(parts[k].lat, lat[i])
-					parts[k].failed = append(parts[k].failed, failed[i])
-				}
-				for _, part := range parts {
-					run.parts = append(run.parts, summarize(part.lat, part.failed))
-				}
-			}
-			run.res = summarize(lat, failed)
 			path.runs = append(path.runs, run)
 		}
 		sign, verify := ed25519Cost()
@@ -179,10 +204,11 @@ func productionRound(s servers) error {
 		return median(xs)
 	}
 	cpu := func(r pathRun) time.Duration { return r.serverCPU }
-	bareCPU, bareP99 := med(paths[0].runs, cpu), med(paths[0].runs, func(r pathRun) time.Duration { return r.res.p99 })
+	p99 := func(r pathRun) time.Duration { return r.res.p99 }
+	bareCPU, bareP99 := med(paths[0].runs, cpu), med(paths[0].runs, p99)
 	sign, verify := median(signs), median(verifies)
-	floors := []time.Duration{bareCPU, bareCPU + sign, bareCPU, bareCPU + verify,
-		bareCPU + (sign*mixIssue+verify*mixUnseen)/mixOf}
+	floors := map[string]time.Duration{"bare": bareCPU, "bare + sign": bareCPU + sign, "bare + verify": bareCPU + verify,
+		"weighted": bareCPU + (sign*mixIssue+verify*mixUnseen)/mixOf}
 	live, err := dbsize(s.redisPort)
 	if err != nil {
 		return err
@@ -195,31 +221,89 @@ func productionRound(s servers) error {
 	fmt.Printf("\nproduction volume: %d requests/s, %d rounds of %v per path, %d keys in Redis, the verified-token cache filled past its size; "+
 		"each figure is the median of the rounds; one Ed25519 signature %s, verification %s (CPU in this process, median of the rounds):\n\n",
 		*productionRate, rounds, *rateFor, live, us(sign), us(verify))
-	fmt.Println("| path | server CPU/req | floor | ÷ floor | Redis CPU/req | p50 | p99 | p99 ÷ bare's | errors |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| path | server CPU/req | floor | ÷ floor | issuer CPU/req behind it | Redis CPU/req | p50 | p99 | p99 ÷ bare's | errors |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for p, path := range paths {
 		c := med(path.runs, cpu)
-		p99 := med(path.runs, func(r pathRun) time.Duration { return r.res.p99 })
-		p50 := med(path.runs, func(r pathRun) time.Duration { return r.res.p50 })
+		behind := "—"
+		if path.behind != 0 {
+			behind = us(med(path.runs, func(r pathRun) time.Duration { return r.behindCPU }))
+		}
 		errs := 0
 		for _, r := range path.runs {
 			errs += r.res.errors
 		}
-		redisCPU := us(med(path.runs, func(r pathRun) time.Duration { return r.redisCPU }))
-		floor := []string{"bare", "bare + sign", "bare", "bare + verify", "weighted"}[p]
-		fmt.Printf("| %s | %s | %s (%s) | %.2f× | %s | %v | %v | %.2f× | %d |\n", path.name, us(c), us(floors[p]), floor,
-			float64(c)/float64(floors[p]), redisCPU, p50, p99, float64(p99)/float64(bareP99), errs)
-		if path.mix {
-			for k, name := range []string{mixPathIssue: "issue", mixPathUnseen: "never-seen tokens", mixPathKnown: "known tokens"} {
-				p99 := med(path.runs, func(r pathRun) time.Duration { return r.parts[k].p99 })
-				p50 := med(path.runs, func(r pathRun) time.Duration { return r.parts[k].p50 })
-				fmt.Printf("| the mix: %s | — | — | — | — | %v | %v | %.2f× | — |\n", name, p50, p99, float64(p99)/float64(bareP99))
+		floor := floors[path.floor]
+		fmt.Printf("| %s | %s | %s (%s) | %.2f× | %s | %s | %v | %v | %.2f× | %d |\n", path.name, us(c), us(floor), path.floor,
+			float64(c)/float64(floor), behind, us(med(path.runs, func(r pathRun) time.Duration { return r.redisCPU })),
+			med(path.runs, func(r pathRun) time.Duration { return r.res.p50 }), med(path.runs, p99),
+			float64(med(path.runs, p99))/float64(bareP99), errs)
+		if path.path == nil {
+			continue
+		}
+		for k, name := range []string{mixPathIssue: "issue", mixPathUnseen: "never-seen tokens", mixPathKnown: "known tokens"} {
+			if path.runs[0].parts[k].sent == 0 {
+				continue
 			}
+			p99 := med(path.runs, func(r pathRun) time.Duration { return r.parts[k].p99 })
+			fmt.Printf("| %s: %s | — | — | — | — | — | %v | %v | %.2f× | — |\n", path.name, name,
+				med(path.runs, func(r pathRun) time.Duration { return r.parts[k].p50 }), p99, float64(p99)/float64(bareP99))
+		}
+		if p == issuerPaths-1 && s.consumerURL != "" {
+			fmt.Println("| **through the consumer (client.Validator, remote mode, CacheTTL 1m)** | | | | | | | | | |")
 		}
 	}
 	fmt.Printf("\nissuer RSS after the round: %s (peak %s); Redis used_memory %d B, %.1f B per key above the empty Redis (%d keys)\n",
 		procStatus(s.issuerPid, "VmRSS"), peakRSS(s.issuerPid), used, float64(used-s.usedEmpty)/float64(live), live)
 	return nil
+}
+
+// run sends path's requests at -production-rate for -rate-d and measures
+// the CPU its server, the issuer behind it and Redis use meanwhile.
+func (path *loadPath) run(round, redisPid int) (pathRun, error) {
+	pids := []int{path.pid, redisPid, path.behind}
+	before, after := make([]time.Duration, 3), make([]time.Duration, 3)
+	measure := func(into []time.Duration) error {
+		for i, pid := range pids {
+			if pid != 0 {
+				t, err := cpuTime(pid)
+				if err != nil {
+					return err
+				}
+				into[i] = t
+			}
+		}
+		return nil
+	}
+	if err := measure(before); err != nil {
+		return pathRun{}, err
+	}
+	lat, failed, err := constantRate(*productionRate, *rateFor, strings.TrimPrefix(path.url, "http://"),
+		func(i int) []byte { return path.request(round, i) })
+	if err != nil {
+		return pathRun{}, err
+	}
+	if err := measure(after); err != nil {
+		return pathRun{}, err
+	}
+	n := time.Duration(len(lat))
+	run := pathRun{serverCPU: (after[0] - before[0]) / n, redisCPU: (after[1] - before[1]) / n, behindCPU: (after[2] - before[2]) / n}
+	if path.path != nil {
+		var parts [3]struct {
+			lat    []time.Duration
+			failed []bool
+		}
+		for i := range lat {
+			k := path.path(i)
+			parts[k].lat = append(parts[k].lat, lat[i])
+			parts[k].failed = append(parts[k].failed, failed[i])
+		}
+		for _, part := range parts {
+			run.parts = append(run.parts, summarize(part.lat, part.failed))
+		}
+	}
+	run.res = summarize(lat, failed)
+	return run, nil
 }
 
 // ed25519Cost is the CPU time of one Ed25519 signature and one verification
