@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,15 +15,19 @@ import (
 	"snowtoken/token"
 )
 
-// Files init writes into its directory. The issuer finds the first two
-// through SNOWTOKEN_SIGNING_KEYS and SNOWTOKEN_CLIENTS_FILE.
+// Files init writes into its directory. The issuer finds them through
+// SNOWTOKEN_SIGNING_KEYS, SNOWTOKEN_CLIENTS_FILE and
+// SNOWTOKEN_REDIS_PASSWORD_FILE; the Compose stack's Redis reads the last one
+// too, for its requirepass.
 const (
-	initKeyFile     = "signing-key.pem"
-	initClientsFile = "clients.json"
+	initKeyFile           = "signing-key.pem"
+	initClientsFile       = "clients.json"
+	initRedisPasswordFile = "redis.password"
 )
 
-// initCmd prepares a production secrets directory: a signing key, and a
-// clients file with one client whose secret goes to DIR/<client-id>.secret.
+// initCmd prepares a production secrets directory: a signing key, a clients
+// file with one client whose secret goes to DIR/<client-id>.secret, and a
+// random Redis password.
 // It never replaces a file that exists, so running it on every start (the
 // Compose stack's one-shot init service does) keeps the key and the client.
 //
@@ -32,7 +37,7 @@ const (
 func initCmd(args []string, stdout io.Writer) error {
 	flags := flag.NewFlagSet("init", flag.ContinueOnError)
 	flags.SetOutput(stdout)
-	dir := flags.String("dir", "", "directory for "+initKeyFile+", "+initClientsFile+" and <client-id>.secret (created 0700 if missing)")
+	dir := flags.String("dir", "", "directory for "+initKeyFile+", "+initClientsFile+", <client-id>.secret and "+initRedisPasswordFile+" (created 0700 if missing)")
 	clientID := flags.String("client-id", "demo", "id of the client to create")
 	scopes := flags.String("scopes", "orders:read,orders:write", "comma-separated scopes the client may ask for")
 	if err := flags.Parse(args); err != nil {
@@ -52,7 +57,7 @@ func initCmd(args []string, stdout io.Writer) error {
 		return fmt.Errorf("init: %w", err)
 	}
 
-	keyDone, err := initKey(filepath.Join(*dir, initKeyFile), stdout)
+	keyDone, err := initFile(filepath.Join(*dir, initKeyFile), newSigningKey, stdout)
 	if err != nil {
 		return err
 	}
@@ -60,15 +65,20 @@ func initCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !keyDone && !clientsDone {
-		fmt.Fprintf(stdout, "init: nothing to do: %s already holds a key and a clients file\n", *dir)
+	passwordDone, err := initFile(filepath.Join(*dir, initRedisPasswordFile), newRedisPassword, stdout)
+	if err != nil {
+		return err
+	}
+	if !keyDone && !clientsDone && !passwordDone {
+		fmt.Fprintf(stdout, "init: nothing to do: %s already holds a key, a clients file and a Redis password\n", *dir)
 	}
 	return nil
 }
 
-// initKey writes a new Ed25519 key to path unless a file is there. It reports
-// whether it wrote one.
-func initKey(path string, stdout io.Writer) (bool, error) {
+// initFile writes what newContent makes to path unless a file is there. It
+// reports whether it wrote one; what it prints is newContent's description,
+// never the contents.
+func initFile(path string, newContent func() (data []byte, what string, err error), stdout io.Writer) (bool, error) {
 	exists, err := fileExists(path)
 	if err != nil {
 		return false, err
@@ -77,15 +87,11 @@ func initKey(path string, stdout io.Writer) (bool, error) {
 		fmt.Fprintf(stdout, "init: kept %s (exists)\n", path)
 		return false, nil
 	}
-	k, err := token.GenerateKey()
+	data, what, err := newContent()
 	if err != nil {
 		return false, err
 	}
-	pemBytes, err := k.MarshalPEM()
-	if err != nil {
-		return false, err
-	}
-	created, err := writeNewFile(path, pemBytes)
+	created, err := writeNewFile(path, data)
 	if err != nil {
 		return false, err
 	}
@@ -93,8 +99,27 @@ func initKey(path string, stdout io.Writer) (bool, error) {
 		fmt.Fprintf(stdout, "init: kept %s (exists)\n", path)
 		return false, nil
 	}
-	fmt.Fprintf(stdout, "init: wrote %s (Ed25519 signing key, kid %s)\n", path, k.ID)
+	fmt.Fprintf(stdout, "init: wrote %s (%s)\n", path, what)
 	return true, nil
+}
+
+// newSigningKey makes a new Ed25519 signing key, PEM-encoded.
+func newSigningKey() ([]byte, string, error) {
+	k, err := token.GenerateKey()
+	if err != nil {
+		return nil, "", err
+	}
+	pemBytes, err := k.MarshalPEM()
+	if err != nil {
+		return nil, "", err
+	}
+	return pemBytes, "Ed25519 signing key, kid " + k.ID, nil
+}
+
+// newRedisPassword makes a random Redis password: crypto/rand.Text, 26
+// base32 characters (130 bits), safe in a shell word and a Redis config line.
+func newRedisPassword() ([]byte, string, error) {
+	return []byte(rand.Text() + "\n"), "the Redis password, mode 0600; it is not printed", nil
 }
 
 // initClient checks the client init is asked for, before anything is written.

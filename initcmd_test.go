@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func TestInitCreatesWhatProductionNeeds(t *testing.T) {
 
 	files := readDir(t, dir)
 	names := slices.Sorted(maps.Keys(files))
-	if want := []string{"clients.json", "demo.secret", "signing-key.pem"}; !slices.Equal(names, want) {
+	if want := []string{"clients.json", "demo.secret", "redis.password", "signing-key.pem"}; !slices.Equal(names, want) {
 		t.Fatalf("files = %v, want %v (no temporary files left)", names, want)
 	}
 	st, err := os.Stat(dir)
@@ -85,13 +86,23 @@ func TestInitCreatesWhatProductionNeeds(t *testing.T) {
 		}
 	}
 
+	// The Redis password: random, one line, not printed.
+	password := files["redis.password"]
+	if !regexp.MustCompile(`^[A-Z2-7]{26}\n$`).MatchString(password) {
+		t.Errorf("redis.password = %d bytes, want 26 base32 characters and a newline", len(password))
+	}
+	if p := strings.TrimSpace(password); p != "" && strings.Contains(out, p) {
+		t.Errorf("stdout shows the Redis password:\n%s", out)
+	}
+
 	// The issuer accepts the files as production configuration.
 	env := map[string]string{
-		"SNOWTOKEN_ENV":          "production",
-		"SNOWTOKEN_REDIS_URL":    "redis://127.0.0.1:6379/0",
-		"SNOWTOKEN_ISSUER":       "http://localhost:8080",
-		"SNOWTOKEN_SIGNING_KEYS": filepath.Join(dir, "signing-key.pem"),
-		"SNOWTOKEN_CLIENTS_FILE": filepath.Join(dir, "clients.json"),
+		"SNOWTOKEN_ENV":                 "production",
+		"SNOWTOKEN_REDIS_URL":           "redis://127.0.0.1:6379/0",
+		"SNOWTOKEN_REDIS_PASSWORD_FILE": filepath.Join(dir, "redis.password"),
+		"SNOWTOKEN_ISSUER":              "http://localhost:8080",
+		"SNOWTOKEN_SIGNING_KEYS":        filepath.Join(dir, "signing-key.pem"),
+		"SNOWTOKEN_CLIENTS_FILE":        filepath.Join(dir, "clients.json"),
 	}
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
@@ -149,26 +160,33 @@ func TestInitSecondRunChangesNothing(t *testing.T) {
 	}
 }
 
-func TestInitKeepsAnExistingKey(t *testing.T) {
-	dir := t.TempDir()
-	const mine = "operator's own key\n"
-	keyPath := filepath.Join(dir, "signing-key.pem")
-	if err := os.WriteFile(keyPath, []byte(mine), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := runInit(t, "-dir", dir)
-	if err != nil {
-		t.Fatalf("init: %v\n%s", err, out)
-	}
-	files := readDir(t, dir)
-	if files["signing-key.pem"] != mine {
-		t.Errorf("the existing key was replaced")
-	}
-	if _, ok := files["clients.json"]; !ok {
-		t.Errorf("clients.json was not written beside an existing key")
-	}
-	if !strings.Contains(out, "kept "+keyPath) {
-		t.Errorf("stdout does not say the key was kept:\n%s", out)
+func TestInitKeepsAnExistingFile(t *testing.T) {
+	for _, tc := range []struct{ name, other string }{
+		{"signing-key.pem", "clients.json"},
+		{"redis.password", "signing-key.pem"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			const mine = "operator's own\n"
+			path := filepath.Join(dir, tc.name)
+			if err := os.WriteFile(path, []byte(mine), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := runInit(t, "-dir", dir)
+			if err != nil {
+				t.Fatalf("init: %v\n%s", err, out)
+			}
+			files := readDir(t, dir)
+			if files[tc.name] != mine {
+				t.Errorf("the existing %s was replaced", tc.name)
+			}
+			if _, ok := files[tc.other]; !ok {
+				t.Errorf("%s was not written beside an existing %s", tc.other, tc.name)
+			}
+			if !strings.Contains(out, "kept "+path) {
+				t.Errorf("stdout does not say %s was kept:\n%s", tc.name, out)
+			}
+		})
 	}
 }
 
