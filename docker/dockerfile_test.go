@@ -227,7 +227,7 @@ func TestDockerfileStages(t *testing.T) {
 		healthcheck         []string
 	}{
 		{issuerStage, "/snowtoken", defaultPort, []string{"/snowtoken", "healthcheck"}},
-		{consumerStage, "/consumer", "8081", nil},
+		{consumerStage, "/consumer", "8081", []string{"/consumer", "healthcheck"}},
 	} {
 		t.Run(tc.stage, func(t *testing.T) {
 			s := stageNamed(t, stages, tc.stage)

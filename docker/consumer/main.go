@@ -5,6 +5,10 @@
 //	GET /orders   the orders, for a bearer token with scope orders:read
 //	GET /healthz  {"status":"ok"}
 //
+// `consumer healthcheck` asks the running consumer's /healthz on loopback
+// and exits 1 unless it answers 200: the image's HEALTHCHECK (distroless
+// has no shell, curl or wget).
+//
 //	SNOWTOKEN_ISSUER_URL  the issuer's base URL, such as http://issuer:8080 (required)
 //	CONSUMER_ADDR         the address to listen on; default :8081
 package main
@@ -36,8 +40,12 @@ func main() {
 	}
 }
 
-// run serves until ctx ends, then finishes in-flight requests.
+// run serves until ctx ends, then finishes in-flight requests; with the
+// argument "healthcheck" it checks the consumer CONSUMER_ADDR names instead.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 1 && args[0] == "healthcheck" {
+		return healthcheck(ctx, cmp.Or(getenv("CONSUMER_ADDR"), defaultAddr))
+	}
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q: configure with SNOWTOKEN_ISSUER_URL and CONSUMER_ADDR", args)
 	}
@@ -51,7 +59,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]string{"status": "ok"})
 	})
-	ln, err := net.Listen("tcp", cmp.Or(getenv("CONSUMER_ADDR"), ":8081"))
+	ln, err := net.Listen("tcp", cmp.Or(getenv("CONSUMER_ADDR"), defaultAddr))
 	if err != nil {
 		return fmt.Errorf("CONSUMER_ADDR: %w", err)
 	}
@@ -78,6 +86,36 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// defaultAddr is where the consumer listens without CONSUMER_ADDR.
+const defaultAddr = ":8081"
+
+// healthcheck GETs /healthz of the consumer listening on addr, on loopback
+// when addr names no host.
+func healthcheck(ctx context.Context, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("CONSUMER_ADDR: %w", err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s", resp.Status)
+	}
 	return nil
 }
 

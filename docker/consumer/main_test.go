@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -129,5 +130,32 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		if err := run(t.Context(), tc.args, func(k string) string { return tc.env[k] }, io.Discard); err == nil {
 			t.Errorf("%s: run returned nil, want an error", name)
 		}
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	issuer := clienttest.New(t, clienttest.Config{})
+	base := start(t, issuer.URL)
+	check := func(addr string) error {
+		return run(t.Context(), []string{"healthcheck"}, func(k string) string { return map[string]string{"CONSUMER_ADDR": addr}[k] }, io.Discard)
+	}
+	_, port, _ := strings.Cut(strings.TrimPrefix(base, "http://"), ":")
+	for _, addr := range []string{":" + port, "127.0.0.1:" + port, "0.0.0.0:" + port} {
+		if err := check(addr); err != nil {
+			t.Errorf("healthcheck with CONSUMER_ADDR=%s, consumer up: %v", addr, err)
+		}
+	}
+	// Nothing listens there: the check fails.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := ln.Addr().String()
+	ln.Close()
+	if err := check(free); err == nil {
+		t.Errorf("healthcheck with CONSUMER_ADDR=%s, nothing listening: nil, want an error", free)
+	}
+	if err := check("nope"); err == nil {
+		t.Error("healthcheck with CONSUMER_ADDR=nope: nil, want an error")
 	}
 }
