@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,34 +109,179 @@ func TestComposeHasNoVariables(t *testing.T) {
 	}
 }
 
-func TestComposeRedis(t *testing.T) {
-	r := service(t, loadCompose(t, true), "redis")
-	if !strings.HasPrefix(r.Image, "redis:7") {
-		t.Errorf("redis image %q, want redis:7", r.Image)
+// redisScript returns the redis service's shell script (command: [sh, -c,
+// SCRIPT]), the redis-server arguments in it and the file its heredoc reads
+// the password from. The script's shape:
+//
+//	exec docker-entrypoint.sh redis-server - ARGS... <<EOF
+//	requirepass $(cat FILE)
+//	EOF
+func redisScript(tb testing.TB, r types.ServiceConfig) (script string, args []string, passwordFile string) {
+	tb.Helper()
+	if len(r.Command) != 3 || r.Command[0] != "sh" || r.Command[1] != "-c" {
+		tb.Fatalf("redis command %q, want [sh -c SCRIPT]", r.Command)
 	}
-	if !strings.Contains(strings.Join(r.Command, " "), "--appendonly yes") {
-		t.Errorf("redis command %q, want --appendonly yes (sessions survive a restart)", r.Command)
+	script = r.Command[2]
+	line, heredoc, ok := strings.Cut(strings.ReplaceAll(script, "\\\n", " "), " <<EOF\n")
+	if !ok {
+		tb.Fatalf("redis script %q: want a command line ending in <<EOF", script)
+	}
+	words, err := shellFields(line)
+	if err != nil {
+		tb.Fatalf("redis script: %v", err)
+	}
+	if want := []string{"exec", "docker-entrypoint.sh", "redis-server", "-"}; len(words) < len(want) || !slices.Equal(words[:len(want)], want) {
+		tb.Fatalf("redis script runs %q, want %q ARGS...: the image's entrypoint drops root, redis-server reads the password from stdin", words, want)
+	}
+	m := regexp.MustCompile(`^requirepass \$\(cat (/\S+)\)\nEOF\n$`).FindStringSubmatch(heredoc)
+	if m == nil {
+		tb.Fatalf("redis script heredoc %q, want requirepass $(cat FILE) and EOF", heredoc)
+	}
+	return script, words[4:], m[1]
+}
+
+func TestComposeRedis(t *testing.T) {
+	p := loadCompose(t, true)
+	r := service(t, p, "redis")
+	_, args, passwordFile := redisScript(t, r)
+	if !strings.Contains(strings.Join(args, " "), "--appendonly yes") {
+		t.Errorf("redis-server %q, want --appendonly yes (sessions survive a restart)", args)
 	}
 	// The settings the command gives, over Redis's defaults, are ones the
 	// issuer's /readyz accepts (package redisconf), and memory is capped.
 	cfg := map[string]string{"maxmemory-policy": "noeviction", "appendonly": "no", "appendfsync": "everysec", "save": "3600 1 300 100 60 10000"}
-	for i := 1; i+1 < len(r.Command); i++ {
-		if name, ok := strings.CutPrefix(r.Command[i], "--"); ok {
-			cfg[name] = r.Command[i+1]
+	for i := 0; i+1 < len(args); i++ {
+		if name, ok := strings.CutPrefix(args[i], "--"); ok {
+			cfg[name] = args[i+1]
 		}
 	}
 	for _, p := range redisconf.Evaluate(cfg) {
-		t.Errorf("redis command %q: the issuer would not be ready: %s", r.Command, p)
+		t.Errorf("redis-server %q: the issuer would not be ready: %s", args, p)
 	}
 	if cfg["maxmemory"] == "" || cfg["maxmemory-policy"] != "noeviction" {
-		t.Errorf("redis command %q: want --maxmemory and --maxmemory-policy noeviction: a full Redis refuses new sessions instead of evicting live ones", r.Command)
+		t.Errorf("redis-server %q: want --maxmemory and --maxmemory-policy noeviction: a full Redis refuses new sessions instead of evicting live ones", args)
 	}
 	if v := volume(t, r, "/data"); v.Type != types.VolumeTypeVolume || v.ReadOnly {
 		t.Errorf("redis /data is %s read_only=%v, want a named volume, writable", v.Type, v.ReadOnly)
 	}
 	hc := r.HealthCheck
-	if hc == nil || hc.Disable || !strings.Contains(strings.Join(hc.Test, " "), "redis-cli ping") {
-		t.Errorf("redis healthcheck %+v, want redis-cli ping", hc)
+	if hc == nil || hc.Disable || !strings.Contains(strings.Join(hc.Test, " "), "redis-cli ping") || !strings.Contains(strings.Join(hc.Test, " "), "REDISCLI_AUTH=") {
+		t.Errorf("redis healthcheck %+v, want redis-cli ping with REDISCLI_AUTH", hc)
+	}
+
+	// The password is the file init writes, read from the secrets volume
+	// (read-only), and the issuer reads the same file.
+	initSvc := service(t, p, "init")
+	if v := volume(t, r, filepath.Dir(passwordFile)); v.Source != volume(t, initSvc, initSvc.Command[2]).Source || !v.ReadOnly || filepath.Dir(passwordFile) != initSvc.Command[2] {
+		t.Errorf("redis reads %s from %q read_only=%v; want init's secrets volume, read-only", passwordFile, v.Source, v.ReadOnly)
+	}
+	if got := env(t, service(t, p, "issuer"))["SNOWTOKEN_REDIS_PASSWORD_FILE"]; got != passwordFile {
+		t.Errorf("issuer SNOWTOKEN_REDIS_PASSWORD_FILE=%q, want %s, the file Redis's requirepass comes from", got, passwordFile)
+	}
+	if got := r.DependsOn["init"].Condition; got != types.ServiceConditionCompletedSuccessfully {
+		t.Errorf("redis depends_on init %q, want %s: the password file must exist", got, types.ServiceConditionCompletedSuccessfully)
+	}
+}
+
+// TestComposeRedisRuns runs the redis service's script and health check with
+// the local sh and redis-server. Only these differ from the container: the
+// secrets directory and the data directory are temporary ones, and
+// docker-entrypoint.sh and redis-cli on PATH add the port (the entrypoint
+// otherwise only drops root).
+func TestComposeRedisRuns(t *testing.T) {
+	for _, bin := range []string{"sh", "redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("needs %s on PATH", bin)
+		}
+	}
+	r := service(t, loadCompose(t, true), "redis")
+	script, _, passwordFile := redisScript(t, r)
+	dir := t.TempDir()
+	secrets, data, bin := filepath.Join(dir, "secrets"), filepath.Join(dir, "data"), filepath.Join(dir, "bin")
+	for _, d := range []string{secrets, data, bin} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port := strconv.Itoa(freePort(t))
+	redisCLI, _ := exec.LookPath("redis-cli")
+	for name, body := range map[string]string{
+		"docker-entrypoint.sh": `exec "$@" --port ` + port + ` --bind 127.0.0.1 --dir ` + data + ` --save ""`,
+		"redis-cli":            `exec ` + redisCLI + ` -p ` + port + ` "$@"`,
+	} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const password = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	pwFile := filepath.Join(secrets, filepath.Base(passwordFile))
+	if err := os.WriteFile(pwFile, []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rebase := strings.NewReplacer(filepath.Dir(passwordFile)+"/", secrets+"/")
+	environ := append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+
+	srv := exec.Command("sh", "-c", rebase.Replace(script))
+	srv.Env = environ
+	var log strings.Builder
+	srv.Stdout, srv.Stderr = &log, &log
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = srv.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		srv.Process.Kill()
+		<-exited
+	})
+
+	// The health check, as Docker runs it: CMD-SHELL's string through sh -c.
+	if len(r.HealthCheck.Test) != 2 || r.HealthCheck.Test[0] != "CMD-SHELL" {
+		t.Fatalf("redis healthcheck %q, want [CMD-SHELL ...]", r.HealthCheck.Test)
+	}
+	healthy := func() error {
+		c := exec.Command("sh", "-c", rebase.Replace(r.HealthCheck.Test[1]))
+		c.Env = environ
+		out, err := c.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for err := healthy(); err != nil; err = healthy() {
+		if time.Now().After(deadline) {
+			t.Fatalf("healthcheck %q never passed: %v\nredis: %s", r.HealthCheck.Test[1], err, log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Without the password, Redis refuses; the password is on no command line.
+	if out, _ := exec.Command(redisCLI, "-p", port, "ping").CombinedOutput(); !strings.Contains(string(out), "NOAUTH") {
+		t.Errorf("redis-cli ping without a password = %q, want NOAUTH", out)
+	}
+	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", srv.Process.Pid)); err == nil && strings.Contains(string(cmdline), password) {
+		t.Errorf("the password is on redis-server's command line: %q", cmdline)
+	}
+	// A wrong password fails the health check.
+	if err := os.WriteFile(pwFile, []byte("wrong\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := healthy(); err == nil {
+		t.Error("healthcheck passed with a wrong password")
+	}
+
+	// The script execs: the process Docker signals is redis-server itself,
+	// which stops cleanly on SIGTERM.
+	srv.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Errorf("redis exited on SIGTERM with %v\n%s", waitErr, log.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("redis did not stop on SIGTERM: the shell did not exec it\n%s", log.String())
 	}
 }
 
@@ -212,34 +359,49 @@ func TestComposeInitAndIssuer(t *testing.T) {
 	}
 }
 
-// TestComposeNetworkGivesDistinctWorkerIDs: the issuers take their worker ID
-// from the last octet of their address, which is distinct only within a /24.
-func TestComposeNetworkGivesDistinctWorkerIDs(t *testing.T) {
-	p := loadCompose(t, true)
-	issuer := service(t, p, "issuer")
-	if got := slices.Collect(maps.Keys(issuer.Networks)); len(got) != 1 {
-		t.Fatalf("issuer networks %v, want exactly one (the worker ID comes from its one interface)", got)
-	}
-	var netName string
-	for n := range issuer.Networks {
-		netName = n
-	}
-	nw, ok := p.Networks[netName]
+// subnet returns a declared network's one fixed IPv4 subnet.
+func subnet(tb testing.TB, p *types.Project, name string) netip.Prefix {
+	tb.Helper()
+	nw, ok := p.Networks[name]
 	if !ok {
-		t.Fatalf("network %q not declared", netName)
+		tb.Fatalf("network %q not declared", name)
 	}
 	if len(nw.Ipam.Config) != 1 {
-		t.Fatalf("network %s has %d ipam pools, want one fixed subnet", netName, len(nw.Ipam.Config))
+		tb.Fatalf("network %s has %d ipam pools, want one fixed subnet", name, len(nw.Ipam.Config))
 	}
 	prefix, err := netip.ParsePrefix(nw.Ipam.Config[0].Subnet)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	if want := netip.MustParsePrefix("172.28.0.0/24"); prefix != want {
-		t.Errorf("subnet %v, want %v", prefix, want)
+	return prefix
+}
+
+// TestComposeNetworkGivesDistinctWorkerIDs: the issuers take their worker ID
+// from the last octet of their address on one named interface, which is
+// distinct only within a /24. They are on two networks, so the interface is
+// named (SNOWTOKEN_WORKER_INTERFACE=eth0), the backend network is the one
+// Compose connects first (the highest priority), and both networks are /24s:
+// whichever one an engine made eth0, the last octets are distinct.
+func TestComposeNetworkGivesDistinctWorkerIDs(t *testing.T) {
+	p := loadCompose(t, true)
+	issuer := service(t, p, "issuer")
+	if got := env(t, issuer)["SNOWTOKEN_WORKER_INTERFACE"]; got != "eth0" {
+		t.Errorf("issuer SNOWTOKEN_WORKER_INTERFACE=%q, want eth0: on two networks, \"the first up interface\" is ambiguous", got)
 	}
-	if prefix.Bits() < 24 || !prefix.Addr().Is4() {
-		t.Errorf("subnet %v: wider than /24 lets two containers share a last octet, so a worker ID", prefix)
+	byPriority := issuer.NetworksByPriority()
+	if len(byPriority) == 0 || byPriority[0] != "backend" {
+		t.Fatalf("issuer networks by priority %v, want backend first (eth0)", byPriority)
+	}
+	if len(byPriority) > 1 && issuer.Networks[byPriority[1]].Priority >= issuer.Networks["backend"].Priority {
+		t.Errorf("issuer network %s has priority as high as backend's: which one is eth0 is up to the engine", byPriority[1])
+	}
+	if want, got := netip.MustParsePrefix("172.28.0.0/24"), subnet(t, p, "backend"); got != want {
+		t.Errorf("backend subnet %v, want %v", got, want)
+	}
+	for _, name := range byPriority {
+		if prefix := subnet(t, p, name); prefix.Bits() < 24 || !prefix.Addr().Is4() {
+			t.Errorf("issuer network %s subnet %v: wider than an IPv4 /24 lets two containers share a last octet, so a worker ID", name, prefix)
+		}
 	}
 	cfg, err := config.Load(func(string) string { return "" })
 	if err != nil {
@@ -255,6 +417,130 @@ func TestComposeNetworkGivesDistinctWorkerIDs(t *testing.T) {
 	}
 	if initSvc := service(t, p, "init"); initSvc.NetworkMode != "none" {
 		t.Errorf("init network_mode %q, want none: it needs no network", initSvc.NetworkMode)
+	}
+}
+
+// TestComposeNetworkIsolation: Redis is on internal networks only, that
+// nginx and the consumer are not on; they reach the issuer on another.
+func TestComposeNetworkIsolation(t *testing.T) {
+	p := loadCompose(t, true)
+	redis, issuer := service(t, p, "redis"), service(t, p, "issuer")
+	for n := range redis.Networks {
+		if !p.Networks[n].Internal {
+			t.Errorf("redis is on network %s, which is not internal: true", n)
+		}
+		if _, ok := issuer.Networks[n]; !ok {
+			t.Errorf("redis is on network %s, the issuer is not", n)
+		}
+		for _, other := range []string{"nginx", "consumer"} {
+			if _, ok := service(t, p, other).Networks[n]; ok {
+				t.Errorf("%s shares network %s with redis", other, n)
+			}
+		}
+	}
+	for _, other := range []string{"nginx", "consumer"} {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(service(t, p, other).Networks)), func(n string) bool {
+			_, ok := issuer.Networks[n]
+			return ok
+		}) {
+			t.Errorf("%s shares no network with the issuer", other)
+		}
+	}
+
+	// Clients reach the issuer through nginx: it is a trusted proxy, so the
+	// failed-authentication limit counts each client, not nginx's one address.
+	var trusted []netip.Prefix
+	for _, v := range strings.Split(env(t, issuer)["SNOWTOKEN_TRUSTED_PROXIES"], ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		prefix, err := netip.ParsePrefix(v)
+		if err != nil {
+			t.Fatalf("SNOWTOKEN_TRUSTED_PROXIES %q: %v", v, err)
+		}
+		trusted = append(trusted, prefix)
+	}
+	for n := range service(t, p, "nginx").Networks {
+		if _, shared := issuer.Networks[n]; !shared {
+			continue
+		}
+		nginxNet := subnet(t, p, n)
+		if !slices.ContainsFunc(trusted, func(t netip.Prefix) bool { return t.Bits() <= nginxNet.Bits() && t.Contains(nginxNet.Addr()) }) {
+			t.Errorf("SNOWTOKEN_TRUSTED_PROXIES %v does not cover nginx's network %s (%v)", trusted, n, nginxNet)
+		}
+	}
+}
+
+// pinnedImage matches an image reference pinned to an exact version: a tag
+// with major.minor.patch (and a variant such as -alpine), or a digest.
+var pinnedImage = regexp.MustCompile(`^[a-z0-9./_-]+(:[0-9]+\.[0-9]+\.[0-9]+(-[a-z0-9.]+)?(@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$`)
+
+func TestPinnedImage(t *testing.T) {
+	for image, want := range map[string]bool{
+		"redis:7.0.15-alpine":                     true,
+		"nginx:1.27.5-alpine":                     true,
+		"golang:1.26.8":                           true,
+		"redis@sha256:" + strings.Repeat("a", 64): true,
+		"redis:7":           false,
+		"nginx:1.27-alpine": false,
+		"redis":             false,
+		"redis:latest":      false,
+		"redis:alpine":      false,
+	} {
+		if got := pinnedImage.MatchString(image); got != want {
+			t.Errorf("pinned(%s) = %v, want %v", image, got, want)
+		}
+	}
+}
+
+// TestComposeImagesPinned: every image pulled from a registry names an exact
+// version; only the images built here (pull_policy build or never) do not.
+func TestComposeImagesPinned(t *testing.T) {
+	for name, s := range loadCompose(t, true).Services {
+		if s.PullPolicy == types.PullPolicyBuild || s.PullPolicy == types.PullPolicyNever {
+			continue
+		}
+		if !pinnedImage.MatchString(s.Image) {
+			t.Errorf("service %s image %q, want an exact version (such as redis:7.0.15-alpine) or a digest", name, s.Image)
+		}
+	}
+}
+
+// TestComposeLimitsAndHealthchecks: every service has CPU and memory
+// limits, and every long-running one a health check: its own, or its image's
+// HEALTHCHECK (the Dockerfile stage that builds it).
+func TestComposeLimitsAndHealthchecks(t *testing.T) {
+	p := loadCompose(t, true)
+	stages := loadDockerfile(t)
+	builtBy := map[string]string{} // image -> Dockerfile stage
+	for _, s := range p.Services {
+		if s.Build != nil {
+			builtBy[s.Image] = s.Build.Target
+		}
+	}
+	for name, s := range p.Services {
+		var cpus float32
+		var mem int64
+		if s.Deploy != nil && s.Deploy.Resources.Limits != nil {
+			cpus, mem = s.Deploy.Resources.Limits.NanoCPUs.Value(), int64(s.Deploy.Resources.Limits.MemoryBytes)
+		}
+		if cpus <= 0 || mem <= 0 {
+			t.Errorf("service %s limits cpus=%v memory=%d, want both (deploy.resources.limits)", name, cpus, mem)
+		}
+		if s.Restart == "no" {
+			continue // a one-shot
+		}
+		if hc := s.HealthCheck; hc != nil && (hc.Disable || len(hc.Test) > 0 && hc.Test[0] == "NONE") {
+			t.Errorf("service %s turns its health check off", name)
+			continue
+		}
+		if s.HealthCheck != nil && len(s.HealthCheck.Test) > 0 {
+			continue
+		}
+		stage, ok := builtBy[s.Image]
+		if !ok || len(stageNamed(t, stages, stage).all("HEALTHCHECK")) == 0 {
+			t.Errorf("service %s has no health check, and its image %s none of its own", name, s.Image)
+		}
 	}
 }
 
@@ -279,7 +565,16 @@ func TestComposeIssuerEnvironment(t *testing.T) {
 		}
 	}
 
-	cfg, err := config.Load(func(k string) string { return e[k] })
+	// The files init writes, here in a temporary directory: config.Load
+	// reads the Redis password file.
+	initSvc := service(t, p, "init")
+	loadEnv := maps.Clone(e)
+	dir := t.TempDir()
+	rebaseSecrets(loadEnv, initSvc.Command[2], dir)
+	if err := os.WriteFile(filepath.Join(dir, "redis.password"), []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZ\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(func(k string) string { return loadEnv[k] })
 	if err != nil {
 		t.Fatalf("config.Load with the issuer's environment: %v", err)
 	}
@@ -451,11 +746,7 @@ func TestComposeIssuerStarts(t *testing.T) {
 	}
 
 	e := env(t, issuer)
-	for k, v := range e {
-		if rest, ok := strings.CutPrefix(v, secretsDir+"/"); ok {
-			e[k] = filepath.Join(dir, rest)
-		}
-	}
+	rebaseSecrets(e, secretsDir, dir)
 	ks, err := token.LoadKeySet(e["SNOWTOKEN_SIGNING_KEYS"])
 	if err != nil {
 		t.Fatalf("the key init wrote: %v", err)
@@ -468,10 +759,20 @@ func TestComposeIssuerStarts(t *testing.T) {
 		t.Errorf("demo.secret does not authenticate client demo: %v", err)
 	}
 
-	redisSrv := redistest.NewServer(t)
+	// Redis with the password init wrote, as the redis service has it.
+	password, err := os.ReadFile(e["SNOWTOKEN_REDIS_PASSWORD_FILE"])
+	if err != nil {
+		t.Fatalf("the Redis password init wrote: %v", err)
+	}
+	redisSrv := redistest.NewConfiguredServer(t)
+	if err := redisSrv.Client().ConfigSet(t.Context(), "requirepass", strings.TrimSpace(string(password))).Err(); err != nil {
+		t.Fatal(err)
+	}
 	e["SNOWTOKEN_REDIS_URL"] = redisSrv.URL()
 	e["SNOWTOKEN_ADDR"] = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	e["SNOWTOKEN_METRICS_ADDR"] = "127.0.0.1:0"
+	// The address eth0 has on the backend network, as the interface would.
+	delete(e, "SNOWTOKEN_WORKER_INTERFACE")
 	e["SNOWTOKEN_WORKER_IP"] = "172.28.0.7"
 	environ := []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range e {
@@ -572,6 +873,16 @@ func TestComposeIssuerStarts(t *testing.T) {
 	check.Env = environ
 	if out, err := check.CombinedOutput(); err == nil {
 		t.Errorf("HEALTHCHECK passed with Redis down:\n%s", out)
+	}
+}
+
+// rebaseSecrets moves every value of e under the container's secrets
+// directory to the same file under dir.
+func rebaseSecrets(e map[string]string, secretsDir, dir string) {
+	for k, v := range e {
+		if rest, ok := strings.CutPrefix(v, secretsDir+"/"); ok {
+			e[k] = filepath.Join(dir, rest)
+		}
 	}
 }
 
