@@ -203,12 +203,19 @@ func TestDockerfileStages(t *testing.T) {
 		t.Fatalf("%d FROM stages, want a build stage and final stages", len(stages))
 	}
 
-	// The build stage is the Go version go.mod asks for, pinned to the minor.
+	// The build stage is exactly the Go version go.mod asks for (a patch
+	// release, so the image's toolchain is the one the reproducibility test
+	// builds with), and an exact image (pinnedImage).
 	build := stages[0]
 	goVersion := goDirective(t)
-	minor := strings.Join(strings.SplitN(goVersion, ".", 3)[:2], ".")
-	if want := "golang:" + minor; build.From != want && !strings.HasPrefix(build.From, want+"-") && !strings.HasPrefix(build.From, want+"@") {
+	if strings.Count(goVersion, ".") != 2 {
+		t.Errorf("go.mod says go %s, want a patch release (go 1.26.8) the image can pin", goVersion)
+	}
+	if want := "golang:" + goVersion; build.From != want && !strings.HasPrefix(build.From, want+"-") && !strings.HasPrefix(build.From, want+"@") {
 		t.Errorf("build stage FROM %s, want %s (go.mod says go %s)", build.From, want, goVersion)
+	}
+	if !pinnedImage.MatchString(build.From) {
+		t.Errorf("build stage FROM %s, want an exact version", build.From)
 	}
 
 	// The default target (the last stage) is the issuer.
