@@ -700,13 +700,26 @@ func TestComposeNginx(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^\s*listen 8080;`).Match(conf) {
 		t.Error("nginx/default.conf does not listen on 8080, the published port's target")
 	}
-	for _, up := range []string{"issuer:8080", "consumer:8081"} {
-		if !strings.Contains(string(conf), "server "+up+";") {
-			t.Errorf("nginx/default.conf has no upstream server %s", up)
+	for _, want := range []string{"set $snowtoken_issuer issuer:8080;", "server consumer:8081;"} {
+		if !strings.Contains(string(conf), want) {
+			t.Errorf("nginx/default.conf has no %s", want)
 		}
 	}
+	// The issuer's replicas come and go (--scale): nginx asks Docker's DNS
+	// again after a few seconds, through a variable in every issuer proxy_pass.
+	if !regexp.MustCompile(`(?m)^\s*resolver 127\.0\.0\.11 valid=[1-9]s ipv6=off;`).Match(conf) {
+		t.Error("nginx/default.conf has no `resolver 127.0.0.11 valid=Ns ipv6=off;`: nginx would resolve issuer once, at start")
+	}
+	for _, m := range regexp.MustCompile(`proxy_pass http://(\S+?)[/;]`).FindAllSubmatch(conf, -1) {
+		if host := string(m[1]); strings.Contains(host, "issuer") && host != "$snowtoken_issuer" {
+			t.Errorf("nginx/default.conf proxy_pass http://%s: want http://$snowtoken_issuer, so issuer is resolved again", host)
+		}
+	}
+	if regexp.MustCompile(`(?m)^\s*server issuer:`).Match(conf) {
+		t.Error("nginx/default.conf has an upstream server issuer: resolved once, at start")
+	}
 	if got := n.DependsOn["issuer"].Condition; got != types.ServiceConditionHealthy {
-		t.Errorf("nginx depends_on issuer %q, want service_healthy: nginx resolves the replicas once, at start", got)
+		t.Errorf("nginx depends_on issuer %q, want service_healthy: the gateway starts when an issuer can answer", got)
 	}
 	if _, ok := n.DependsOn["consumer"]; !ok {
 		t.Error("nginx does not depend on consumer: nginx fails to start when an upstream name does not resolve")

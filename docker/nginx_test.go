@@ -53,14 +53,19 @@ func nginxBinary(tb testing.TB) string {
 	return bin
 }
 
-// renderNginxConf is nginx/default.conf with its three host-specific
-// strings replaced, each exactly once, and nothing else changed.
-func renderNginxConf(tb testing.TB, conf, issuerAddr, consumerAddr, listenAddr string) string {
+// nginxHosts are the host-specific strings of nginx/default.conf: Docker's
+// DNS server, the issuer and consumer addresses, and the listen address.
+type nginxHosts struct{ resolver, issuer, consumer, listen string }
+
+// renderNginxConf is nginx/default.conf with its four host-specific strings
+// replaced, each exactly once, and nothing else changed.
+func renderNginxConf(tb testing.TB, conf string, h nginxHosts) string {
 	tb.Helper()
 	for _, r := range []struct{ old, new string }{
-		{"server issuer:8080;", "server " + issuerAddr + ";"},
-		{"server consumer:8081;", "server " + consumerAddr + ";"},
-		{"listen 8080;", "listen " + listenAddr + ";"},
+		{"resolver 127.0.0.11 ", "resolver " + h.resolver + " "},
+		{"set $snowtoken_issuer issuer:8080;", "set $snowtoken_issuer " + h.issuer + ";"},
+		{"server consumer:8081;", "server " + h.consumer + ";"},
+		{"listen 8080;", "listen " + h.listen + ";"},
 	} {
 		if n := strings.Count(conf, r.old); n != 1 {
 			tb.Fatalf("nginx/default.conf holds %q %d times, want once", r.old, n)
@@ -93,14 +98,14 @@ func TestRenderNginxConf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := renderNginxConf(t, string(conf), "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3")
+	got := renderNginxConf(t, string(conf), nginxHosts{"127.0.0.1:4", "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"})
 	if got == string(conf) {
 		t.Fatal("rendering changed nothing")
 	}
-	// Undoing the three replacements gives the file back: nothing else changed.
-	back := strings.NewReplacer("server 127.0.0.1:1;", "server issuer:8080;", "server 127.0.0.1:2;", "server consumer:8081;", "listen 127.0.0.1:3;", "listen 8080;").Replace(got)
+	// Undoing the four replacements gives the file back: nothing else changed.
+	back := strings.NewReplacer("resolver 127.0.0.1:4 ", "resolver 127.0.0.11 ", "issuer 127.0.0.1:1;", "issuer issuer:8080;", "server 127.0.0.1:2;", "server consumer:8081;", "listen 127.0.0.1:3;", "listen 8080;").Replace(got)
 	if back != string(conf) {
-		t.Error("rendering changed more than the three host-specific strings")
+		t.Error("rendering changed more than the four host-specific strings")
 	}
 }
 
@@ -207,15 +212,15 @@ func startConsumer(tb testing.TB, issuerURL string) string {
 }
 
 // startNginx runs nginx with conf as its server block on a free loopback
-// port, and returns the port's URL.
-func startNginx(tb testing.TB, bin, issuerAddr, consumerAddr string) string {
+// port, and returns the port's URL. h.listen is chosen here.
+func startNginx(tb testing.TB, bin string, h nginxHosts) string {
 	tb.Helper()
 	version, _ := exec.Command(bin, "-V").CombinedOutput()
 	conf, err := os.ReadFile(filepath.Join("nginx", "default.conf"))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(tb))
+	h.listen = "127.0.0.1:" + strconv.Itoa(freePort(tb))
 	dir := tb.TempDir()
 	// nginx started as root runs its worker as nobody, which must reach dir.
 	if err := os.Chmod(dir, 0o755); err != nil {
@@ -224,7 +229,7 @@ func startNginx(tb testing.TB, bin, issuerAddr, consumerAddr string) string {
 	if err := os.Mkdir(filepath.Join(dir, "tmp"), 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	rendered := renderNginxConf(tb, string(conf), issuerAddr, consumerAddr, listen)
+	rendered := renderNginxConf(tb, string(conf), h)
 	if err := os.WriteFile(filepath.Join(dir, "default.conf"), []byte(rendered), 0o644); err != nil {
 		tb.Fatal(err)
 	}
@@ -257,7 +262,7 @@ func startNginx(tb testing.TB, bin, issuerAddr, consumerAddr string) string {
 			tb.Logf("nginx output:\n%s\naccess log:\n%s", out.String(), access)
 		}
 	})
-	base := "http://" + listen
+	base := "http://" + h.listen
 	waitOK(tb, base+"/nginx-health", exited, out.String)
 	return base
 }
@@ -305,7 +310,7 @@ func TestNginxGateway(t *testing.T) {
 	consumerSrv := httptest.NewServer(consumerRec)
 	t.Cleanup(consumerSrv.Close)
 
-	gw := startNginx(t, nginx, issuerSrv.Listener.Addr().String(), consumerSrv.Listener.Addr().String())
+	gw := startNginx(t, nginx, nginxHosts{resolver: "127.0.0.11", issuer: issuerSrv.Listener.Addr().String(), consumer: consumerSrv.Listener.Addr().String()})
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	t.Cleanup(client.CloseIdleConnections)
 
