@@ -7,12 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"snowtoken/config"
+	"snowtoken/internal/probe"
 	"snowtoken/snowflakealg"
 	"snowtoken/token"
 )
@@ -181,20 +181,5 @@ func healthcheck(ctx context.Context, env map[string]string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.LocalURL()+"/readyz", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("healthcheck: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("healthcheck: %s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	return nil
+	return probe.Get(ctx, cfg.LocalURL()+"/readyz")
 }

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"snowtoken/client"
+	"snowtoken/internal/probe"
 )
 
 func main() {
@@ -102,21 +103,7 @@ func healthcheck(ctx context.Context, addr string) error {
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		host = "127.0.0.1"
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/healthz", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("healthcheck: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthcheck: %s", resp.Status)
-	}
-	return nil
+	return probe.Get(ctx, "http://"+net.JoinHostPort(host, port)+"/healthz")
 }
 
 type order struct {
