@@ -327,3 +327,17 @@ func TestRevokeClientSurvivesEviction(t *testing.T) {
 		t.Errorf("the client's revocation after eviction: exists %d, %v", n, err)
 	}
 }
+
+// TestClientKeyUnreadable: a client's revocation key that does not hold a
+// time (written by hand, or by another program) fails the client's tokens
+// closed, never open.
+func TestClientKeyUnreadable(t *testing.T) {
+	e := newEnv(t, Options{})
+	iss := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"})
+	other := e.issue(t, e.svc, "svc", IssueRequest{})
+	if err := e.redis.Client.Set(t.Context(), e.redis.Prefix+"client:{gateway}", "not a time", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantRevoked(t, e.svc, iss.AccessToken)
+	mustValidate(t, e.svc, other.AccessToken)
+}
