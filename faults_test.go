@@ -31,9 +31,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/bitsalloc"
-	"snowtoken/internal/redistest"
-	"snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
 // faultRecoveryBound is how soon after Redis answers again the issuer must

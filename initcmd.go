@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -12,7 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/internal/atomicfile"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // Files init writes into its directory. The issuer finds them through
@@ -27,7 +27,9 @@ const (
 
 // initCmd prepares a production secrets directory: a signing key, a clients
 // file with one client whose secret goes to DIR/<client-id>.secret, and a
-// random Redis password.
+// random Redis password, in DIR/redis.password or the file
+// -redis-password-file names (the Compose stack's Redis mounts a volume that
+// holds only that file, not the signing key and the clients).
 // It never replaces a file that exists, so running it on every start (the
 // Compose stack's one-shot init service does) keeps the key and the client.
 //
@@ -35,26 +37,27 @@ const (
 // compose logs` and whatever collects them, and stays there. The secret file is
 // 0600 in the secrets volume; init prints only its path.
 func initCmd(args []string, stdout io.Writer) error {
-	flags := flag.NewFlagSet("init", flag.ContinueOnError)
-	flags.SetOutput(stdout)
+	flags := newCmdFlags("init", "-dir DIR [-client-id demo] [-scopes orders:read,orders:write] [-redis-password-file FILE]",
+		"Prepare a production secrets directory: a signing key, a clients file with one client whose\n"+
+			"secret goes to DIR/<client-id>.secret, and a Redis password, never replacing a file that exists.", stdout)
 	dir := flags.String("dir", "", "directory for "+initKeyFile+", "+initClientsFile+", <client-id>.secret and "+initRedisPasswordFile+" (created 0700 if missing)")
 	clientID := flags.String("client-id", "demo", "id of the client to create")
 	scopes := flags.String("scopes", "orders:read,orders:write", "comma-separated scopes the client may ask for")
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	passwordFile := flags.String("redis-password-file", "", "file for the Redis password (default DIR/"+initRedisPasswordFile+"; its directory is created 0700 if missing)")
+	if err := flags.parse(args, "dir"); err != nil {
 		return err
 	}
-	if *dir == "" || flags.NArg() > 0 {
-		return errors.New("usage: snowtoken init -dir DIR [-client-id demo] [-scopes orders:read,orders:write]")
+	if *passwordFile == "" {
+		*passwordFile = filepath.Join(*dir, initRedisPasswordFile)
 	}
 	client, err := initClient(*clientID, *scopes)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*dir, 0o700); err != nil {
-		return fmt.Errorf("init: %w", err)
+	for _, d := range []string{*dir, filepath.Dir(*passwordFile)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("init: %w", err)
+		}
 	}
 
 	keyDone, err := initFile(filepath.Join(*dir, initKeyFile), newSigningKey, stdout)
@@ -65,12 +68,12 @@ func initCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	passwordDone, err := initFile(filepath.Join(*dir, initRedisPasswordFile), newRedisPassword, stdout)
+	passwordDone, err := initFile(*passwordFile, newRedisPassword, stdout)
 	if err != nil {
 		return err
 	}
 	if !keyDone && !clientsDone && !passwordDone {
-		fmt.Fprintf(stdout, "init: nothing to do: %s already holds a key, a clients file and a Redis password\n", *dir)
+		fmt.Fprintf(stdout, "init: nothing to do: %s already holds a key and a clients file, %s a Redis password\n", *dir, *passwordFile)
 	}
 	return nil
 }
@@ -124,12 +127,7 @@ func newRedisPassword() ([]byte, string, error) {
 
 // initClient checks the client init is asked for, before anything is written.
 func initClient(id, scopeList string) (token.Client, error) {
-	c := token.Client{ID: id, SecretSHA256: strings.Repeat("0", 64)}
-	for _, s := range strings.Split(scopeList, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			c.Scopes = append(c.Scopes, s)
-		}
-	}
+	c := token.Client{ID: id, SecretSHA256: strings.Repeat("0", 64), Scopes: commaList(scopeList)}
 	if _, err := token.NewClients([]token.Client{c}); err != nil {
 		return token.Client{}, fmt.Errorf("init: %w", err)
 	}
@@ -200,27 +198,12 @@ func fileExists(path string) (bool, error) {
 // or two inits race. Where the file system has no hard links, it falls back to
 // an exclusive create, which still never replaces a file.
 func writeNewFile(path string, data []byte) (bool, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".init-*")
+	tmp, err := atomicfile.WriteTemp(filepath.Dir(path), ".init-", data)
 	if err != nil {
 		return false, fmt.Errorf("init: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return false, fmt.Errorf("init: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return false, fmt.Errorf("init: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return false, fmt.Errorf("init: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return false, fmt.Errorf("init: %w", err)
-	}
-	err = os.Link(tmp.Name(), path)
+	defer os.Remove(tmp)
+	err = os.Link(tmp, path)
 	switch {
 	case err == nil:
 		return true, nil

@@ -12,9 +12,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
-	"snowtoken/config"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/config"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // runInit runs `snowtoken init ARGS` through run, as the binary would.
@@ -119,7 +120,7 @@ func TestInitCreatesWhatProductionNeeds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadClients: %v", err)
 	}
-	c, err := clients.Authenticate("demo", secret)
+	c, err := clients.Authenticate("demo", secret, time.Now())
 	if err != nil {
 		t.Fatalf("the written secret does not authenticate client demo: %v", err)
 	}
@@ -157,6 +158,41 @@ func TestInitSecondRunChangesNothing(t *testing.T) {
 	}
 	if after := readDir(t, dir); !maps.Equal(after, before) {
 		t.Errorf("second run changed the directory:\nbefore %v\nafter  %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
+	}
+}
+
+// TestInitRedisPasswordElsewhere: -redis-password-file puts the Redis
+// password in a directory of its own (the Compose stack's Redis mounts only
+// that one), 0700 and 0600, and nothing of it in DIR; a second run keeps it.
+func TestInitRedisPasswordElsewhere(t *testing.T) {
+	dir, redisDir := filepath.Join(t.TempDir(), "secrets"), filepath.Join(t.TempDir(), "redis")
+	pwFile := filepath.Join(redisDir, "password")
+	out, err := runInit(t, "-dir", dir, "-redis-password-file", pwFile)
+	if err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	if names := slices.Sorted(maps.Keys(readDir(t, dir))); !slices.Equal(names, []string{"clients.json", "demo.secret", "signing-key.pem"}) {
+		t.Errorf("%s holds %v, want no Redis password", dir, names)
+	}
+	before := readDir(t, redisDir)
+	if len(before) != 1 || !regexp.MustCompile(`^[A-Z2-7]{26}\n$`).MatchString(before["password"]) {
+		t.Fatalf("%s holds %d files, want only the password file with 26 base32 characters", redisDir, len(before))
+	}
+	for path, want := range map[string]os.FileMode{redisDir: 0o700, pwFile: 0o600} {
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: %v, want mode %v", path, err, want)
+		}
+	}
+	if !strings.Contains(out, pwFile) {
+		t.Errorf("stdout does not name %s:\n%s", pwFile, out)
+	}
+
+	out, err = runInit(t, "-dir", dir, "-redis-password-file", pwFile)
+	if err != nil || !strings.Contains(out, "nothing to do") {
+		t.Errorf("second init: %v\n%s", err, out)
+	}
+	if after := readDir(t, redisDir); !maps.Equal(after, before) {
+		t.Error("second run changed the Redis password")
 	}
 }
 

@@ -1,20 +1,23 @@
 // Command snowtoken issues and checks session tokens built on Snowflake IDs.
 //
 //	snowtoken                      serve (configured by SNOWTOKEN_* variables; see -h)
-//	snowtoken client new -id ID -scopes a,b [-may-set-subject] [-may-introspect] [-admin] [-max-ttl 1h]
-//	snowtoken client revoke -id ID
+//	snowtoken client new|rotate-secret|list|disable|enable|remove|revoke ...   (client -h)
 //	snowtoken keys new -out FILE
-//	snowtoken init -dir DIR [-client-id demo] [-scopes a,b]
+//	snowtoken keys rotate -dir DIR [-max-token-ttl 24h] [-adopt FILE]
+//	snowtoken keys list -dir DIR
+//	snowtoken init -dir DIR [-client-id demo] [-scopes a,b] [-redis-password-file FILE]
 //	snowtoken id decode ID
 //	snowtoken healthcheck
+//	snowtoken version
+//	snowtoken help [COMMAND]
 package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -22,10 +25,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], environ(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "snowtoken:", err)
-		os.Exit(1)
-	}
+	code := exitCode(run(ctx, os.Args[1:], environ(), os.Stdout), os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // environ returns the process's environment by name.
@@ -48,6 +50,13 @@ func run(ctx context.Context, args []string, env map[string]string, stdout io.Wr
 	}
 	switch args[0] {
 	case "serve":
+		if len(args) > 1 {
+			if isHelp(args[1]) {
+				usage(stdout)
+				return nil
+			}
+			return usageErrorf("serve", "unexpected argument %q: the issuer is configured by the SNOWTOKEN_* variables", args[1])
+		}
 		return serve(ctx, env, stdout)
 	case "client":
 		return clientCmd(ctx, args[1:], env, stdout)
@@ -58,12 +67,23 @@ func run(ctx context.Context, args []string, env map[string]string, stdout io.Wr
 	case "id":
 		return idCmd(args[1:], env, stdout)
 	case "healthcheck":
-		return healthcheck(ctx, env)
-	case "-h", "-help", "--help", "help":
+		return healthcheck(ctx, args[1:], env, stdout)
+	case "version", "-version", "--version":
+		return versionCmd(args[1:], stdout)
+	case "help":
+		if len(args) > 1 && !isHelp(args[1]) { // help COMMAND...: COMMAND... -h
+			return run(ctx, append(slices.Clone(args[1:]), "-h"), env, stdout)
+		}
 		usage(stdout)
 		return nil
-	default:
+	case "-h", "-help", "--help":
 		usage(stdout)
-		return fmt.Errorf("unknown command %q", args[0])
+		return nil
+	case "":
+		return usageErrorf("", "empty command")
 	}
+	if strings.HasPrefix(args[0], "-") {
+		return usageErrorf("", "unknown flag %s", args[0])
+	}
+	return usageErrorf("", "unknown command %q", args[0])
 }

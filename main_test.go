@@ -24,11 +24,11 @@ import (
 	"testing"
 	"time"
 
-	"snowtoken/bitsalloc"
-	"snowtoken/config"
-	"snowtoken/internal/redistest"
-	"snowtoken/snowflakealg"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/config"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // waitLimit bounds every wait on the program; it is a deadline for a hung
@@ -89,7 +89,7 @@ func startProgram(tb testing.TB, env map[string]string) *runningProgram {
 	})
 
 	dev := env["SNOWTOKEN_ENV"] != "production"
-	secretRE := regexp.MustCompile(`client_secret=(\S+)`)
+	secretRE := regexp.MustCompile(`CLIENT_SECRET=(\S+)`)
 	deadline := time.After(waitLimit)
 	for p.addr == "" || (dev && p.secret == "") {
 		select {
@@ -492,17 +492,18 @@ func (w *stopOnListening) String() string {
 }
 
 // TestDevBannerCommands runs the shell commands the dev banner prints: the
-// first sets TOKEN, the second validates it.
+// first sets CLIENT_ID and CLIENT_SECRET, the second TOKEN, the third
+// validates it.
 func TestDevBannerCommands(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("needs curl")
 	}
 	p := startProgram(t, devEnvVars())
 	logs := p.logs()
-	start := strings.Index(logs, " TOKEN=$(")
+	start := strings.Index(logs, " export CLIENT_ID=")
 	end := strings.Index(logs, "/token/validate\n")
 	if start < 0 || end < start {
-		t.Fatalf("no TOKEN=$(...) and /token/validate commands in the banner:\n%s", logs)
+		t.Fatalf("no export CLIENT_ID=..., TOKEN=$(...) and /token/validate commands in the banner:\n%s", logs)
 	}
 	script := logs[start : end+len("/token/validate\n")]
 	out, err := exec.Command("sh", "-c", script).CombinedOutput()
@@ -701,38 +702,6 @@ func TestTuneGC(t *testing.T) {
 		if got := debug.SetMemoryLimit(-1); got != tc.wantLimit {
 			t.Errorf("env %v: memory limit %d, want %d", tc.env, got, tc.wantLimit)
 		}
-	}
-}
-
-// TestClientRevokeCommand: `snowtoken client revoke` writes the client's
-// revocation time where the replicas read it, from their own environment.
-func TestClientRevokeCommand(t *testing.T) {
-	srv := redistest.NewServer(t)
-	env := map[string]string{
-		"SNOWTOKEN_REDIS_URL":    srv.URL(),
-		"SNOWTOKEN_SIGNING_KEYS": "/run/secrets/signing.pem",
-		"SNOWTOKEN_CLIENTS_FILE": "/run/secrets/clients.json",
-		"SNOWTOKEN_ISSUER":       "https://auth.example.test",
-	}
-	before := time.Now()
-	var out bytes.Buffer
-	if err := run(t.Context(), []string{"client", "revoke", "-id", "gateway"}, env, &out); err != nil {
-		t.Fatalf("client revoke: %v\n%s", err, out.String())
-	}
-	v, err := srv.Client().Get(t.Context(), token.DefaultKeyPrefix+"client:{gateway}").Int64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lo, hi := before.Add(token.DefaultLeeway).UnixMilli(), time.Now().Add(token.DefaultLeeway).UnixMilli(); v < lo || v > hi {
-		t.Errorf("revoked up to %d, want now plus the leeway, in [%d, %d]", v, lo, hi)
-	}
-	for name, args := range map[string][]string{"no id": {"client", "revoke"}, "bad id": {"client", "revoke", "-id", "a}b"}} {
-		if err := run(t.Context(), args, env, io.Discard); err == nil {
-			t.Errorf("%s: client revoke succeeded", name)
-		}
-	}
-	if err := run(t.Context(), []string{"client", "revoke", "-id", "gateway"}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "SNOWTOKEN_REDIS_") {
-		t.Errorf("client revoke without Redis: %v, want an error naming SNOWTOKEN_REDIS_*", err)
 	}
 }
 

@@ -29,8 +29,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/internal/redistest"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // deployRequireEnv, when set, turns a missing Redis binary into a failure
@@ -322,6 +322,19 @@ func TestRedisClusterDeployment(t *testing.T) {
 			t.Errorf("revocation marker of %s in the cluster: exists %d, %v", s, n, err)
 		}
 	}
+	// The same with opaque tokens, whose records are found by their IDs,
+	// in other slots than their subjects' markers: two round trips.
+	opaque := creds
+	opaque.svc = creds.opaque
+	deployExercise(t, p, opaque, 21, deploySubjects, func(s string, tok fleetToken) {
+		if !strings.HasPrefix(tok.AccessToken, token.OpaquePrefix) {
+			t.Fatalf("the opaque client got %.12q…", tok.AccessToken)
+		}
+		key := token.DefaultKeyPrefix + "o:" + tok.TokenID.String()
+		if n, err := cc.Exists(ctx, key).Result(); err != nil || n != 1 {
+			t.Fatalf("opaque session key %s in the cluster: exists %d, %v", key, n, err)
+		}
+	})
 	deployNoSecrets(t, p)
 
 	q := startFleetProc(t, bin, "snowtoken on the cluster by addresses", creds.env(map[string]string{

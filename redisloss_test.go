@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"snowtoken/internal/redistest"
-	"snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
 // TestFlushAllUnderLoadNoDuplicateIDs runs replica a on worker 11 under

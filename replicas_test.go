@@ -36,11 +36,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/bitsalloc"
-	"snowtoken/internal/logtest"
-	"snowtoken/internal/redistest"
-	"snowtoken/lease"
-	"snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/internal/logtest"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/lease"
+	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
 const (
@@ -172,6 +172,7 @@ type fleetClient struct{ id, secret string }
 type fleetCreds struct {
 	keyPath, clientsPath string
 	svc, admin           fleetClient
+	opaque               fleetClient // svc's rights, token_format opaque
 }
 
 func newFleetCreds(tb testing.TB, bin string) fleetCreds {
@@ -187,6 +188,7 @@ func newFleetCreds(tb testing.TB, bin string) fleetCreds {
 	}{
 		{&c.svc, []string{"-id", "svc", "-scopes", "read,write", "-may-set-subject"}},
 		{&c.admin, []string{"-id", "admin", "-scopes", "read", "-admin"}},
+		{&c.opaque, []string{"-id", "opaque", "-scopes", "read,write", "-may-set-subject"}},
 	} {
 		out := fleetCommand(tb, bin, append([]string{"client", "new"}, n.args...)...)
 		m := secretRE.FindStringSubmatch(out)
@@ -197,6 +199,7 @@ func newFleetCreds(tb testing.TB, bin string) fleetCreds {
 		*n.client = fleetClient{id: n.args[1], secret: m[1]}
 		entries = append(entries, strings.TrimSpace(entry))
 	}
+	entries[2] = strings.Replace(entries[2], "{", `{"token_format": "opaque",`, 1)
 	file := `{"clients": [` + strings.Join(entries, ",\n") + `]}`
 	if err := os.WriteFile(c.clientsPath, []byte(file), 0o600); err != nil {
 		tb.Fatal(err)
@@ -450,7 +453,7 @@ func fleetCall(tb testing.TB, method, target string, c *fleetClient, bearer stri
 // fleetToken is the part of a POST /token response the tests use.
 type fleetToken struct {
 	AccessToken string          `json:"access_token"`
-	TokenID     snowflakealg.ID `json:"token_id"`
+	TokenID     snowflakealg.ID `json:"jti"`
 }
 
 // fleetClaims is the part of a GET /token/validate response the tests use.
@@ -783,15 +786,15 @@ func (f *fleetConn) issue() (snowflakealg.ID, error) {
 	default:
 		return 0, fmt.Errorf("POST /token: %d %s", status, body)
 	}
-	const field = `"token_id":"`
+	const field = `"jti":"`
 	i := bytes.Index(body, []byte(field))
 	if i < 0 {
-		return 0, fmt.Errorf("POST /token: no token_id in %s", body)
+		return 0, fmt.Errorf("POST /token: no jti in %s", body)
 	}
 	body = body[i+len(field):]
 	j := bytes.IndexByte(body, '"')
 	if j < 0 {
-		return 0, fmt.Errorf("POST /token: unterminated token_id")
+		return 0, fmt.Errorf("POST /token: unterminated jti")
 	}
 	return snowflakealg.ParseID(string(body[:j]))
 }
@@ -858,7 +861,7 @@ func TestReplicaWorkerIDConflicts(t *testing.T) {
 
 	second := startFleetProc(t, bin, "second replica on 127.0.0.11", creds.env(rv, fleetAddr(t, "127.0.0.14"), "127.0.0.11"))
 	rec := second.waitLog(t, "lease: candidate worker id is held, took the lowest free one")
-	got, _ := rec["worker"].(float64)
+	got, _ := rec["worker_id"].(float64)
 	if rec["level"] != "WARN" || rec["candidate"] != float64(11) || got == 11 {
 		t.Fatalf("%s logged %v; want a warning with candidate 11 and another worker", second.name, rec)
 	}

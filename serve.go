@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -18,16 +20,19 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
-	"snowtoken/authlimit"
-	"snowtoken/config"
-	"snowtoken/handlers"
-	"snowtoken/internal/logsum"
-	"snowtoken/lease"
-	"snowtoken/redisconf"
-	"snowtoken/snowflakealg"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/authlimit"
+	"github.com/snowtoken/snowtoken/config"
+	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/internal/logsum"
+	"github.com/snowtoken/snowtoken/lease"
+	"github.com/snowtoken/snowtoken/redisconf"
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/tracing"
 )
 
 // shutdownGrace bounds how long in-flight requests may take after SIGTERM.
@@ -39,10 +44,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Failures that repeat (every request while Redis is down, every retry of
-	// the lease, every accept error) are logged once per kind and interval,
-	// with a count; the metrics count every failed request.
-	log := slog.New(logsum.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}), logsum.Options{}))
+	log := newLogger(stdout, cfg.LogLevel)
 	redis.SetLogger(redisLog{log})
 	tuneGC(env)
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -71,6 +73,11 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		return err
 	}
 	defer stopRedis()
+	tp, stopTracing, err := startTracing(ctx, env, rdb, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	keys, err := loadKeys(cfg, log)
 	if err != nil {
@@ -81,6 +88,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		return err
 	}
 	auditLoaded(log, keys, clients)
+	warnExpiringSecrets(log, clients, time.Now())
 	candidate, err := workerID(cfg, nil, log)
 	if err != nil {
 		return err
@@ -113,7 +121,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		}
 		log.Info("released the worker id lease", "worker_id", worker, "high_water", ids.HighWater())
 	}()
-	store := token.NewStore(rdb, token.StoreOptions{Timeout: cfg.RedisTimeout})
+	store := token.NewStore(rdb, token.StoreOptions{Timeout: cfg.RedisTimeout, TracerProvider: tp})
 	defer store.Close()
 	svc, err := token.NewService(keys, store, ids, token.Options{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,
@@ -131,11 +139,20 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		return fmt.Errorf("SNOWTOKEN_AUTH_FAILURES: %w", err)
 	}
 	var draining atomic.Bool
-	h, err := handlers.New(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
-		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit, TrustedProxies: cfg.TrustedProxies})
+	h, err := handlers.NewServer(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
+		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit, TrustedProxies: cfg.TrustedProxies,
+		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}})
 	if err != nil {
 		return err
 	}
+	reload, err := newReloader(cfg, log, reg, h, svc, clients)
+	if err != nil {
+		return err
+	}
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	reloadDone := make(chan struct{})
+	go func() { defer close(reloadDone); reload.run(reloadCtx) }()
+	defer func() { stopReload(); <-reloadDone }()
 
 	// At most maxConns connections: the listener accepts no more until one
 	// closes, and the rest wait in the kernel's backlog, so the process
@@ -145,7 +162,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	// answers say Connection: close and idle keep-alive connections are
 	// closed (SetKeepAlivesEnabled), so that waiting clients get in.
 	conns := newConnStates()
-	srv := newHTTPServer(h, log)
+	srv := newHTTPServer(h.Engine(), log)
 	srv.ConnState = conns.track
 	conns.setLimit(maxConns, func(full bool) {
 		srv.SetKeepAlivesEnabled(!full)
@@ -158,7 +175,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	ln = newCapListener(ln.(*net.TCPListener), maxConns)
 	log.Info("listening", "addr", ln.Addr().String(), "metrics_addr", metricsAddr, "max_conns", maxConns,
 		"issuer", cfg.Issuer, "worker_id", worker,
-		"bits", cfg.Bits.String(), "epoch", cfg.Epoch, "kid", keys.SigningKeyID(), "production", cfg.Production)
+		"bits", cfg.Bits.String(), "epoch", cfg.Epoch, "signing_kid", keys.SigningKeyID(), "production", cfg.Production)
 	if !cfg.Production {
 		printDevBanner(stdout, cfg, ln.Addr().String(), keys.SigningKeyID(), worker, devSecret)
 	}
@@ -252,6 +269,26 @@ func maxConnsFor(limit uint64) int {
 	return int(limit - 256)
 }
 
+// newLogger is the issuer's log: JSON lines on w, and nothing else writes
+// there (go-redis's lines come through redisLog, net/http's through the
+// servers' ErrorLog). Failures that repeat (every request while Redis is
+// down, every retry of the lease, every accept error) are logged once per
+// kind and interval, with a count; the metrics count every failed request.
+func newLogger(w io.Writer, level slog.Leveler) *slog.Logger {
+	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationString})
+	return slog.New(logsum.New(h, logsum.Options{}))
+}
+
+// durationString writes a time.Duration as Go writes it ("1.5s"), not as
+// slog's JSON handler does: an integer of nanoseconds, which reads as a
+// count of nothing in particular.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
 // redisLog takes go-redis's own lines (a failed dial, a bad connection) into
 // log as warnings, so that they are JSON and summarised like the rest.
 type redisLog struct{ log *slog.Logger }
@@ -305,6 +342,39 @@ func openRedis(ctx context.Context, cfg config.Config, log *slog.Logger) (redis.
 	return rdb, func() { close(done); rdb.Close(); m.Close() }, nil
 }
 
+// startTracing starts OpenTelemetry tracing when the OTEL_* variables ask
+// for it (package tracing), with go-redis's spans for the commands sent
+// outside the store's pipelines (lease, rate limit, readiness). Off, it
+// returns a nil provider and installs nothing. The returned stop flushes the
+// spans still buffered, for at most 5 s.
+func startTracing(ctx context.Context, env map[string]string, rdb redis.UniversalClient, log *slog.Logger) (trace.TracerProvider, func(), error) {
+	tp, shutdown, err := tracing.Start(ctx, env, moduleVersion())
+	if err != nil || tp == nil {
+		return nil, func() {}, err
+	}
+	if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(tp)); err != nil {
+		return nil, nil, fmt.Errorf("tracing redis: %w", err)
+	}
+	log.Info("tracing on (OTEL_* variables)", "exporter", env["OTEL_TRACES_EXPORTER"],
+		"endpoint", cmp.Or(env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"], env["OTEL_EXPORTER_OTLP_ENDPOINT"]))
+	return tp, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			log.Warn("flushing traces failed", "err", err)
+		}
+	}, nil
+}
+
+// moduleVersion is the issuer's module version as the build recorded it
+// ("(devel)" for a build from a checkout).
+func moduleVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
+}
+
 // redisSettings checks once at start that Redis is configured for the
 // promises (package redisconf), logs what is unsafe, and returns the check
 // for /readyz, which fails while it does. The dev mode's embedded Redis has
@@ -345,7 +415,7 @@ func expireInRealTime(m *miniredis.Miniredis, done <-chan struct{}) {
 // loadKeys loads SNOWTOKEN_SIGNING_KEYS, or in dev mode generates a key.
 func loadKeys(cfg config.Config, log *slog.Logger) (*token.KeySet, error) {
 	if cfg.Production {
-		ks, err := token.LoadKeySet(cfg.SigningKeys...)
+		ks, err := readKeys(cfg.SigningKeys)
 		if err != nil {
 			return nil, fmt.Errorf("SNOWTOKEN_SIGNING_KEYS: %w", err)
 		}
@@ -359,15 +429,41 @@ func loadKeys(cfg config.Config, log *slog.Logger) (*token.KeySet, error) {
 	return token.NewKeySet(k)
 }
 
-// auditLoaded logs the audit events keys.loaded and clients.loaded
-// (docs/audit.md): which keys sign and verify, which clients exist and which
-// of them are admins or disabled.
-func auditLoaded(log *slog.Logger, keys *token.KeySet, clients *token.Clients) {
-	var kids []string
-	for _, k := range keys.JWKS().Keys {
-		kids = append(kids, k.Kid)
+// readKeys reads SNOWTOKEN_SIGNING_KEYS: a keys directory (token.LoadKeyDir),
+// or a list of PEM files whose first signs (token.LoadKeySet).
+func readKeys(paths []string) (*token.KeySet, error) {
+	if dir, ok := keysDir(paths); ok {
+		return token.LoadKeyDir(dir)
 	}
-	log.Info("signing keys loaded", "event", "keys.loaded", "signing_kid", keys.SigningKeyID(), "kids", kids)
+	return token.LoadKeySet(paths...)
+}
+
+// keysDir returns the keys directory SNOWTOKEN_SIGNING_KEYS names, if it
+// names one: a single path that is a directory.
+func keysDir(paths []string) (string, bool) {
+	if len(paths) != 1 {
+		return "", false
+	}
+	fi, err := os.Stat(paths[0])
+	return paths[0], err == nil && fi.IsDir()
+}
+
+// auditLoaded logs the audit events keys.loaded and clients.loaded
+// (docs/audit.md): which keys sign and verify (and of those, which are next
+// and which retired), which clients exist and which of them are admins or
+// disabled.
+func auditLoaded(log *slog.Logger, keys *token.KeySet, clients *token.Clients) {
+	var kids, next, retired []string
+	for _, k := range keys.Keys() {
+		kids = append(kids, k.Kid)
+		switch k.State {
+		case token.KeyNext:
+			next = append(next, k.Kid)
+		case token.KeyRetired:
+			retired = append(retired, k.Kid)
+		}
+	}
+	log.Info("signing keys loaded", "event", "keys.loaded", "signing_kid", keys.SigningKeyID(), "kids", kids, "next", next, "retired", retired)
 	var ids, admins, disabled []string
 	for _, c := range clients.All() {
 		ids = append(ids, c.ID)
@@ -379,6 +475,29 @@ func auditLoaded(log *slog.Logger, keys *token.KeySet, clients *token.Clients) {
 		}
 	}
 	log.Info("clients loaded", "event", "clients.loaded", "clients", ids, "admins", admins, "disabled", disabled)
+}
+
+// secretExpiryWarning is how long before a client secret expires start-up
+// warns of it. The metric snowtoken_client_secret_expiry_timestamp_seconds
+// lets an alert choose its own horizon.
+const secretExpiryWarning = 14 * 24 * time.Hour
+
+// warnExpiringSecrets logs a warning for each client, other than a disabled
+// one, whose secret has expired or expires within secretExpiryWarning of now.
+func warnExpiringSecrets(log *slog.Logger, clients *token.Clients, now time.Time) {
+	for _, c := range clients.All() {
+		if c.Disabled || c.SecretExpires.IsZero() {
+			continue
+		}
+		switch left := c.SecretExpires.Sub(now); {
+		case left <= 0:
+			log.Warn("a client's secret has expired: it no longer authenticates; give the client a new one with snowtoken client rotate-secret",
+				"client_id", c.ID, "secret_expires", c.SecretExpires)
+		case left < secretExpiryWarning:
+			log.Warn("a client's secret expires soon: give the client a new one with snowtoken client rotate-secret",
+				"client_id", c.ID, "secret_expires", c.SecretExpires, "expires_in", left.Round(time.Minute).String())
+		}
+	}
 }
 
 // devClient is the client dev mode generates, with a new secret every run.
@@ -446,15 +565,17 @@ func printDevBanner(w io.Writer, cfg config.Config, addr, kid string, worker int
  Real: the HTTP API on %s (issuer %s),
    Snowflake IDs of worker %d (layout %s, epoch %s).
 
- client_id=%s  client_secret=%s   (shown once)
+ Paste these into a shell: the client's credentials (the secret is shown only
+ now), a token in TOKEN, and its validation. The README's examples use them.
 
- TOKEN=$(curl -s -u %s:%s -d grant_type=client_credentials %s/token |
+ export CLIENT_ID=%s CLIENT_SECRET=%s
+ TOKEN=$(curl -s -u "$CLIENT_ID:$CLIENT_SECRET" -d grant_type=client_credentials %s/token |
    sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')
  curl -s -H "Authorization: Bearer $TOKEN" %s/token/validate
 ================================================================================
 `, kid, devClient.ID, strings.Join(devClient.Scopes, " "), base, cfg.Issuer,
 		worker, cfg.Bits, cfg.Epoch.Format(time.RFC3339),
-		devClient.ID, secret, devClient.ID, secret, base, base)
+		devClient.ID, secret, base, base)
 }
 
 // cacheSize is token.Options.CacheSize for SNOWTOKEN_CACHE_SIZE, where 0

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"snowtoken/authlimit"
-	"snowtoken/internal/clocktest"
-	"snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/authlimit"
+	"github.com/snowtoken/snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/internal/redistest"
 )
 
 func TestNewRefuses(t *testing.T) {

@@ -43,7 +43,7 @@ import (
 	"github.com/bwmarrin/snowflake"
 	"github.com/sony/sonyflake"
 
-	"snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
 const (

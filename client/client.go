@@ -1,21 +1,39 @@
 // Package client lets a service accept snowtoken access tokens: a Validator
-// checks a bearer token, and its middleware (net/http or gin) answers 401, 403
-// or 503 on its own and hands the token's claims to the next handler.
+// checks a bearer token, and its net/http middleware answers 401, 403 or 503
+// on its own and hands the token's claims to the next handler. Routers that
+// take no http.Handler middleware, such as gin, call Authenticate and
+// WriteError (see Authenticate for the gin wiring).
 //
-// A Validator works in one of two modes:
+// It is a module of its own that needs the standard library and golang-jwt
+// only; a service adds it with
 //
+//	go get github.com/snowtoken/snowtoken/client
+//
+// A Validator works in one of two modes, whose trade-off is revocation
+// visibility against latency:
+//
+//   - Local with RevocationCheck Skip verifies everything itself: the
+//     signature against the issuer's JWKS (EdDSA only), typ at+jwt, iss, aud,
+//     exp and iat, and the requested scopes. No request reaches the issuer
+//     per token (the JWKS is fetched at the first token, on an unknown kid
+//     and every JWKSMaxAge), so it costs an Ed25519 verification and keeps
+//     working while the issuer is down. But revocation lives only in the
+//     issuer's Redis: A REVOKED TOKEN IS ACCEPTED UNTIL IT EXPIRES; see Skip.
 //   - Remote (the default) asks the issuer about every token:
-//     GET {IssuerURL}/token/validate with the same Authorization header. The
-//     issuer checks signature, claims and its Redis session record, so a
-//     revoked token is rejected at once.
-//   - Local verifies the signature itself against the issuer's JWKS (EdDSA
-//     only, typ at+jwt, iss, aud, exp and iat), so forged, tampered, expired
-//     and foreign tokens are rejected without a network call and the issuer is
-//     never made to check them. Revocation lives only in the issuer's Redis,
-//     so by default a token that passes the local checks is then still sent to
-//     /token/validate (RevocationCheck Check). Only with RevocationCheck Skip
-//     does a valid token pass without asking anyone, and then A REVOKED TOKEN
-//     IS ACCEPTED UNTIL IT EXPIRES; see Skip.
+//     GET {IssuerURL}/token/validate with the same Authorization header, the
+//     scopes and the Audience. The issuer checks signature, claims and its
+//     Redis session record, so a revoked token is rejected at once, for a
+//     round trip per request (per token and CacheTTL with a cache).
+//
+// Local with RevocationCheck Check (its default) is between the two: forged,
+// tampered, expired and foreign tokens are rejected without a network call
+// and the issuer is never made to check them; a token that passes is then
+// still sent to /token/validate, so revocation is seen at once.
+//
+// Opaque tokens (the issuer's token_format "opaque", OpaquePrefix and random
+// characters) carry nothing to verify: only the issuer can say what they
+// are. Remote mode checks them like a JWT; Local mode refuses them with
+// ErrInvalidToken, saying so.
 //
 // Staleness. With CacheTTL zero (the default) every token is checked with
 // the issuer on every request, and revocation takes effect at once. With
@@ -46,8 +64,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"snowtoken/bitsalloc"
-	"snowtoken/token/jwtpolicy"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
 // Errors returned by this package, wrapped with detail; match them with
@@ -126,7 +144,11 @@ type Options struct {
 	// own iss).
 	Issuer string
 
-	// Audience, if set, must be one of the token's aud values, in both modes.
+	// Audience, if set, names this service: it must be one of the token's aud
+	// values, in both modes. Local mode checks it itself; Remote mode sends it
+	// (GET /token/validate?audience=...) for the issuer to check, and checks
+	// the answer's aud too. A token for another audience is ErrInvalidToken,
+	// "audience mismatch". Empty means no check.
 	Audience string
 
 	// Leeway allows for clock skew on exp and iat in Local mode. Zero means
@@ -258,11 +280,35 @@ func New(opts Options) (*Validator, error) {
 // one of requiredScopes. It returns the token's claims, or an error wrapping
 // ErrInvalidToken, ErrInsufficientScope, ErrUnavailable or ErrBadScope.
 func (v *Validator) Validate(ctx context.Context, raw string, requiredScopes ...string) (*Claims, error) {
+	c, err := v.validate(ctx, raw, requiredScopes)
+	if errors.Is(err, ErrInsufficientScope) {
+		return nil, &scopeError{err: err, required: requiredScopes}
+	}
+	return c, err
+}
+
+// scopeError is ErrInsufficientScope with the scopes that were required,
+// which WriteError names in its challenge.
+type scopeError struct {
+	err      error
+	required []string
+}
+
+func (e *scopeError) Error() string { return e.err.Error() }
+
+func (e *scopeError) Unwrap() error { return e.err }
+
+func (v *Validator) validate(ctx context.Context, raw string, requiredScopes []string) (*Claims, error) {
 	if err := checkScopes(requiredScopes); err != nil {
 		return nil, err
 	}
-	if err := checkSyntax(raw); err != nil {
+	opaque, err := checkSyntax(raw)
+	if err != nil {
 		return nil, err
+	}
+	if opaque && v.opts.Mode == Local {
+		// Nothing in it to verify: its claims live only in the issuer's Redis.
+		return nil, fmt.Errorf("%w: an opaque token: Local mode cannot verify it, use Remote mode (or a JWT client)", ErrInvalidToken)
 	}
 	if v.opts.Mode == Local {
 		c, err := v.verifyLocal(ctx, raw)
@@ -320,9 +366,9 @@ type Claims struct {
 	Audience  []string
 	IssuedAt  time.Time
 	ExpiresAt time.Time
-	// TokenID is the jti: the token's Snowflake ID in decimal.
-	TokenID string
-	// WorkerID is the issuer worker that made TokenID.
+	// JTI is the jti: the token's Snowflake ID in decimal.
+	JTI string
+	// WorkerID is the issuer worker that made JTI.
 	WorkerID int64
 }
 
@@ -362,12 +408,40 @@ func checkScopes(scopes []string) error {
 	return nil
 }
 
-// checkSyntax rejects, without a network call, anything that is not shaped
-// like a compact JWS: three non-empty base64url segments.
-func checkSyntax(raw string) error {
+// OpaquePrefix starts every opaque token (the issuer's token_format
+// "opaque"): OpaquePrefix and 32 base64url characters, no dot. Only the
+// issuer can check one: Remote mode sends it there, Local mode refuses it.
+const OpaquePrefix = "st_"
+
+// opaqueLen is the length of an opaque token: the prefix and the base64url
+// of an 8-byte ID and a 16-byte secret.
+const opaqueLen = len(OpaquePrefix) + 32
+
+// checkSyntax rejects, without a network call, anything that is shaped
+// neither like a compact JWS (three non-empty base64url segments) nor like
+// an opaque token, which it reports.
+func checkSyntax(raw string) (opaque bool, err error) {
 	if len(raw) > MaxTokenLen {
-		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+		return false, fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
 	}
+	if rest, ok := strings.CutPrefix(raw, OpaquePrefix); ok && len(raw) == opaqueLen && base64URL(rest) {
+		return true, nil
+	}
+	return false, checkJWS(raw)
+}
+
+// base64URL reports whether s holds only base64url characters.
+func base64URL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkJWS rejects what is not three non-empty base64url segments.
+func checkJWS(raw string) error {
 	segments, start := 0, 0
 	for i := 0; i <= len(raw); i++ {
 		if i == len(raw) || raw[i] == '.' {
@@ -378,7 +452,7 @@ func checkSyntax(raw string) error {
 			start = i + 1
 			continue
 		}
-		if c := raw[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		if !base64URL(raw[i : i+1]) {
 			return fmt.Errorf("%w: not a JWT", ErrInvalidToken)
 		}
 	}
@@ -391,8 +465,9 @@ func checkSyntax(raw string) error {
 // claimsKey keys the claims in a context.Context.
 type claimsKey struct{}
 
-// GinKey is the key GinMiddleware stores the *Claims under with c.Set.
-const GinKey = "snowtoken/client.claims"
+// GinKey is the key a gin handler stores the *Claims under with c.Set, so
+// that ClaimsFrom finds them in a *gin.Context (see Authenticate).
+const GinKey = "github.com/snowtoken/snowtoken/client.claims"
 
 // NewContext returns a copy of ctx that carries c, as the middleware passes it
 // on; handler tests use it too.
@@ -401,7 +476,7 @@ func NewContext(ctx context.Context, c *Claims) context.Context {
 }
 
 // ClaimsFrom returns the claims the middleware put in ctx. A *gin.Context
-// works too: it finds what GinMiddleware stored under GinKey.
+// works too: it finds what was stored under GinKey.
 func ClaimsFrom(ctx context.Context) (*Claims, bool) {
 	if c, ok := ctx.Value(claimsKey{}).(*Claims); ok && c != nil {
 		return c, true

@@ -1,10 +1,7 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -15,48 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
-	"github.com/golang-jwt/jwt/v5"
-
-	"snowtoken/client"
-	"snowtoken/client/clienttest"
-	"snowtoken/internal/clocktest"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/client"
 )
-
-// modes are the three ways a Validator can run.
-var modes = []struct {
-	name string
-	opts client.Options
-}{
-	{"remote", client.Options{Mode: client.Remote}},
-	{"local-check", client.Options{Mode: client.Local}},
-	{"local-skip", client.Options{Mode: client.Local, RevocationCheck: client.Skip}},
-}
-
-// setup starts an issuer (worker 7) and a Validator on it, sharing clk.
-func setup(tb testing.TB, clk *clocktest.Clock, opts client.Options) (*clienttest.Issuer, *client.Validator) {
-	tb.Helper()
-	is := clienttest.New(tb, clienttest.Config{WorkerID: 7, Now: clk.Now})
-	opts.IssuerURL, opts.Now = is.URL, clk.Now
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	v, err := client.New(opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return is, v
-}
-
-func issue(tb testing.TB, is *clienttest.Issuer, scope string) string {
-	tb.Helper()
-	tok, err := is.Token(tb.Context(), scope)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return tok
-}
 
 // echo answers with the claims the middleware passed on, as JSON.
 var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -90,425 +47,6 @@ func errorCode(tb testing.TB, rec *httptest.ResponseRecorder) string {
 		tb.Fatalf("error body %q: %v", rec.Body, err)
 	}
 	return body.Error
-}
-
-func TestMiddleware(t *testing.T) {
-	t.Parallel()
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			clk := clocktest.New(time.Now())
-			is, v := setup(t, clk, m.opts)
-			h := v.Middleware(echo, "orders:read")
-			tok := issue(t, is, "orders:read orders:write")
-			writeOnly := issue(t, is, "orders:write")
-
-			rec := get(h, bearer(tok))
-			if rec.Code != http.StatusOK {
-				t.Fatalf("valid token: got %d %s, want 200", rec.Code, rec.Body)
-			}
-			var c client.Claims
-			if err := json.Unmarshal(rec.Body.Bytes(), &c); err != nil {
-				t.Fatal(err)
-			}
-			now := clk.Now().Truncate(time.Second)
-			if c.Subject != is.ClientID || c.ClientID != is.ClientID || c.Issuer != is.URL ||
-				!c.HasScope("orders:read") || !c.HasScope("orders:write") || c.HasScope("admin") ||
-				c.WorkerID != 7 || c.TokenID == "" || !c.IssuedAt.Equal(now) || !c.ExpiresAt.Equal(now.Add(time.Hour)) {
-				t.Errorf("claims: got %+v", c)
-			}
-
-			before := is.Requests("/token/validate")
-			for _, tc := range []struct {
-				name, authorization string
-				status              int
-				challenge           string
-			}{
-				{"no token", "", 401, `Bearer realm="snowtoken"`},
-				{"basic", "Basic b3JkZXJzOnNlY3JldA==", 401, `Bearer realm="snowtoken"`},
-				{"empty bearer", "Bearer ", 401, `Bearer realm="snowtoken"`},
-				{"not a jwt", "Bearer abc", 401, `Bearer realm="snowtoken", error="invalid_token"`},
-				{"bad characters", "Bearer a.b.c+d", 401, `Bearer realm="snowtoken", error="invalid_token"`},
-				{"too long", "Bearer " + strings.Repeat("a", 2100) + "." + strings.Repeat("b", 2100) + ".c", 401, `Bearer realm="snowtoken", error="invalid_token"`},
-			} {
-				rec := get(h, tc.authorization)
-				if rec.Code != tc.status || rec.Header().Get("WWW-Authenticate") != tc.challenge || errorCode(t, rec) != "invalid_token" {
-					t.Errorf("%s: got %d %q %s, want %d %q", tc.name, rec.Code, rec.Header().Get("WWW-Authenticate"), rec.Body, tc.status, tc.challenge)
-				}
-			}
-			if got := is.Requests("/token/validate"); got != before {
-				t.Errorf("malformed requests reached the issuer: %d calls, want none", got-before)
-			}
-
-			rec = get(h, bearer(writeOnly))
-			if want := `Bearer realm="snowtoken", error="insufficient_scope", scope="orders:read"`; rec.Code != http.StatusForbidden ||
-				rec.Header().Get("WWW-Authenticate") != want || errorCode(t, rec) != "insufficient_scope" {
-				t.Errorf("missing scope: got %d %q %s, want 403 %q", rec.Code, rec.Header().Get("WWW-Authenticate"), rec.Body, want)
-			}
-			if rec := get(v.Middleware(echo), bearer(writeOnly)); rec.Code != http.StatusOK {
-				t.Errorf("no scope required: got %d %s, want 200", rec.Code, rec.Body)
-			}
-
-			req := httptest.NewRequest(http.MethodGet, "/orders", nil)
-			req.Header.Add("Authorization", bearer(tok))
-			req.Header.Add("Authorization", bearer(tok))
-			rec = httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			if rec.Code != http.StatusUnauthorized {
-				t.Errorf("two Authorization headers: got %d, want 401", rec.Code)
-			}
-		})
-	}
-}
-
-func TestRevoked(t *testing.T) {
-	t.Parallel()
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			is, v := setup(t, clocktest.New(time.Now()), m.opts)
-			h := v.Middleware(echo)
-			tok := issue(t, is, "")
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusOK {
-				t.Fatalf("before revoking: got %d %s, want 200", rec.Code, rec.Body)
-			}
-			if err := is.Revoke(t.Context(), tok); err != nil {
-				t.Fatal(err)
-			}
-			calls := is.Requests("/token/validate")
-			rec := get(h, bearer(tok))
-			if m.opts.RevocationCheck == client.Skip {
-				// Documented: Skip never sees revocation, and never calls.
-				if rec.Code != http.StatusOK || is.Requests("/token/validate") != calls {
-					t.Errorf("revoked, Skip: got %d and %d calls, want 200 and none", rec.Code, is.Requests("/token/validate")-calls)
-				}
-				return
-			}
-			if rec.Code != http.StatusUnauthorized || errorCode(t, rec) != "invalid_token" ||
-				rec.Header().Get("WWW-Authenticate") != `Bearer realm="snowtoken", error="invalid_token"` {
-				t.Errorf("revoked: got %d %q %s, want 401 invalid_token", rec.Code, rec.Header().Get("WWW-Authenticate"), rec.Body)
-			}
-			if _, err := v.Validate(t.Context(), tok); !errors.Is(err, client.ErrInvalidToken) {
-				t.Errorf("Validate of a revoked token: got %v, want ErrInvalidToken", err)
-			}
-		})
-	}
-}
-
-// forge signs claims with key under kid.
-func forge(tb testing.TB, claims jwt.Claims, kid string, key ed25519.PrivateKey) string {
-	tb.Helper()
-	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
-	t.Header["kid"], t.Header["typ"] = kid, "at+jwt"
-	s, err := t.SignedString(key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return s
-}
-
-func TestLocalRejectsWithoutCallingTheIssuer(t *testing.T) {
-	t.Parallel()
-	clk := clocktest.New(time.Now())
-	// Keys that never grow stale, so the expired token below meets no
-	// periodic refetch.
-	is, v := setup(t, clk, client.Options{Mode: client.Local, JWKSMaxAge: 48 * time.Hour})
-	h := v.Middleware(echo)
-	tok := issue(t, is, "")
-	if rec := get(h, bearer(tok)); rec.Code != http.StatusOK { // loads the JWKS
-		t.Fatalf("valid token: got %d %s, want 200", rec.Code, rec.Body)
-	}
-
-	var real token.Claims
-	parsed, _, err := jwt.NewParser().ParseUnverified(tok, &real)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kid := parsed.Header["kid"].(string)
-	_, other, _ := ed25519.GenerateKey(rand.Reader)
-	otherKid := token.Thumbprint(other.Public().(ed25519.PublicKey))
-	escalated := real
-	escalated.Scope, escalated.Subject = "admin", "root"
-	hs := jwt.NewWithClaims(jwt.SigningMethodHS256, real)
-	hs.Header["kid"], hs.Header["typ"] = kid, "at+jwt"
-	hsTok, _ := hs.SignedString([]byte(kid))
-	none := jwt.NewWithClaims(jwt.SigningMethodNone, real)
-	none.Header["kid"], none.Header["typ"] = kid, "at+jwt"
-	noneTok, _ := none.SignedString(jwt.UnsafeAllowNoneSignatureType)
-	parts := strings.Split(tok, ".")
-	otherTyp := jwt.NewWithClaims(jwt.SigningMethodEdDSA, real)
-	otherTyp.Header["kid"], otherTyp.Header["typ"] = kid, "JWT"
-	otherTypTok, _ := otherTyp.SignedString(other)
-
-	forged := map[string]string{
-		"other key, real kid":     forge(t, escalated, kid, other),
-		"other key, its own kid":  forge(t, escalated, otherKid, other),
-		"HS256 keyed by the kid":  hsTok,
-		"alg none":                noneTok,
-		"typ JWT":                 otherTypTok,
-		"claims swapped":          parts[0] + "." + strings.Split(forge(t, escalated, kid, other), ".")[1] + "." + parts[2],
-		"signature cut":           parts[0] + "." + parts[1] + "." + parts[2][:len(parts[2])-4],
-		"valid token, wrong part": parts[1] + "." + parts[0] + "." + parts[2],
-	}
-	before := is.Requests("/token/validate") + is.Requests("/.well-known/jwks.json")
-	for name, f := range forged {
-		if rec := get(h, bearer(f)); rec.Code != http.StatusUnauthorized || errorCode(t, rec) != "invalid_token" {
-			t.Errorf("%s: got %d %s, want 401 invalid_token", name, rec.Code, rec.Body)
-		}
-	}
-	clk.Add(time.Hour + client.DefaultLeeway + time.Second)
-	if rec := get(h, bearer(tok)); rec.Code != http.StatusUnauthorized {
-		t.Errorf("expired: got %d %s, want 401", rec.Code, rec.Body)
-	}
-	if after := is.Requests("/token/validate") + is.Requests("/.well-known/jwks.json"); after != before {
-		t.Errorf("forged and expired tokens cost the issuer %d requests, want none", after-before)
-	}
-}
-
-func TestLocalChecksIssuerAndAudience(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		opts client.Options
-	}{
-		{"local, other issuer", client.Options{Mode: client.Local, Issuer: "https://elsewhere.example"}},
-		{"local, audience", client.Options{Mode: client.Local, Audience: "billing"}},
-		{"remote, other issuer", client.Options{Issuer: "https://elsewhere.example"}},
-		{"remote, audience", client.Options{Audience: "billing"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			is, v := setup(t, clocktest.New(time.Now()), tc.opts)
-			if _, err := v.Validate(t.Context(), issue(t, is, "")); !errors.Is(err, client.ErrInvalidToken) {
-				t.Errorf("got %v, want ErrInvalidToken", err)
-			}
-		})
-	}
-}
-
-func TestKeyRotation(t *testing.T) {
-	t.Parallel()
-	for _, m := range modes[1:] {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			clk := clocktest.New(time.Now())
-			is, v := setup(t, clk, m.opts)
-			h := v.Middleware(echo)
-			const jwks = "/.well-known/jwks.json"
-			oldTok := issue(t, is, "")
-			if rec := get(h, bearer(oldTok)); rec.Code != http.StatusOK || is.Requests(jwks) != 1 {
-				t.Fatalf("first token: got %d and %d JWKS fetches, want 200 and 1", rec.Code, is.Requests(jwks))
-			}
-			if _, err := is.RotateKey(); err != nil {
-				t.Fatal(err)
-			}
-			newTok := issue(t, is, "")
-
-			// Within JWKSMinInterval of the last fetch the unknown kid is refused
-			// without a fetch.
-			clk.Add(client.DefaultJWKSMinInterval - time.Second)
-			if rec := get(h, bearer(newTok)); rec.Code != http.StatusUnauthorized || is.Requests(jwks) != 1 {
-				t.Errorf("new kid, rate-limited: got %d and %d fetches, want 401 and 1", rec.Code, is.Requests(jwks))
-			}
-			clk.Add(time.Second)
-			if rec := get(h, bearer(newTok)); rec.Code != http.StatusOK || is.Requests(jwks) != 2 {
-				t.Errorf("new kid: got %d %s and %d fetches, want 200 and 2", rec.Code, rec.Body, is.Requests(jwks))
-			}
-			if rec := get(h, bearer(oldTok)); rec.Code != http.StatusOK || is.Requests(jwks) != 2 {
-				t.Errorf("old kid after rotation: got %d and %d fetches, want 200 and 2", rec.Code, is.Requests(jwks))
-			}
-			// Keys older than JWKSMaxAge are fetched again.
-			clk.Add(client.DefaultJWKSMaxAge)
-			if rec := get(h, bearer(issue(t, is, ""))); rec.Code != http.StatusOK || is.Requests(jwks) != 3 {
-				t.Errorf("stale keys: got %d and %d fetches, want 200 and 3", rec.Code, is.Requests(jwks))
-			}
-		})
-	}
-}
-
-func TestUnknownKidFetchesOnce(t *testing.T) {
-	t.Parallel()
-	clk := clocktest.New(time.Now())
-	is, v := setup(t, clk, client.Options{Mode: client.Local, RevocationCheck: client.Skip})
-	tok := issue(t, is, "")
-	if _, err := v.Validate(t.Context(), tok); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := is.RotateKey(); err != nil {
-		t.Fatal(err)
-	}
-	newTok := issue(t, is, "")
-	clk.Add(client.DefaultJWKSMinInterval)
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Go(func() {
-			if _, err := v.Validate(t.Context(), newTok); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	if got := is.Requests("/.well-known/jwks.json"); got != 2 {
-		t.Errorf("50 concurrent requests with a new kid: %d JWKS fetches, want 2 (first load and one refetch)", got)
-	}
-}
-
-func TestIssuerDown(t *testing.T) {
-	t.Parallel()
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			var logs bytes.Buffer
-			var logMu sync.Mutex
-			opts := m.opts
-			opts.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))
-			is, v := setup(t, clocktest.New(time.Now()), opts)
-			h := v.Middleware(echo)
-			tok := issue(t, is, "")
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusOK {
-				t.Fatalf("issuer up: got %d %s, want 200", rec.Code, rec.Body)
-			}
-			is.Close()
-
-			rec := get(h, bearer(tok))
-			if m.opts.RevocationCheck == client.Skip {
-				// Documented: Skip works with the keys it has.
-				if rec.Code != http.StatusOK {
-					t.Errorf("issuer down, Skip, keys known: got %d, want 200", rec.Code)
-				}
-				fresh, err := client.New(client.Options{IssuerURL: is.URL, Mode: client.Local, RevocationCheck: client.Skip, Logger: opts.Logger})
-				if err != nil {
-					t.Fatal(err)
-				}
-				rec = get(fresh.Middleware(echo), bearer(tok))
-			}
-			if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" || errorCode(t, rec) != "temporarily_unavailable" {
-				t.Errorf("issuer down: got %d Retry-After %q %s, want 503, 1, temporarily_unavailable", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
-			}
-			if _, err := v.Validate(t.Context(), tok); m.opts.RevocationCheck != client.Skip && !errors.Is(err, client.ErrUnavailable) {
-				t.Errorf("Validate: got %v, want ErrUnavailable", err)
-			}
-			logMu.Lock()
-			defer logMu.Unlock()
-			if logs.Len() == 0 || strings.Contains(logs.String(), tok) || strings.Contains(logs.String(), strings.Split(tok, ".")[2]) {
-				t.Errorf("logs: want the failure logged without the token; got %q", logs.String())
-			}
-		})
-	}
-}
-
-type lockedWriter struct {
-	w  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func TestCacheStaleness(t *testing.T) {
-	t.Parallel()
-	const ttl = 30 * time.Second
-	for _, m := range modes[:2] {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			clk := clocktest.New(time.Now())
-			opts := m.opts
-			opts.CacheTTL = ttl
-			is, v := setup(t, clk, opts)
-			h := v.Middleware(echo, "orders:read")
-			tok := issue(t, is, "")
-			calls := func() int { return is.Requests("/token/validate") }
-
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusOK || calls() != 1 {
-				t.Fatalf("first: got %d and %d calls, want 200 and 1", rec.Code, calls())
-			}
-			if err := is.Revoke(t.Context(), tok); err != nil {
-				t.Fatal(err)
-			}
-			// The documented bound: accepted from the cache for up to CacheTTL.
-			clk.Add(ttl - time.Second)
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusOK || calls() != 1 {
-				t.Errorf("revoked, within CacheTTL: got %d and %d calls, want 200 from the cache", rec.Code, calls())
-			}
-			if rec := get(v.Middleware(echo, "admin"), bearer(tok)); rec.Code != http.StatusForbidden || calls() != 1 {
-				t.Errorf("cached, other scope: got %d and %d calls, want 403 from the cache", rec.Code, calls())
-			}
-			clk.Add(time.Second)
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusUnauthorized || calls() != 2 {
-				t.Errorf("revoked, CacheTTL passed: got %d and %d calls, want 401 and 2", rec.Code, calls())
-			}
-			// Rejections are kept for CacheTTL, then asked again.
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusUnauthorized || calls() != 2 {
-				t.Errorf("rejection cached: got %d and %d calls, want 401 and 2", rec.Code, calls())
-			}
-			clk.Add(ttl)
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusUnauthorized || calls() != 3 {
-				t.Errorf("rejection after CacheTTL: got %d and %d calls, want 401 and 3", rec.Code, calls())
-			}
-		})
-	}
-}
-
-func TestCacheNeverPastExp(t *testing.T) {
-	t.Parallel()
-	clk := clocktest.New(time.Now())
-	is, v := setup(t, clk, client.Options{CacheTTL: 2 * time.Hour})
-	h := v.Middleware(echo)
-	tok := issue(t, is, "") // lives 1 h
-	if rec := get(h, bearer(tok)); rec.Code != http.StatusOK {
-		t.Fatalf("got %d, want 200", rec.Code)
-	}
-	clk.Add(59 * time.Minute)
-	if rec := get(h, bearer(tok)); rec.Code != http.StatusOK || is.Requests("/token/validate") != 1 {
-		t.Errorf("before exp: got %d and %d calls, want 200 from the cache", rec.Code, is.Requests("/token/validate"))
-	}
-	// At exp the issuer is asked again (it still accepts for its leeway)...
-	clk.Add(time.Minute)
-	if get(h, bearer(tok)); is.Requests("/token/validate") != 2 {
-		t.Errorf("at exp: %d calls, want the issuer asked again", is.Requests("/token/validate"))
-	}
-	// ...and an answer is never kept past exp.
-	clk.Add(token.DefaultLeeway + time.Second)
-	if rec := get(h, bearer(tok)); rec.Code != http.StatusUnauthorized || is.Requests("/token/validate") != 3 {
-		t.Errorf("past exp: got %d and %d calls, want 401 from the issuer", rec.Code, is.Requests("/token/validate"))
-	}
-}
-
-func TestGinMiddleware(t *testing.T) {
-	t.Parallel()
-	is, v := setup(t, clocktest.New(time.Now()), client.Options{})
-	gin.SetMode(gin.ReleaseMode)
-	r := gin.New()
-	r.GET("/orders", v.GinMiddleware("orders:read"), func(c *gin.Context) {
-		a, okA := client.ClaimsFrom(c)
-		b, okB := client.ClaimsFrom(c.Request.Context())
-		x, okC := c.Get(client.GinKey)
-		if !okA || !okB || !okC || a != b || a != x.(*client.Claims) {
-			c.String(http.StatusInternalServerError, "claims not passed on")
-			return
-		}
-		c.String(http.StatusOK, a.Subject)
-	})
-	r.GET("/after", v.GinMiddleware(), func(c *gin.Context) { c.String(http.StatusTeapot, "ran") })
-
-	if rec := get(r, ""); rec.Code != http.StatusUnauthorized || rec.Header().Get("WWW-Authenticate") != `Bearer realm="snowtoken"` {
-		t.Errorf("no token: got %d %q", rec.Code, rec.Header().Get("WWW-Authenticate"))
-	}
-	if rec := get(r, bearer(issue(t, is, "orders:write"))); rec.Code != http.StatusForbidden {
-		t.Errorf("missing scope: got %d, want 403", rec.Code)
-	}
-	if rec := get(r, bearer(issue(t, is, ""))); rec.Code != http.StatusOK || rec.Body.String() != is.ClientID {
-		t.Errorf("valid: got %d %q, want 200 %q", rec.Code, rec.Body, is.ClientID)
-	}
-	req := httptest.NewRequest(http.MethodGet, "/after", nil)
-	rec := httptest.NewRecorder()
-	r.ServeHTTP(rec, req)
-	if rec.Code != http.StatusUnauthorized || strings.Contains(rec.Body.String(), "ran") {
-		t.Errorf("after a refusal the handler ran: %d %q", rec.Code, rec.Body)
-	}
 }
 
 // fakeIssuer answers /token/validate with answer, counting calls.
@@ -603,7 +141,7 @@ func TestRemoteRequest(t *testing.T) {
 		t.Errorf("request: got %s scope=%q %q", path, scope, authorization)
 	}
 	mu.Unlock()
-	if c.Subject != "s" || c.ClientID != "c" || c.TokenID != "42" || c.WorkerID != 3 || !c.HasScope("a:b") || c.ExpiresAt.Unix() != 4102444800 {
+	if c.Subject != "s" || c.ClientID != "c" || c.JTI != "42" || c.WorkerID != 3 || !c.HasScope("a:b") || c.ExpiresAt.Unix() != 4102444800 {
 		t.Errorf("claims: got %+v", c)
 	}
 	c.Scopes[0] = "changed" // a caller's change must not reach the cache
@@ -659,5 +197,67 @@ func TestClaimsFromEmptyContext(t *testing.T) {
 	want := &client.Claims{Subject: "s"}
 	if c, ok := client.ClaimsFrom(client.NewContext(context.Background(), want)); !ok || c != want {
 		t.Errorf("got %v, %v; want %v, true", c, ok, want)
+	}
+}
+
+func TestAuthenticateAndWriteError(t *testing.T) {
+	t.Parallel()
+	_, v := fakeIssuer(t, func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"active":true,"sub":"s","client_id":"c","scope":"a","iss":"i","iat":1,"exp":4102444800,"jti":"42"}`))
+	})
+	req := httptest.NewRequest(http.MethodGet, "/orders", nil)
+	if _, err := v.Authenticate(req); !errors.Is(err, client.ErrNoToken) {
+		t.Errorf("no Authorization: got %v, want ErrNoToken", err)
+	}
+	req.Header.Set("Authorization", bearer(someJWT))
+	if c, err := v.Authenticate(req, "a"); err != nil || c.Subject != "s" {
+		t.Errorf("scope a: got %+v, %v; want the claims", c, err)
+	}
+	_, err := v.Authenticate(req, "a", "b")
+	if !errors.Is(err, client.ErrInsufficientScope) {
+		t.Fatalf("scopes a b: got %v, want ErrInsufficientScope", err)
+	}
+	for _, tc := range []struct {
+		err       error
+		challenge string
+	}{
+		{err, `Bearer realm="snowtoken", error="insufficient_scope", scope="a b"`},
+		{client.ErrInsufficientScope, `Bearer realm="snowtoken", error="insufficient_scope"`}, // made by the caller: no scopes to name
+	} {
+		rec := httptest.NewRecorder()
+		v.WriteError(rec, req, tc.err)
+		if rec.Code != http.StatusForbidden || rec.Header().Get("WWW-Authenticate") != tc.challenge || errorCode(t, rec) != "insufficient_scope" {
+			t.Errorf("WriteError(%v): got %d %q %s, want 403 %q", tc.err, rec.Code, rec.Header().Get("WWW-Authenticate"), rec.Body, tc.challenge)
+		}
+	}
+}
+
+// TestRemoteAudience: Remote mode sends Options.Audience to the issuer, and
+// refuses an answer whose aud lacks it.
+func TestRemoteAudience(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var sent []string
+	srv, _ := fakeIssuer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent = append(sent, r.URL.RawQuery)
+		mu.Unlock()
+		aud := map[string]string{"a1.b.c": `"billing"`, "a2.b.c": `["orders"]`}[r.Header.Get("Authorization")[len("Bearer "):]]
+		_, _ = w.Write([]byte(`{"active":true,"sub":"s","client_id":"c","scope":"a b","iss":"i","aud":[` + strings.Trim(aud, "[]") + `],"iat":1,"exp":4102444800,"jti":"42"}`))
+	})
+	v, err := client.New(client.Options{IssuerURL: srv.URL, Audience: "billing", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Validate(t.Context(), "a1.b.c", "a", "b"); err != nil {
+		t.Errorf("a token for billing: %v", err)
+	}
+	if _, err := v.Validate(t.Context(), "a2.b.c"); !errors.Is(err, client.ErrInvalidToken) || !strings.Contains(err.Error(), "audience mismatch") {
+		t.Errorf("a token for orders: got %v, want ErrInvalidToken saying audience mismatch", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"audience=billing&scope=a+b", "audience=billing"}; strings.Join(sent, " ") != strings.Join(want, " ") {
+		t.Errorf("queries sent: got %q, want %q", sent, want)
 	}
 }

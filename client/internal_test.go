@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -28,10 +29,20 @@ func TestCheckSyntax(t *testing.T) {
 		{"a.b/.c", false},
 		{strings.Repeat("a", MaxTokenLen-4) + ".b.c", true},
 		{strings.Repeat("a", MaxTokenLen-3) + ".b.c", false},
+		{"st_" + strings.Repeat("A", 32), true},
+		{"st_" + strings.Repeat("-", 31) + "_", true},
+		{"st_" + strings.Repeat("A", 31), false},
+		{"st_" + strings.Repeat("A", 33), false},
+		{"st_" + strings.Repeat("A", 31) + "=", false},
+		{"st_" + strings.Repeat("A", 30) + ".A", false},
+		{"ST_" + strings.Repeat("A", 32), false},
 	} {
-		err := checkSyntax(tc.raw)
+		opaque, err := checkSyntax(tc.raw)
 		if got := err == nil; got != tc.ok || (err != nil && !errors.Is(err, ErrInvalidToken)) {
 			t.Errorf("checkSyntax(%.20q): got %v, want ok=%v", tc.raw, err, tc.ok)
+		}
+		if want := tc.ok && strings.HasPrefix(tc.raw, "st_"); opaque != want {
+			t.Errorf("checkSyntax(%.20q): opaque %t, want %t", tc.raw, opaque, want)
 		}
 	}
 }
@@ -54,11 +65,55 @@ func TestAnswerCacheBounded(t *testing.T) {
 	if _, _, ok := c.get(key(101), later); ok {
 		t.Error("an answer already past its until was kept")
 	}
+	live := answer{claims: &Claims{}, until: later.Add(time.Minute)}
 	for i := 200; i < 2000; i++ { // full of live entries: room is made anyway
-		c.put(key(i), answer{claims: &Claims{}, until: later.Add(time.Minute)}, later)
+		c.put(key(i), live, later)
 	}
-	if n := c.len(); n > 20 {
-		t.Fatalf("cache holds %d entries, want at most 20", n)
+	if n := c.len(); n != 20 {
+		t.Fatalf("cache holds %d entries, want 20", n)
+	}
+	for i, want := range map[int]bool{100: false, 200: false, 1979: false, 1980: true, 1999: true} {
+		if _, _, ok := c.get(key(i), later); ok != want {
+			t.Errorf("answer %d of 200 to 1999 in 20 places: cached %v, want %v (the oldest go first)", i, ok, want)
+		}
+	}
+	// An answer put again moves to the newest place: put first, again after
+	// 10 others and followed by 15 more, it is among the last 20 put.
+	for i := 3000; i <= 3025; i++ {
+		c.put(key(i), live, later)
+		if i == 3010 {
+			c.put(key(3000), live, later)
+		}
+	}
+	if _, _, ok := c.get(key(3000), later); !ok {
+		t.Error("an answer put again was evicted at the place of its first put")
+	}
+	if n := c.len(); n != 20 {
+		t.Fatalf("cache holds %d entries, want 20", n)
+	}
+}
+
+// TestAnswerCacheConcurrent runs puts and gets from many goroutines, for
+// the race detector, and checks the bound holds under them.
+func TestAnswerCacheConcurrent(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	c := newAnswerCache(64)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				k := sha256.Sum256([]byte{byte(g), byte(i), byte(i >> 8)})
+				c.put(&k, answer{claims: &Claims{Subject: "s"}, until: now.Add(time.Minute)}, now)
+				if got, _, ok := c.get(&k, now); ok && got.Subject != "s" {
+					t.Errorf("got %+v", got)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := c.len(); n != 64 {
+		t.Errorf("cache holds %d entries, want 64", n)
 	}
 }
 

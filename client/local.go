@@ -9,14 +9,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"snowtoken/snowflakealg"
-	"snowtoken/token/jwtpolicy"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
 // verifyLocal checks raw's signature against the issuer's keys and its
@@ -34,24 +35,30 @@ func (v *Validator) verifyLocal(ctx context.Context, raw string) (*Claims, error
 		}
 		return v.keys.key(ctx, kid)
 	})
-	if errors.Is(err, ErrUnavailable) {
+	switch {
+	case errors.Is(err, ErrUnavailable):
 		return nil, err
-	}
-	if err != nil {
+	// Claims are checked after the signature: cl is the issuer's word here.
+	case errors.Is(err, jwt.ErrTokenInvalidClaims) && v.opts.Audience != "" && !slices.Contains(cl.Audience, v.opts.Audience):
+		return nil, audienceMismatch(cl.Audience, v.opts.Audience)
+	case errors.Is(err, jwt.ErrTokenInvalidClaims) && cl.Issuer != v.opts.Issuer:
+		return nil, issuerMismatch(cl.Issuer, v.opts.Issuer)
+	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	if cl.Subject == "" || cl.ClientID == "" || cl.IssuedAt == nil {
 		return nil, fmt.Errorf("%w: sub, client_id and iat are required", ErrInvalidToken)
 	}
-	id, err := snowflakealg.ParseID(cl.ID)
+	id, err := bitsalloc.ParseID(cl.ID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: jti: %w", ErrInvalidToken, err)
 	}
+	_, worker, _, _ := v.opts.IDLayout.Decompose(id) // fails only for a negative id, which ParseID never returns
 	return &Claims{
 		Subject: cl.Subject, ClientID: cl.ClientID, Scopes: strings.Fields(cl.Scope),
 		Issuer: cl.Issuer, Audience: cl.Audience,
 		IssuedAt: cl.IssuedAt.Time, ExpiresAt: cl.ExpiresAt.Time,
-		TokenID: cl.ID, WorkerID: id.Worker(v.opts.IDLayout),
+		JTI: cl.ID, WorkerID: worker,
 	}, nil
 }
 

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gin-gonic/gin"
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // Middleware returns a handler that lets a request through to next only with
@@ -26,30 +26,38 @@ import (
 func (v *Validator) Middleware(next http.Handler, requiredScopes ...string) http.Handler {
 	scopes := mustScopes(requiredScopes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := v.check(r, scopes)
+		c, err := v.Authenticate(r, scopes...)
 		if err != nil {
-			v.writeError(w, r, err, scopes)
+			v.WriteError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), c)))
 	})
 }
 
-// GinMiddleware is Middleware for gin. The claims are stored both with
-// c.Set(GinKey, claims) and in c.Request's context; ClaimsFrom(c) finds them.
-func (v *Validator) GinMiddleware(requiredScopes ...string) gin.HandlerFunc {
-	scopes := mustScopes(requiredScopes)
-	return func(c *gin.Context) {
-		cl, err := v.check(c.Request, scopes)
-		if err != nil {
-			v.writeError(c.Writer, c.Request, err, scopes)
-			c.Abort()
-			return
-		}
-		c.Set(GinKey, cl)
-		c.Request = c.Request.WithContext(NewContext(c.Request.Context(), cl))
-		c.Next()
+// Authenticate checks the bearer token of r, as Middleware does, and
+// returns its claims or an error for WriteError. It is the call for routers
+// that do not take an http.Handler middleware, such as gin:
+//
+//	func requireToken(v *client.Validator, scopes ...string) gin.HandlerFunc {
+//		return func(c *gin.Context) {
+//			claims, err := v.Authenticate(c.Request, scopes...)
+//			if err != nil {
+//				v.WriteError(c.Writer, c.Request, err)
+//				c.Abort()
+//				return
+//			}
+//			c.Set(client.GinKey, claims) // so ClaimsFrom(c) finds them
+//			c.Request = c.Request.WithContext(client.NewContext(c.Request.Context(), claims))
+//			c.Next()
+//		}
+//	}
+func (v *Validator) Authenticate(r *http.Request, requiredScopes ...string) (*Claims, error) {
+	raw, err := bearerToken(r.Header)
+	if err != nil {
+		return nil, err
 	}
+	return v.Validate(r.Context(), raw, requiredScopes...)
 }
 
 func mustScopes(scopes []string) []string {
@@ -57,14 +65,6 @@ func mustScopes(scopes []string) []string {
 		panic(err)
 	}
 	return append([]string(nil), scopes...)
-}
-
-func (v *Validator) check(r *http.Request, scopes []string) (*Claims, error) {
-	raw, err := bearerToken(r.Header)
-	if err != nil {
-		return nil, err
-	}
-	return v.Validate(r.Context(), raw, scopes...)
 }
 
 // bearerToken reads the token from Authorization: Bearer (RFC 6750 §2.1),
@@ -93,19 +93,23 @@ type errorBody struct {
 	Description string `json:"error_description,omitempty"`
 }
 
-// writeError is the one place that turns an error into an answer: status,
-// code, challenge and Retry-After. Descriptions never hold a token; failures
-// of the issuer get a fixed one and are logged.
-func (v *Validator) writeError(w http.ResponseWriter, r *http.Request, err error, scopes []string) {
+// WriteError answers r with err, an error of Authenticate or Validate, as
+// Middleware does. It is the one place that turns an error into an answer:
+// status, code, challenge and Retry-After. Descriptions never hold a token;
+// failures of the issuer get a fixed one and are logged.
+func (v *Validator) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	h := w.Header()
 	realm := `Bearer realm="` + v.opts.Realm + `"`
-	status, body := http.StatusUnauthorized, errorBody{Error: "invalid_token", Description: err.Error()}
+	status, body := http.StatusUnauthorized, errorBody{Error: "invalid_token", Description: description(err)}
 	if errors.Is(err, ErrInsufficientScope) {
 		body.Error = "insufficient_scope"
 	}
 	var rej *rejection
 	if errors.As(err, &rej) {
 		body.Error = rej.code // the issuer's own code
+	}
+	if status == http.StatusUnauthorized {
+		v.opts.Logger.Debug("snowtoken client: token refused", "path", r.URL.Path, "err", err)
 	}
 	switch {
 	case errors.Is(err, ErrNoToken):
@@ -114,7 +118,11 @@ func (v *Validator) writeError(w http.ResponseWriter, r *http.Request, err error
 		h.Set("WWW-Authenticate", realm)
 	case errors.Is(err, ErrInsufficientScope):
 		status = http.StatusForbidden
-		h.Set("WWW-Authenticate", realm+`, error="`+body.Error+`", scope="`+strings.Join(scopes, " ")+`"`)
+		challenge := realm + `, error="` + body.Error + `"`
+		if se := (*scopeError)(nil); errors.As(err, &se) && len(se.required) > 0 {
+			challenge += `, scope="` + strings.Join(se.required, " ") + `"` // checkScopes let no quote through
+		}
+		h.Set("WWW-Authenticate", challenge)
 	case errors.Is(err, ErrInvalidToken):
 		if body.Error == "invalid_request" {
 			status = http.StatusBadRequest
@@ -134,4 +142,39 @@ func (v *Validator) writeError(w http.ResponseWriter, r *http.Request, err error
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// description is what a caller is told of err: the issuer's own description
+// when the issuer refused the token, else one phrase naming what is wrong,
+// never the chain of Go errors behind it (the debug log has that). The
+// values behind a mismatch (the token's issuer or audience and this
+// service's) are in the chain only.
+func description(err error) string {
+	var rej *rejection
+	switch {
+	case errors.As(err, &rej):
+		return rej.desc
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return "the token has expired"
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return "the token is not valid yet"
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
+		return "the signature does not verify"
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return "issuer mismatch"
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return "audience mismatch"
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return "malformed token"
+	}
+	// Our own errors read "client: <kind>: <phrase>[: <detail>...]": the
+	// phrase alone.
+	msg := err.Error()
+	for _, sentinel := range []error{ErrInvalidToken, ErrInsufficientScope, ErrNoToken} {
+		if rest, ok := strings.CutPrefix(msg, sentinel.Error()+": "); ok {
+			phrase, _, _ := strings.Cut(rest, ": ")
+			return phrase
+		}
+	}
+	return "the token is not valid"
 }

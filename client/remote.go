@@ -12,9 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
-
-	"github.com/maypok86/otter/v2"
 )
 
 // maxAnswerBytes bounds what is read of an issuer's answer.
@@ -44,9 +43,15 @@ type oauthAnswer struct {
 func (v *Validator) callIssuer(ctx context.Context, raw string, scopes []string) (*Claims, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.opts.Timeout)
 	defer cancel()
-	u := v.validateURL
+	u, q := v.validateURL, url.Values{}
 	if len(scopes) > 0 {
-		u += "?" + url.Values{"scope": {strings.Join(scopes, " ")}}.Encode()
+		q.Set("scope", strings.Join(scopes, " "))
+	}
+	if v.opts.Audience != "" {
+		q.Set("audience", v.opts.Audience) // the issuer checks it too, and names a mismatch
+	}
+	if len(q) > 0 {
+		u += "?" + q.Encode()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -94,17 +99,27 @@ func (v *Validator) claimsFromAnswer(body []byte) (*Claims, error) {
 		return nil, fmt.Errorf("%w: answer lacks sub, client_id or exp", ErrUnavailable)
 	}
 	if v.opts.Issuer != "" && a.Issuer != v.opts.Issuer {
-		return nil, fmt.Errorf("%w: iss %.100q, want %.100q", ErrInvalidToken, a.Issuer, v.opts.Issuer)
+		return nil, issuerMismatch(a.Issuer, v.opts.Issuer)
 	}
 	if v.opts.Audience != "" && !slices.Contains(a.Audience, v.opts.Audience) {
-		return nil, fmt.Errorf("%w: aud lacks %.100q", ErrInvalidToken, v.opts.Audience)
+		return nil, audienceMismatch(a.Audience, v.opts.Audience)
 	}
 	return &Claims{
 		Subject: a.Subject, ClientID: a.ClientID, Scopes: strings.Fields(a.Scope),
 		Issuer: a.Issuer, Audience: a.Audience,
 		IssuedAt: time.Unix(a.IssuedAt, 0), ExpiresAt: time.Unix(a.ExpiresAt, 0),
-		TokenID: a.JTI, WorkerID: a.WorkerID,
+		JTI: a.JTI, WorkerID: a.WorkerID,
 	}, nil
+}
+
+// audienceMismatch is the error for a token whose aud lacks want.
+func audienceMismatch(aud []string, want string) error {
+	return fmt.Errorf("%w: audience mismatch: the token is for %.100q, this service is %.100q", ErrInvalidToken, aud, want)
+}
+
+// issuerMismatch is the error for a token whose iss is not want.
+func issuerMismatch(iss, want string) error {
+	return fmt.Errorf("%w: issuer mismatch: the token is from %.100q, this service trusts %.100q", ErrInvalidToken, iss, want)
 }
 
 // rejection is the issuer turning a token down, with its OAuth error code,
@@ -167,26 +182,48 @@ type answer struct {
 }
 
 // answerCache remembers answers keyed by the SHA-256 of the token; it never
-// holds a token. It is an otter cache: insert and eviction are O(1) and no
-// request waits on another's eviction (the map it replaced scanned itself
-// under one lock when full). Entries past their until are dropped when read,
-// and are never read again, so the policy evicts them first.
+// holds a token. It holds at most size answers in a ring of slots filled in
+// order: a new answer takes the next slot, evicting the one there, the
+// oldest, so insert and eviction are O(1) and a full cache costs what an
+// empty one does. The oldest answer is also about the first to go stale,
+// since every answer is kept for CacheTTL at most. Reads share a read lock
+// and never write: an answer past its until is simply not returned, and its
+// slot is reused in turn.
+//
+// It is hand-written, not a cache library (otter served before), so that
+// the client module depends on golang-jwt alone: a service that imports it
+// gets no other module.
 type answerCache struct {
-	c *otter.Cache[[sha256.Size]byte, answer]
+	mu    sync.RWMutex
+	index map[[sha256.Size]byte]int // key -> its slot
+	slots []slot                    // grows to size, then is reused from next on
+	next  int                       // the slot the next new answer takes
+	size  int
+}
+
+// slot is one answer of the ring; live is false once its key has moved to
+// another slot.
+type slot struct {
+	key  [sha256.Size]byte
+	a    answer
+	live bool
 }
 
 func newAnswerCache(size int) *answerCache {
-	return &answerCache{c: otter.Must(&otter.Options[[sha256.Size]byte, answer]{MaximumSize: size})}
+	return &answerCache{index: make(map[[sha256.Size]byte]int), size: size}
 }
 
 // get returns a copy of the answer for key while it is younger than its until.
 func (c *answerCache) get(key *[sha256.Size]byte, now time.Time) (*Claims, error, bool) {
-	a, ok := c.c.GetIfPresent(*key)
+	c.mu.RLock()
+	i, ok := c.index[*key]
+	var a answer
+	if ok {
+		a = c.slots[i].a
+	}
+	c.mu.RUnlock()
 	switch {
-	case !ok:
-		return nil, nil, false
-	case !now.Before(a.until):
-		c.c.Invalidate(*key)
+	case !ok || !now.Before(a.until):
 		return nil, nil, false
 	case a.err != nil:
 		return nil, a.err, true
@@ -195,16 +232,35 @@ func (c *answerCache) get(key *[sha256.Size]byte, now time.Time) (*Claims, error
 	}
 }
 
+// put remembers a for key, unless it is already past its until.
 func (c *answerCache) put(key *[sha256.Size]byte, a answer, now time.Time) {
-	if now.Before(a.until) {
-		c.c.Set(*key, a)
+	if !now.Before(a.until) {
+		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i, ok := c.index[*key]; ok {
+		c.slots[i].live = false // the key moves to the newest slot
+	}
+	s := slot{key: *key, a: a, live: true}
+	if len(c.slots) < c.size {
+		c.slots = append(c.slots, s)
+		c.index[*key] = len(c.slots) - 1
+		return
+	}
+	if old := &c.slots[c.next]; old.live {
+		delete(c.index, old.key)
+	}
+	c.slots[c.next] = s
+	c.index[*key] = c.next
+	c.next = (c.next + 1) % c.size
 }
 
-// len is how many answers the cache holds, after pending maintenance.
+// len is how many answers the cache holds, stale ones included.
 func (c *answerCache) len() int {
-	c.c.CleanUp()
-	return c.c.EstimatedSize()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.index)
 }
 
 // retryAfter is how long a caller should wait after err: what the issuer

@@ -27,10 +27,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"snowtoken/bitsalloc"
-	"snowtoken/redisconf"
-	"snowtoken/snowflakealg"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/redisconf"
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -66,12 +66,12 @@ var Vars = []Var{
 	{"SNOWTOKEN_REDIS_TIMEOUT", "2s", "longest wait for one Redis command, retries and reconnecting included; also the dial, read and write timeout"},
 	{"SNOWTOKEN_REDIS_ACCEPT_RISK", "(none)", "comma-separated Redis settings whose unsafe values you accept instead of a failing /readyz: maxmemory-policy, persistence (docs/redis.md)"},
 	{"SNOWTOKEN_ISSUER", "http://localhost:8080", "iss of every token, and the base URL in the metadata; required in production"},
-	{"SNOWTOKEN_AUDIENCE", "(none)", "aud of every token, required on validation when set"},
+	{"SNOWTOKEN_AUDIENCE", "(none)", "aud of the tokens of clients that list no audiences, and the one audience they may ask for; 1 to 256 printable ASCII bytes, no space, quote or backslash"},
 	{"SNOWTOKEN_TOKEN_TTL", "1h", "lifetime of a token when the client does not ask"},
 	{"SNOWTOKEN_MAX_TOKEN_TTL", "24h", "longest lifetime any token may have"},
 	{"SNOWTOKEN_CACHE_SIZE", "100000", "verified tokens remembered so that their signature is not checked again (about 640 bytes each); 0 turns the cache off"},
 	{"SNOWTOKEN_CLIENTS_FILE", "(dev: one generated client)", "JSON clients file; required in production"},
-	{"SNOWTOKEN_SIGNING_KEYS", "(dev: a generated key)", "comma-separated Ed25519 PEM files: the first signs, all verify; required in production"},
+	{"SNOWTOKEN_SIGNING_KEYS", "(dev: a generated key)", "a keys directory (keys.json says which key is next, active or retired; snowtoken keys rotate), or comma-separated Ed25519 PEM files: the first signs, all verify; reloaded on change and on SIGHUP; required in production"},
 	{"SNOWTOKEN_WORKER_ID", "(last octet of the IPv4 address)", "explicit Snowflake worker ID"},
 	{"SNOWTOKEN_WORKER_ID_STRICT", "false", "true: refuse to start when the candidate worker ID is leased by a live replica, instead of taking the lowest free one"},
 	{"SNOWTOKEN_WORKER_LEASE_TTL", "10s", "lifetime of the worker-ID lease in Redis; renewed every third of it"},
@@ -212,6 +212,11 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("SNOWTOKEN_CACHE_SIZE", v, err)
 		} else {
 			c.CacheSize = n
+		}
+	}
+	if c.Audience != "" {
+		if err := token.CheckAudience(c.Audience); err != nil {
+			bad("SNOWTOKEN_AUDIENCE", c.Audience, err)
 		}
 	}
 	if c.MaxTokenTTL < c.TokenTTL {

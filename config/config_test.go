@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // envOf returns a getenv that reads m.
@@ -185,6 +185,8 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "-1h"}, "SNOWTOKEN_TOKEN_TTL"},
 		{map[string]string{"SNOWTOKEN_MAX_TOKEN_TTL": "abc"}, "SNOWTOKEN_MAX_TOKEN_TTL"},
 		{map[string]string{"SNOWTOKEN_CACHE_SIZE": "-1"}, "SNOWTOKEN_CACHE_SIZE"},
+		{map[string]string{"SNOWTOKEN_AUDIENCE": "orders api"}, "SNOWTOKEN_AUDIENCE"},
+		{map[string]string{"SNOWTOKEN_AUDIENCE": strings.Repeat("a", 257)}, "SNOWTOKEN_AUDIENCE"},
 		{map[string]string{"SNOWTOKEN_CACHE_SIZE": "lots"}, "SNOWTOKEN_CACHE_SIZE"},
 		{map[string]string{"SNOWTOKEN_MAX_TOKEN_TTL": "30m"}, "SNOWTOKEN_MAX_TOKEN_TTL"},
 		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "2h", "SNOWTOKEN_MAX_TOKEN_TTL": "1h"}, "SNOWTOKEN_MAX_TOKEN_TTL"},

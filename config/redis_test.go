@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/internal/redistest"
 )
 
 // secret is every password of these tests: no error may show it.

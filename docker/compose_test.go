@@ -23,23 +23,27 @@ import (
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/dotenv"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/goccy/go-yaml"
 
-	"snowtoken/config"
-	"snowtoken/internal/redistest"
-	"snowtoken/redisconf"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/config"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/redisconf"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 const composeFile = "docker-compose.yml"
 
-// loadCompose loads docker-compose.yml as `docker compose` would, with an
-// empty environment, so that nothing depends on the shell the test runs in;
-// interpolate=false keeps ${...} as written.
+// loadCompose loads docker-compose.yml as `docker compose` would, with
+// docker/.env but an otherwise empty environment, so that nothing depends on
+// the shell the test runs in; interpolate=false keeps ${...} as written.
 func loadCompose(tb testing.TB, interpolate bool) *types.Project {
 	tb.Helper()
 	opts, err := cli.NewProjectOptions([]string{composeFile},
 		cli.WithWorkingDirectory("."),
+		cli.WithEnvFiles(),
+		cli.WithDotEnv,
 		cli.WithInterpolation(interpolate),
 	)
 	if err != nil {
@@ -97,6 +101,37 @@ func TestComposeServices(t *testing.T) {
 	}
 }
 
+// TestComposeProjectNameInDotEnv: the project's name is in docker/.env, the
+// one way both `docker compose` and docker-compose 1.29 take it from the
+// file's directory, and the file has no top-level key 1.29's schema rejects
+// (such as "name:"), so CI's docker-compose 1.29 and users' `docker compose`
+// run the same stack under the same name. The .env file holds nothing else.
+func TestComposeProjectNameInDotEnv(t *testing.T) {
+	vars, err := dotenv.Read(".env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"COMPOSE_PROJECT_NAME": "snowtoken"}; !maps.Equal(vars, want) {
+		t.Errorf(".env = %v, want %v", vars, want)
+	}
+
+	data, err := os.ReadFile(composeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]any
+	if err := yaml.Unmarshal(data, &top); err != nil {
+		t.Fatal(err)
+	}
+	// docker-compose 1.29's compose_spec.json: these and x-* extensions.
+	known := []string{"version", "services", "networks", "volumes", "secrets", "configs"}
+	for key := range top {
+		if !slices.Contains(known, key) && !strings.HasPrefix(key, "x-") {
+			t.Errorf("%s has the top-level key %q, which docker-compose 1.29 rejects", composeFile, key)
+		}
+	}
+}
+
 // TestComposeHasNoVariables: the file says everything itself; nothing in it
 // comes from the environment or an .env file of whoever runs compose.
 func TestComposeHasNoVariables(t *testing.T) {
@@ -140,6 +175,18 @@ func redisScript(tb testing.TB, r types.ServiceConfig) (script string, args []st
 	return script, words[4:], m[1]
 }
 
+// initArgs returns the directory the init service writes the signing key and
+// the clients into, and the file it writes the Redis password to: its command
+// is [init -dir DIR -redis-password-file FILE].
+func initArgs(tb testing.TB, initSvc types.ServiceConfig) (secretsDir, passwordFile string) {
+	tb.Helper()
+	args := []string(initSvc.Command)
+	if len(args) != 5 || args[0] != "init" || args[1] != "-dir" || args[3] != "-redis-password-file" {
+		tb.Fatalf("init command %q, want [init -dir DIR -redis-password-file FILE]", args)
+	}
+	return args[2], args[4]
+}
+
 func TestComposeRedis(t *testing.T) {
 	p := loadCompose(t, true)
 	r := service(t, p, "redis")
@@ -169,11 +216,25 @@ func TestComposeRedis(t *testing.T) {
 		t.Errorf("redis healthcheck %+v, want redis-cli ping with REDISCLI_AUTH", hc)
 	}
 
-	// The password is the file init writes, read from the secrets volume
-	// (read-only), and the issuer reads the same file.
+	// The password is the file init writes, on a volume of its own that
+	// Redis mounts read-only. Redis mounts nothing else of init's: the
+	// signing key and the clients are out of its reach.
 	initSvc := service(t, p, "init")
-	if v := volume(t, r, filepath.Dir(passwordFile)); v.Source != volume(t, initSvc, initSvc.Command[2]).Source || !v.ReadOnly || filepath.Dir(passwordFile) != initSvc.Command[2] {
-		t.Errorf("redis reads %s from %q read_only=%v; want init's secrets volume, read-only", passwordFile, v.Source, v.ReadOnly)
+	secretsDir, initPasswordFile := initArgs(t, initSvc)
+	if passwordFile != initPasswordFile {
+		t.Errorf("redis reads the password from %s, init writes it to %s", passwordFile, initPasswordFile)
+	}
+	pwVolume, secretsVolume := volume(t, initSvc, filepath.Dir(passwordFile)).Source, volume(t, initSvc, secretsDir).Source
+	if pwVolume == secretsVolume {
+		t.Errorf("init writes the Redis password into the secrets volume %q: Redis would have to mount the signing key and the clients too", secretsVolume)
+	}
+	if v := volume(t, r, filepath.Dir(passwordFile)); v.Source != pwVolume || !v.ReadOnly {
+		t.Errorf("redis reads %s from %q read_only=%v; want init's volume %q, read-only", passwordFile, v.Source, v.ReadOnly, pwVolume)
+	}
+	for _, v := range r.Volumes {
+		if v.Source == secretsVolume {
+			t.Errorf("redis mounts the secrets volume %q at %s: it needs only its password", v.Source, v.Target)
+		}
 	}
 	if got := env(t, service(t, p, "issuer"))["SNOWTOKEN_REDIS_PASSWORD_FILE"]; got != passwordFile {
 		t.Errorf("issuer SNOWTOKEN_REDIS_PASSWORD_FILE=%q, want %s, the file Redis's requirepass comes from", got, passwordFile)
@@ -309,20 +370,16 @@ func TestComposeInitAndIssuer(t *testing.T) {
 	if initSvc.Restart != "no" {
 		t.Errorf("init restart %q, want \"no\"", initSvc.Restart)
 	}
-	args := []string(initSvc.Command)
-	if len(args) < 3 || args[0] != "init" || args[1] != "-dir" {
-		t.Fatalf("init command %q, want [init -dir DIR]", args)
-	}
-	secretsDir := args[2]
-	iv := volume(t, initSvc, secretsDir)
-	if iv.Type != types.VolumeTypeVolume || iv.ReadOnly {
-		t.Errorf("init mounts %s as %s read_only=%v, want the named volume, writable", secretsDir, iv.Type, iv.ReadOnly)
-	}
-
-	// The issuer reads the same volume, read-only.
-	sv := volume(t, issuer, secretsDir)
-	if sv.Source != iv.Source || !sv.ReadOnly {
-		t.Errorf("issuer mounts %s from %q read_only=%v; want %q read-only", secretsDir, sv.Source, sv.ReadOnly, iv.Source)
+	secretsDir, passwordFile := initArgs(t, initSvc)
+	// The issuer reads the same volumes, read-only.
+	for _, dir := range []string{secretsDir, filepath.Dir(passwordFile)} {
+		iv := volume(t, initSvc, dir)
+		if iv.Type != types.VolumeTypeVolume || iv.ReadOnly {
+			t.Errorf("init mounts %s as %s read_only=%v, want a named volume, writable", dir, iv.Type, iv.ReadOnly)
+		}
+		if sv := volume(t, issuer, dir); sv.Source != iv.Source || !sv.ReadOnly {
+			t.Errorf("issuer mounts %s from %q read_only=%v; want %q read-only", dir, sv.Source, sv.ReadOnly, iv.Source)
+		}
 	}
 	e := env(t, issuer)
 	for _, name := range []string{"SNOWTOKEN_SIGNING_KEYS", "SNOWTOKEN_CLIENTS_FILE"} {
@@ -448,26 +505,54 @@ func TestComposeNetworkIsolation(t *testing.T) {
 	}
 
 	// Clients reach the issuer through nginx: it is a trusted proxy, so the
-	// failed-authentication limit counts each client, not nginx's one address.
+	// failed-authentication limit counts each client, not nginx's one
+	// address. Nothing else is: a trusted range that held the consumer would
+	// let it (or whatever took it over) name any client address it liked.
+	// So nginx has a fixed address, outside the range Docker gives out, and
+	// the issuers trust that address alone.
 	var trusted []netip.Prefix
 	for _, v := range strings.Split(env(t, issuer)["SNOWTOKEN_TRUSTED_PROXIES"], ",") {
 		if v = strings.TrimSpace(v); v == "" {
 			continue
 		}
 		prefix, err := netip.ParsePrefix(v)
+		if addr, addrErr := netip.ParseAddr(v); addrErr == nil {
+			prefix, err = addr.Prefix(addr.BitLen())
+		}
 		if err != nil {
 			t.Fatalf("SNOWTOKEN_TRUSTED_PROXIES %q: %v", v, err)
 		}
 		trusted = append(trusted, prefix)
 	}
-	for n := range service(t, p, "nginx").Networks {
+	var nginxAddrs []netip.Prefix
+	for n, nc := range service(t, p, "nginx").Networks {
 		if _, shared := issuer.Networks[n]; !shared {
 			continue
 		}
-		nginxNet := subnet(t, p, n)
-		if !slices.ContainsFunc(trusted, func(t netip.Prefix) bool { return t.Bits() <= nginxNet.Bits() && t.Contains(nginxNet.Addr()) }) {
-			t.Errorf("SNOWTOKEN_TRUSTED_PROXIES %v does not cover nginx's network %s (%v)", trusted, n, nginxNet)
+		if nc == nil || nc.Ipv4Address == "" {
+			t.Errorf("nginx has no fixed ipv4_address on network %s: the issuers cannot trust it alone", n)
+			continue
 		}
+		addr, err := netip.ParseAddr(nc.Ipv4Address)
+		if err != nil {
+			t.Fatalf("nginx ipv4_address %q: %v", nc.Ipv4Address, err)
+		}
+		pool := p.Networks[n].Ipam.Config[0]
+		dynamic, err := netip.ParsePrefix(pool.IPRange)
+		switch {
+		case !subnet(t, p, n).Contains(addr):
+			t.Errorf("nginx's address %v is not in network %s's subnet %s", addr, n, pool.Subnet)
+		case err != nil:
+			t.Errorf("network %s ip_range %q: %v; without one, Docker may give nginx's address %v to a container that starts first", n, pool.IPRange, err, addr)
+		case dynamic.Contains(addr) || pool.Gateway == nc.Ipv4Address:
+			t.Errorf("nginx's address %v is in network %s's ip_range %v (or its gateway %s): Docker may give it to another container", addr, n, dynamic, pool.Gateway)
+		}
+		nginxAddrs = append(nginxAddrs, netip.PrefixFrom(addr, addr.BitLen()))
+	}
+	slices.SortFunc(trusted, netip.Prefix.Compare)
+	slices.SortFunc(nginxAddrs, netip.Prefix.Compare)
+	if len(nginxAddrs) == 0 || !slices.Equal(trusted, nginxAddrs) {
+		t.Errorf("SNOWTOKEN_TRUSTED_PROXIES %v, want nginx's fixed addresses alone: %v", trusted, nginxAddrs)
 	}
 }
 
@@ -567,11 +652,12 @@ func TestComposeIssuerEnvironment(t *testing.T) {
 
 	// The files init writes, here in a temporary directory: config.Load
 	// reads the Redis password file.
-	initSvc := service(t, p, "init")
+	secretsDir, passwordFile := initArgs(t, service(t, p, "init"))
 	loadEnv := maps.Clone(e)
-	dir := t.TempDir()
-	rebaseSecrets(loadEnv, initSvc.Command[2], dir)
-	if err := os.WriteFile(filepath.Join(dir, "redis.password"), []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZ\n"), 0o600); err != nil {
+	dir, pwDir := t.TempDir(), t.TempDir()
+	rebaseSecrets(loadEnv, secretsDir, dir)
+	rebaseSecrets(loadEnv, filepath.Dir(passwordFile), pwDir)
+	if err := os.WriteFile(filepath.Join(pwDir, filepath.Base(passwordFile)), []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZ\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(func(k string) string { return loadEnv[k] })
@@ -737,14 +823,14 @@ func TestComposeIssuerStarts(t *testing.T) {
 	bin := builtBinaries(t)["snowtoken"]
 	p := loadCompose(t, true)
 	initSvc, issuer := service(t, p, "init"), service(t, p, "issuer")
-	secretsDir := initSvc.Command[2]
+	secretsDir, passwordFile := initArgs(t, initSvc)
 
-	dir := filepath.Join(t.TempDir(), "secrets")
-	initArgs := slices.Clone([]string(initSvc.Command))
-	initArgs[2] = dir
-	out, err := exec.Command(bin, initArgs...).CombinedOutput()
+	dir, pwDir := filepath.Join(t.TempDir(), "secrets"), filepath.Join(t.TempDir(), "redis-auth")
+	args := slices.Clone([]string(initSvc.Command))
+	args[2], args[4] = dir, filepath.Join(pwDir, filepath.Base(passwordFile))
+	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("snowtoken %q: %v\n%s", initArgs, err, out)
+		t.Fatalf("snowtoken %q: %v\n%s", args, err, out)
 	}
 	secret, err := os.ReadFile(filepath.Join(dir, "demo.secret"))
 	if err != nil {
@@ -754,12 +840,13 @@ func TestComposeIssuerStarts(t *testing.T) {
 		t.Errorf("init printed the secret:\n%s", out)
 	}
 	// The second start of the stack runs init again: a no-op.
-	if out, err := exec.Command(bin, initArgs...).CombinedOutput(); err != nil || !strings.Contains(string(out), "nothing to do") {
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil || !strings.Contains(string(out), "nothing to do") {
 		t.Errorf("second init: %v\n%s", err, out)
 	}
 
 	e := env(t, issuer)
 	rebaseSecrets(e, secretsDir, dir)
+	rebaseSecrets(e, filepath.Dir(passwordFile), pwDir)
 	ks, err := token.LoadKeySet(e["SNOWTOKEN_SIGNING_KEYS"])
 	if err != nil {
 		t.Fatalf("the key init wrote: %v", err)
@@ -768,7 +855,7 @@ func TestComposeIssuerStarts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the clients file init wrote: %v", err)
 	}
-	if _, err := clients.Authenticate("demo", strings.TrimSpace(string(secret))); err != nil {
+	if _, err := clients.Authenticate("demo", strings.TrimSpace(string(secret)), time.Now()); err != nil {
 		t.Errorf("demo.secret does not authenticate client demo: %v", err)
 	}
 
@@ -849,7 +936,7 @@ func TestComposeIssuerStarts(t *testing.T) {
 			t.Fatalf("issuer did not log \"listening\" in 15s\n%s", stderr.String())
 		}
 	}
-	for k, want := range map[string]any{"worker_id": float64(7), "production": true, "kid": ks.SigningKeyID(), "issuer": e["SNOWTOKEN_ISSUER"]} {
+	for k, want := range map[string]any{"worker_id": float64(7), "production": true, "signing_kid": ks.SigningKeyID(), "issuer": e["SNOWTOKEN_ISSUER"]} {
 		if listening[k] != want {
 			t.Errorf("listening log %s = %v, want %v", k, listening[k], want)
 		}

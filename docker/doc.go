@@ -1,6 +1,6 @@
 // Package docker holds no code: it is the Docker packaging of snowtoken
 // (Dockerfile, docker-compose.yml, nginx/default.conf) and the tests that
-// prove it without a Docker engine.
+// prove it, most of them without a Docker engine.
 //
 //   - compose_test.go loads docker-compose.yml with compose-go and checks the
 //     stack: services, replicas, networks, the Redis password, pinned images,
@@ -12,6 +12,23 @@
 //   - nginx_test.go runs nginx/default.conf in a real nginx in front of the
 //     real issuer and consumer; resolve_test.go with a DNS server of its own,
 //     to show nginx resolves issuer again without a reload.
+//   - stack_test.go, where `docker info` answers and Compose is installed
+//     (`docker compose`, v2, or else Debian's docker-compose 1.29;
+//     SNOWTOKEN_TEST_COMPOSE picks one), builds the images and brings docker-compose.yml up for real
+//     (as project snowtoken-stacktest, on 127.0.0.1:8080): a token issued
+//     through nginx, accepted by the consumer; three replicas with distinct
+//     worker IDs; one of them killed, the others serving. Elsewhere it skips,
+//     and fails under SNOWTOKEN_TEST_REQUIRE_DOCKER=1 (as CI runs it).
 //
-// The consumer service is docker/consumer, its own package main.
+// The stack test builds with what the Dockerfile and the Compose file name,
+// as they are. Of the pinned base images (golang, distroless, redis,
+// nginx), standin/build.sh first makes each one missing here a local stand-in,
+// under exactly its name, from this host's binaries: Go with a file://
+// module mirror, Debian's redis-server and nginx, busybox. They are test
+// fixtures, labelled snowtoken.standin: production pulls the real images,
+// and the script never replaces a real image of the same name.
+//
+// The consumer service is the client module's example consumer
+// (client/example/consumer), built from the root module, which requires the
+// client module through a replace.
 package docker

@@ -19,11 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"snowtoken/handlers"
-	"snowtoken/internal/logtest"
-	"snowtoken/internal/redistest"
-	"snowtoken/snowflakealg"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/internal/logtest"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // envRequireNginx makes a missing nginx a failure instead of a skip; CI sets it.
@@ -341,7 +341,7 @@ func TestNginxGateway(t *testing.T) {
 	type issued struct {
 		AccessToken string `json:"access_token"`
 		Scope       string `json:"scope"`
-		TokenID     string `json:"token_id"`
+		TokenID     string `json:"jti"`
 	}
 	issue := func(t *testing.T, scope string, extra http.Header) issued {
 		t.Helper()

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"snowtoken/internal/logtest"
+	"github.com/snowtoken/snowtoken/internal/logtest"
 )
 
 // TestAuditEvents: each security action logs its event (docs/audit.md)
@@ -22,7 +22,7 @@ func TestAuditEvents(t *testing.T) {
 		{"token revoked", func(t *testing.T, e *env) (string, map[string]string) {
 			tok := e.issue(t, e.Normal, nil)
 			e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {tok.AccessToken}})
-			return "token.revoked", map[string]string{"jti": strings.Trim(string(tok.TokenID), `"`), "client_id": e.Normal.ID}
+			return "token.revoked", map[string]string{"jti": strings.Trim(string(tok.JTI), `"`), "client_id": e.Normal.ID}
 		}},
 		{"revoking another client's token", func(t *testing.T, e *env) (string, map[string]string) {
 			tok := e.issue(t, e.Normal, nil)

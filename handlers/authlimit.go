@@ -7,8 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"snowtoken/authlimit"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/authlimit"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // authenticateClient is Clients.Authenticate behind the failed-authentication
@@ -23,14 +23,14 @@ import (
 func (s *Server) authenticateClient(c *gin.Context, id, secret string) (*token.Client, error) {
 	l := s.opts.AuthLimiter
 	if l == nil {
-		return s.clients.Authenticate(id, secret)
+		return s.clients.Authenticate(id, secret, s.now())
 	}
 	keys := [...]authlimit.Key{{Kind: authlimit.Client, Name: id}, {Kind: authlimit.Address, Name: clientAddr(c)}}
 	if err := l.Blocked(keys[:]...); err != nil {
 		s.rateLimited(c, id, err)
 		return nil, err
 	}
-	client, err := s.clients.Authenticate(id, secret)
+	client, err := s.clients.Authenticate(id, secret, s.now())
 	if err == nil {
 		return client, nil
 	}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/authlimit"
-	"snowtoken/internal/logtest"
-	"snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/authlimit"
+	"github.com/snowtoken/snowtoken/internal/logtest"
+	"github.com/snowtoken/snowtoken/internal/redistest"
 )
 
 // commandCount counts the commands a Redis client sends.

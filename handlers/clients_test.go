@@ -4,14 +4,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
-	"snowtoken/handlers"
-	"snowtoken/token"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // TestRemovedOrDisabledClientsTokens: once a client is removed from the
@@ -37,15 +42,7 @@ func TestRemovedOrDisabledClientsTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := handlers.New(handlers.Options{Service: e.Svc, Clients: clients, IDs: e.IDs, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve := func(req *http.Request) *httptest.ResponseRecorder {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
-	}
+	serve := e.serveWith(t, clients)
 	validate := func(tok string) int {
 		req := httptest.NewRequest(http.MethodGet, "/token/validate", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -76,8 +73,127 @@ func TestRemovedOrDisabledClientsTokens(t *testing.T) {
 	}
 }
 
+// serveWith returns what serves a request through another engine on the
+// env's service, with clients as the clients file now reads.
+func (e *env) serveWith(tb testing.TB, clients *token.Clients) func(*http.Request) *httptest.ResponseRecorder {
+	tb.Helper()
+	h, err := handlers.New(handlers.Options{Service: e.Svc, Clients: clients, IDs: e.IDs, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return func(req *http.Request) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+}
+
 // secretSum is a clients file's secret_sha256 of secret.
 func secretSum(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
+}
+
+// TestClientSecretRotation: a client whose secret was rotated gets tokens
+// with the new secret and with the previous one until the previous one's
+// expiry, by the service's clock, and not after: then 401 invalid_client
+// saying the secret has expired. A token got with the previous secret stays
+// valid after it: rotation rejects no token.
+func TestClientSecretRotation(t *testing.T) {
+	e := newEnv(t)
+	oldSecret, oldSum, err := token.NewClientSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSecret, newSum, err := token.NewClientSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	previousExpires := e.Clock.Now().Add(30 * time.Minute)
+	clients, err := token.NewClients([]token.Client{{
+		ID: "rotating", SecretSHA256: newSum, Scopes: []string{"orders:read"},
+		PreviousSecretSHA256: oldSum, PreviousSecretExpires: previousExpires,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := handlers.New(handlers.Options{Service: e.Svc, Clients: clients, IDs: e.IDs, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	rotated := *e
+	rotated.URL, rotated.HTTP = srv.URL, srv.Client()
+	oldClient, newClient := client{ID: "rotating", Secret: oldSecret}, client{ID: "rotating", Secret: newSecret}
+
+	rotated.issue(t, newClient, nil)
+	tok := rotated.issue(t, oldClient, nil)
+	e.Clock.Set(previousExpires.Add(-time.Second))
+	rotated.issue(t, oldClient, nil)
+
+	e.Clock.Set(previousExpires)
+	r := rotated.post(t, "/token", &oldClient, url.Values{"grant_type": {"client_credentials"}})
+	wantError(t, r, http.StatusUnauthorized, "invalid_client")
+	wantBasicChallenge(t, r)
+	if desc, _ := r.object(t)["error_description"].(string); !strings.Contains(desc, "expired") {
+		t.Errorf("the expired previous secret: error_description %q, want it to say the secret expired", desc)
+	}
+	rotated.issue(t, newClient, nil)
+	if r := rotated.validate(t, tok.AccessToken); r.Status != http.StatusOK {
+		t.Errorf("a token got with the previous secret, after its expiry: validate %d %s, want 200", r.Status, r.Body)
+	}
+}
+
+// TestSecretExpiryMetric: the metrics hold, for each client whose secret
+// has an expiry and which is not disabled, the expiry as a Unix time.
+func TestSecretExpiryMetric(t *testing.T) {
+	e := newEnv(t)
+	expires := time.Date(2027, 3, 1, 12, 30, 0, 0, time.UTC)
+	sum := secretSum("secret")
+	clients, err := token.NewClients([]token.Client{
+		{ID: "expiring", SecretSHA256: sum, SecretExpires: expires,
+			PreviousSecretSHA256: secretSum("old"), PreviousSecretExpires: expires.Add(-time.Hour)},
+		{ID: "forever", SecretSHA256: sum},
+		{ID: "off", SecretSHA256: sum, SecretExpires: expires, Disabled: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scraped := *e
+	scraped.Metrics = prometheus.NewRegistry()
+	srv, err := handlers.NewServer(handlers.Options{Service: e.Svc, Clients: clients, IDs: e.IDs, Registry: scraped.Metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{`snowtoken_client_secret_expiry_timestamp_seconds{client_id="expiring"}`: float64(expires.Unix())}
+	if got := secretExpirySeries(t, &scraped); !maps.Equal(got, want) {
+		t.Errorf("series %v, want %v", got, want)
+	}
+
+	// A reload (Swap) changes the series: they follow the clients in use.
+	reloaded, err := token.NewClients([]token.Client{{ID: "forever", SecretSHA256: sum}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Swap(e.Svc, reloaded, handlers.Version{})
+	if got := secretExpirySeries(t, &scraped); len(got) != 0 {
+		t.Errorf("after a reload to clients without an expiry: series %v, want none", got)
+	}
+}
+
+// secretExpirySeries scrapes the snowtoken_client_secret_expiry_timestamp_seconds series.
+func secretExpirySeries(tb testing.TB, e *env) map[string]float64 {
+	tb.Helper()
+	got := map[string]float64{}
+	for series, value := range e.metrics(tb) {
+		if strings.HasPrefix(series, "snowtoken_client_secret_expiry_timestamp_seconds") {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				tb.Fatalf("%s %s: %v", series, value, err)
+			}
+			got[series] = v
+		}
+	}
+	return got
 }

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
@@ -21,23 +22,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
-	"snowtoken/authlimit"
-	"snowtoken/handlers"
-	"snowtoken/internal/clocktest"
-	"snowtoken/internal/redistest"
-	"snowtoken/snowflakealg"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/authlimit"
+	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // The service every test talks to.
 const (
 	testIssuer   = "https://issuer.test"
-	testAudience = "orders-api"
+	testAudience = "orders-api" // SNOWTOKEN_AUDIENCE: the aud of clients that list none
 	testWorker   = 7
 	testMaxTTL   = 2 * time.Hour // global cap, above token.DefaultTTL
 	shortMaxTTL  = 5 * time.Minute
 	formType     = "application/x-www-form-urlencoded"
+)
+
+// The audiences of client APIs.
+const (
+	ordersAPI  = testAudience
+	billingAPI = "billing-api"
+	reportsAPI = "https://reports.test/v1"
 )
 
 // client is a registered client's credentials as a caller holds them.
@@ -48,6 +57,7 @@ type env struct {
 	URL     string
 	HTTP    *http.Client
 	Engine  *gin.Engine
+	Server  *handlers.Server
 	Svc     *token.Service
 	Key     token.Key
 	Keys    *token.KeySet
@@ -63,6 +73,8 @@ type env struct {
 	Short   client // max_ttl 5m, scope orders:read
 	Partner client // an ID that needs form-urlencoding in HTTP Basic
 	Auditor client // may_introspect
+	APIs    client // audiences ordersAPI (its default), billingAPI, reportsAPI
+	Opaque  client // token_format opaque, may_set_subject, scopes orders:read orders:write
 	secrets map[string]string
 }
 
@@ -73,6 +85,8 @@ type envConfig struct {
 	log     *slog.Logger
 	limiter *authlimit.Limiter
 	proxies []string
+	tracer  trace.TracerProvider
+	ready   func(context.Context) error
 }
 
 type envOption func(*envConfig)
@@ -100,6 +114,16 @@ func withAuthLimiter(l *authlimit.Limiter) envOption {
 // withTrustedProxies believes X-Forwarded-For from proxies.
 func withTrustedProxies(proxies ...string) envOption {
 	return func(c *envConfig) { c.proxies = proxies }
+}
+
+// withTracing records spans with tp, in the handlers and the store.
+func withTracing(tp trace.TracerProvider) envOption {
+	return func(c *envConfig) { c.tracer = tp }
+}
+
+// withReady adds the readiness check ready.
+func withReady(ready func(context.Context) error) envOption {
+	return func(c *envConfig) { c.ready = ready }
 }
 
 // newEnv starts an issuer for tb; everything stops when tb ends.
@@ -134,13 +158,16 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		e.secrets[c.ID] = secret
 		return c, client{ID: c.ID, Secret: secret}
 	}
-	var list [6]token.Client
+	var list [8]token.Client
 	list[0], e.Normal = newClient(token.Client{ID: "orders-svc", Scopes: []string{"orders:read", "orders:write"}})
 	list[1], e.Gateway = newClient(token.Client{ID: "gateway", Scopes: []string{"orders:read", "orders:write"}, MaySetSubject: true})
 	list[2], e.Admin = newClient(token.Client{ID: "ops-admin", Scopes: []string{"orders:read"}, Admin: true})
 	list[3], e.Short = newClient(token.Client{ID: "short-lived", Scopes: []string{"orders:read"}, MaxTTL: token.Duration(shortMaxTTL)})
 	list[4], e.Partner = newClient(token.Client{ID: "partner:eu+1@example.com", Scopes: []string{"orders:read"}})
 	list[5], e.Auditor = newClient(token.Client{ID: "auditor", Scopes: []string{"orders:read"}, MayIntrospect: true})
+	list[6], e.APIs = newClient(token.Client{ID: "apis", Scopes: []string{"orders:read"}, Audiences: []string{ordersAPI, billingAPI, reportsAPI}})
+	list[7], e.Opaque = newClient(token.Client{ID: "opaque-gw", Scopes: []string{"orders:read", "orders:write"}, MaySetSubject: true,
+		TokenFormat: token.FormatOpaque})
 	if e.Clients, err = token.NewClients(list[:]); err != nil {
 		tb.Fatal(err)
 	}
@@ -148,7 +175,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		tb.Fatal(err)
 	}
 	e.Clock = clocktest.New(time.Now().Truncate(time.Second))
-	e.Store = token.NewStore(cfg.rdb, token.StoreOptions{Prefix: cfg.prefix})
+	e.Store = token.NewStore(cfg.rdb, token.StoreOptions{Prefix: cfg.prefix, TracerProvider: cfg.tracer})
 	e.Svc, err = token.NewService(keys, e.Store, e.IDs, token.Options{
 		Issuer: testIssuer, Audience: testAudience, MaxTTL: testMaxTTL, Now: e.Clock.Now,
 	})
@@ -158,13 +185,16 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	srv := httptest.NewUnstartedServer(nil)
 	e.URL = "http://" + srv.Listener.Addr().String()
 	e.Metrics = prometheus.NewRegistry()
-	e.Engine, err = handlers.New(handlers.Options{
+	e.Server, err = handlers.NewServer(handlers.Options{
 		Service: e.Svc, Clients: e.Clients, IDs: e.IDs, BaseURL: e.URL,
 		Logger: cfg.log, AuthLimiter: cfg.limiter, TrustedProxies: cfg.proxies, Registry: e.Metrics,
+		TracerProvider: cfg.tracer,
+		Ready:          cfg.ready,
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	e.Engine = e.Server.Engine()
 	srv.Config.Handler = e.Engine
 	srv.Start()
 	tb.Cleanup(srv.Close)
@@ -198,7 +228,36 @@ func (e *env) do(tb testing.TB, method, path string, body io.Reader, hdr http.He
 	if err != nil {
 		tb.Fatalf("%s %s: reading body: %v", method, path, err)
 	}
+	var oauthErr struct {
+		Description string `json:"error_description"`
+	}
+	if resp.StatusCode >= 400 && json.Unmarshal(b, &oauthErr) == nil {
+		wantNoChain(tb, oauthErr.Description)
+	}
 	return &response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// chainTexts are texts of Go errors that a description must not show: this
+// module's sentinel errors (their package prefixes) and the libraries' that
+// requests reach (golang-jwt's, net/http's, strconv's).
+var chainTexts = []string{
+	"token: ", "handlers: ", "snowflakealg: ", "bitsalloc: ", "jwtpolicy: ", "lease: ",
+	jwt.ErrTokenMalformed.Error(), jwt.ErrTokenUnverifiable.Error(), jwt.ErrTokenSignatureInvalid.Error(),
+	jwt.ErrTokenRequiredClaimMissing.Error(), jwt.ErrTokenInvalidAudience.Error(), jwt.ErrTokenExpired.Error(),
+	jwt.ErrTokenUsedBeforeIssued.Error(), jwt.ErrTokenInvalidIssuer.Error(), jwt.ErrTokenNotValidYet.Error(),
+	jwt.ErrTokenInvalidClaims.Error(), "http: ", "strconv.", "invalid syntax",
+}
+
+// wantNoChain checks that an error description tells the client what is
+// wrong in words of its own, not with the Go error chain behind it (which
+// the server logs instead).
+func wantNoChain(tb testing.TB, desc string) {
+	tb.Helper()
+	for _, t := range chainTexts {
+		if strings.Contains(desc, t) {
+			tb.Errorf("error_description %q shows the Go error chain (%q)", desc, t)
+		}
+	}
 }
 
 // post sends form to path, authenticated with HTTP Basic as c when c is not nil.
@@ -228,7 +287,7 @@ type issued struct {
 	TokenType   string          `json:"token_type"`
 	ExpiresIn   int64           `json:"expires_in"`
 	Scope       string          `json:"scope"`
-	TokenID     json.RawMessage `json:"token_id"`
+	JTI         json.RawMessage `json:"jti"`
 }
 
 // issue gets a token for c over HTTP Basic with extra form parameters, and fails tb unless it gets one.

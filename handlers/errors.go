@@ -12,9 +12,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/authlimit"
-	"snowtoken/snowflakealg"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/authlimit"
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // Errors of the HTTP layer itself; the rest come from package token.
@@ -35,11 +35,13 @@ const realm = "snowtoken"
 
 // fail writes err as the protocol's own error. It is the one place that maps
 // errors to HTTP: status, error code, challenge header and Retry-After. The
-// description shown is the error's text, which never holds a token or secret;
-// server errors show a fixed text and log the cause.
+// description shown is description(err), never the Go error chain, which is
+// logged instead: at debug for a client's error (a mismatched issuer's
+// expected and received values are there), as an error for a server's, whose
+// description is a fixed text. Neither ever holds a token or secret.
 func (s *Server) fail(c *gin.Context, err error) {
 	status, code := http.StatusInternalServerError, "server_error"
-	desc := err.Error()
+	desc := description(err)
 	bearer := strings.HasPrefix(c.FullPath(), "/token/validate")
 	switch {
 	case errors.Is(err, token.ErrUnavailable):
@@ -73,6 +75,8 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, code = http.StatusForbidden, "unauthorized_client"
 	case errors.Is(err, token.ErrInvalidScope):
 		status, code = http.StatusBadRequest, "invalid_scope"
+	case errors.Is(err, token.ErrInvalidTarget):
+		status, code = http.StatusBadRequest, "invalid_target" // RFC 8707 §2
 	case errors.Is(err, ErrUnsupportedGrant):
 		status, code = http.StatusBadRequest, "unsupported_grant_type"
 	case errors.Is(err, token.ErrInvalidRequest), errors.Is(err, snowflakealg.ErrInvalidID):
@@ -85,6 +89,9 @@ func (s *Server) fail(c *gin.Context, err error) {
 	default:
 		s.log.Error("request failed", "route", c.FullPath(), "err", err)
 		desc = "internal error"
+	}
+	if status < http.StatusInternalServerError {
+		s.log.Debug("request refused", "route", c.FullPath(), "status", status, "err", err)
 	}
 	h := c.Writer.Header()
 	for _, k := range [...]string{hdrSubject, hdrClient, hdrScope, hdrTokenID} {
@@ -121,4 +128,63 @@ func redisReason(err error) string {
 		return "no answer in time"
 	}
 	return "no answer"
+}
+
+// ownPackages are the prefixes of this module's sentinel errors' texts
+// ("token: invalid token").
+var ownPackages = [...]string{"token: ", "handlers: ", "snowflakealg: ", "bitsalloc: ", "jwtpolicy: ", "lease: "}
+
+// description is what a client is told of err: the description
+// token.Describe gave it, else the details our own code wrote with the Go
+// error chain taken out. Every sentinel error of this module in the chain
+// ("token: invalid token", a repeat of the error code) is dropped where
+// details follow it, and loses its package prefix where none do:
+// "token: invalid request: grant_type is required" is told as
+// "grant_type is required", "token: invalid token: token: revoked" as
+// "revoked". An error that wraps one from outside the module (a library's,
+// whose text tells of internals) must come with token.Describe; the
+// handlers' tests check that no description holds a chain.
+func description(err error) string {
+	if d, ok := token.Description(err); ok {
+		return d
+	}
+	desc := err.Error()
+	for _, e := range sentinels(err, nil) {
+		text := e.Error()
+		desc = strings.ReplaceAll(desc, text+": ", "")
+		if strings.HasSuffix(desc, text) {
+			desc = strings.TrimSuffix(desc, text) + trimOwnPackage(text)
+		}
+	}
+	return desc
+}
+
+// sentinels appends to out the errors in err's tree that have no cause of
+// their own and whose text begins with one of ownPackages.
+func sentinels(err error, out []error) []error {
+	switch e := err.(type) {
+	case interface{ Unwrap() error }:
+		return sentinels(e.Unwrap(), out)
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			out = sentinels(inner, out)
+		}
+		return out
+	case nil:
+		return out
+	}
+	if trimOwnPackage(err.Error()) != err.Error() {
+		out = append(out, err)
+	}
+	return out
+}
+
+// trimOwnPackage drops one of ownPackages from the front of text.
+func trimOwnPackage(text string) string {
+	for _, p := range ownPackages {
+		if t, ok := strings.CutPrefix(text, p); ok {
+			return t
+		}
+	}
+	return text
 }

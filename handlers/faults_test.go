@@ -16,8 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/internal/redistest"
-	"snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
 // skewClock is the real clock moved by an offset, or held still: unlike
@@ -120,7 +120,7 @@ func TestClockRollbackUnderLoad(t *testing.T) {
 				if err == nil && r.status == http.StatusOK {
 					var out issued
 					if r.err = json.Unmarshal(body, &out); r.err == nil {
-						r.err = json.Unmarshal(out.TokenID, &r.id)
+						r.err = json.Unmarshal(out.JTI, &r.id)
 					}
 				} else if err == nil {
 					var oe struct {

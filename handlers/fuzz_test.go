@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,7 +22,8 @@ const (
 // FuzzTokenEndpoint throws arbitrary bodies, Authorization headers and
 // content types at POST /token. It must never fail with a 5xx other than 503,
 // must always explain a refusal in OAuth2 JSON, and may issue a token only to
-// a caller that presented that client's secret.
+// a caller that presented that client's secret, with an aud its client may
+// get: the audiences asked for (resource, audience) when any.
 func FuzzTokenEndpoint(f *testing.F) {
 	e := newEnv(f)
 	grant := "grant_type=client_credentials"
@@ -52,6 +54,12 @@ func FuzzTokenEndpoint(f *testing.F) {
 		{grant, "Basic", formType},
 		{grant + "\x00&scope=\xff", phBasic, formType},
 		{strings.Repeat("a=b&", 20000), phBasic, formType},
+		{grant + "&audience=" + testAudience, phBasic, formType},
+		{grant + "&resource=https%3A%2F%2Freports.test%2Fv1&audience=" + testAudience, phBasic, formType},
+		{grant + "&audience=" + testAudience + "&audience=" + testAudience, phBasic, formType},
+		{grant + "&audience=billing-api", phBasic, formType},
+		{grant + "&resource=" + testAudience, phBasic, formType},
+		{grant + "&resource=https%3A%2F%2Fa.test%2F%23x", phBasic, formType},
 	}
 	for _, s := range seeds {
 		f.Add(s.body, s.auth, s.ctype)
@@ -97,8 +105,25 @@ func FuzzTokenEndpoint(f *testing.F) {
 		if !presented(body, auth, id, secret) {
 			t.Fatalf("token for %q without its credentials: body %q, Authorization %q", id, body, auth)
 		}
-		if _, err := e.Svc.Validate(t.Context(), got.AccessToken); err != nil {
+		v, err := e.Svc.Validate(t.Context(), got.AccessToken)
+		if err != nil {
 			t.Fatalf("an issued token does not validate: %v", err)
+		}
+		if err := e.Svc.CheckClient(e.Clients, v); err != nil {
+			t.Fatalf("an issued token's aud %q is not its client's: %v", v.Claims.Audience, err)
+		}
+		form, _ := url.ParseQuery(body)
+		if asked := append(form["resource"], form["audience"]...); len(asked) > 0 {
+			for _, a := range asked {
+				if !v.ForAudience(a) {
+					t.Fatalf("aud %q lacks %q, asked for", v.Claims.Audience, a)
+				}
+			}
+			for _, a := range v.Claims.Audience {
+				if !slices.Contains(asked, a) {
+					t.Fatalf("aud %q holds %q, not asked for (%q)", v.Claims.Audience, a, asked)
+				}
+			}
 		}
 	})
 }

@@ -29,14 +29,18 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
+	"go.opentelemetry.io/otel/trace"
 
-	"snowtoken/authlimit"
-	"snowtoken/snowflakealg"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/authlimit"
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/tracing"
 )
 
 // IDs is what the HTTP layer needs of the ID generator.
@@ -74,28 +78,63 @@ type Options struct {
 	// AuthLimiter, if set, limits failed client authentications (see
 	// authenticateClient). Nil means no limit.
 	AuthLimiter *authlimit.Limiter
+	// Version names the files Service's keys and Clients were read from, for
+	// /readyz. Zero means none (dev mode generates both).
+	Version Version
 	// TrustedProxies are the addresses and CIDRs of proxies whose
 	// X-Forwarded-For names the client's address (clientAddr). Nil means
 	// none: the TCP peer is the client.
 	TrustedProxies []string
+	// TracerProvider, if set, records a server span for every request,
+	// continuing the caller's trace (W3C traceparent); see package tracing.
+	// Nil means no tracing middleware at all.
+	TracerProvider trace.TracerProvider
 }
 
 // MaxQueryLen bounds the query of GET /token/validate: room for a ?scope= of
 // token.MaxScopeLen bytes, every byte percent-encoded.
 const MaxQueryLen = 8192
 
-// Server holds the handlers.
+// Server holds the handlers. A Server is one set of clients and keys (svc
+// and clients), never changed: Swap stores a copy with the new set as the
+// current one, and every request runs on the Server current when it began
+// (route), so that it uses one set from start to finish. Every route is
+// registered through route.
 type Server struct {
 	svc     *token.Service
 	clients *token.Clients
+	version Version
+	current *atomic.Pointer[Server] // shared by every copy
+	engine  *gin.Engine
 	ids     IDs
 	log     *slog.Logger
 	metrics *metrics
 	opts    Options
+	// now is the service's clock (token.Options.Now), which decides when a
+	// client secret has expired as it decides when a token has.
+	now func() time.Time
+}
+
+// Version names the clients and keys a Server uses, as /readyz shows them:
+// the short SHA-256 of each file (token.Clients.Version, token.KeySet.Version),
+// so that an operator can see every replica runs the same set.
+type Version struct {
+	Clients string `json:"clients"`
+	Keys    string `json:"keys"`
 }
 
 // New returns the gin engine serving every route.
 func New(opts Options) (*gin.Engine, error) {
+	s, err := NewServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.Engine(), nil
+}
+
+// NewServer returns the Server, for a caller that swaps its clients and keys
+// (Swap) while it serves Engine.
+func NewServer(opts Options) (*Server, error) {
 	if opts.Service == nil || opts.Clients == nil || opts.IDs == nil {
 		return nil, errors.New("handlers: Service, Clients and IDs are required")
 	}
@@ -115,8 +154,10 @@ func New(opts Options) (*gin.Engine, error) {
 		opts.BaseURL = opts.Service.Options().Issuer
 	}
 	opts.BaseURL = strings.TrimRight(opts.BaseURL, "/")
-	s := &Server{svc: opts.Service, clients: opts.Clients, ids: opts.IDs, log: opts.Logger, opts: opts}
-	m, err := newMetrics(opts.Registry, opts.IDs)
+	s := &Server{svc: opts.Service, clients: opts.Clients, version: opts.Version, current: new(atomic.Pointer[Server]),
+		ids: opts.IDs, log: opts.Logger, opts: opts, now: opts.Service.Options().Now}
+	s.current.Store(s)
+	m, err := newMetrics(opts.Registry, opts.IDs, func() *token.Clients { return s.current.Load().clients })
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +171,10 @@ func New(opts Options) (*gin.Engine, error) {
 	}
 	r.RemoteIPHeaders = []string{"X-Forwarded-For"}
 	r.HandleMethodNotAllowed = true
+	if opts.TracerProvider != nil {
+		r.Use(otelgin.Middleware(tracing.ServiceName, otelgin.WithTracerProvider(opts.TracerProvider),
+			otelgin.WithPropagators(tracing.Propagator)))
+	}
 	r.Use(m.middleware, s.recover) // metrics outermost, so a recovered panic is counted as its 500
 	if opts.Draining != nil {
 		r.Use(s.closeWhileDraining)
@@ -140,20 +185,39 @@ func New(opts Options) (*gin.Engine, error) {
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, oauthError{Error: "invalid_request", Description: "method not allowed"})
 	})
 
-	r.POST("/token", s.issue)
-	r.GET("/token/validate", s.validate)
-	r.HEAD("/token/validate", s.validate)
-	r.POST("/token/introspect", s.introspect)
-	r.POST("/token/revoke", s.revoke)
-	r.DELETE("/subjects/:subject/tokens", s.revokeSubject)
-	r.DELETE("/clients/:client/tokens", s.revokeClient)
-	r.GET("/.well-known/jwks.json", s.jwks)
-	r.GET("/.well-known/oauth-authorization-server", s.metadata)
-	r.GET("/ids/:id", s.decodeID)
+	r.POST("/token", s.route((*Server).issue))
+	r.GET("/token/validate", s.route((*Server).validate))
+	r.HEAD("/token/validate", s.route((*Server).validate))
+	r.POST("/token/introspect", s.route((*Server).introspect))
+	r.POST("/token/revoke", s.route((*Server).revoke))
+	r.DELETE("/subjects/:subject/tokens", s.route((*Server).revokeSubject))
+	r.DELETE("/clients/:client/tokens", s.route((*Server).revokeClient))
+	r.GET("/.well-known/jwks.json", s.route((*Server).jwks))
+	r.GET("/.well-known/oauth-authorization-server", s.route((*Server).metadata))
+	r.GET("/ids/:id", s.route((*Server).decodeID))
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	r.GET("/readyz", s.ready)
+	r.GET("/readyz", s.route((*Server).ready))
 	m.cacheRoutes(r.Routes())
-	return r, nil
+	s.engine = r
+	return s, nil
+}
+
+// Engine returns the gin engine serving every route.
+func (s *Server) Engine() *gin.Engine { return s.engine }
+
+// route runs h on the Server current when the request begins.
+func (s *Server) route(h func(*Server, *gin.Context)) gin.HandlerFunc {
+	return func(c *gin.Context) { h(s.current.Load(), c) }
+}
+
+// Swap makes svc and clients, loaded from the files v names, the set of the
+// requests that begin from now on; those under way finish with the set they
+// began with. svc must share the session store and ID generator of the
+// Service in Options (token.Service.WithKeys). Calls must not overlap.
+func (s *Server) Swap(svc *token.Service, clients *token.Clients, v Version) {
+	n := *s.current.Load()
+	n.svc, n.clients, n.version = svc, clients, v
+	s.current.Store(&n)
 }
 
 // closeWhileDraining answers with Connection: close while the server drains,
@@ -180,7 +244,8 @@ func (s *Server) recover(c *gin.Context) {
 }
 
 // form parses a POST body as application/x-www-form-urlencoded, bounded in
-// size, and rejects repeated parameters (RFC 6749 §3.2).
+// size, and rejects repeated parameters (RFC 6749 §3.2) other than resource
+// and audience, which RFC 8707 §2 and RFC 8693 §2.1 let a client repeat.
 func (s *Server) form(c *gin.Context) (url.Values, error) {
 	req := c.Request
 	if ct := req.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/x-www-form-urlencoded") {
@@ -188,13 +253,17 @@ func (s *Server) form(c *gin.Context) (url.Values, error) {
 	}
 	req.Body = http.MaxBytesReader(c.Writer, req.Body, s.opts.MaxBodyBytes)
 	if err := req.ParseForm(); err != nil {
-		return nil, fmt.Errorf("%w: body: %w", token.ErrInvalidRequest, err)
+		desc := "the body is not a well-formed form"
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			desc = fmt.Sprintf("the body is larger than %d bytes", s.opts.MaxBodyBytes)
+		}
+		return nil, token.Describe(fmt.Errorf("%w: body: %w", token.ErrInvalidRequest, err), desc)
 	}
 	if len(req.URL.RawQuery) > 0 {
 		return nil, fmt.Errorf("%w: parameters belong in the body, not the URL", token.ErrInvalidRequest)
 	}
 	for k, v := range req.PostForm {
-		if len(v) > 1 {
+		if len(v) > 1 && k != "resource" && k != "audience" {
 			return nil, fmt.Errorf("%w: parameter %.32q repeated", token.ErrInvalidRequest, k)
 		}
 	}
@@ -272,13 +341,13 @@ func parseBasic(h string) (id, secret string, err error) {
 	return id, secret, nil
 }
 
-// tokenResponse is RFC 6749 §5.1, plus the token's Snowflake ID.
+// tokenResponse is RFC 6749 §5.1, plus jti: the token's Snowflake ID, named as in its claims.
 type tokenResponse struct {
 	AccessToken string          `json:"access_token"`
 	TokenType   string          `json:"token_type"`
 	ExpiresIn   int64           `json:"expires_in"`
 	Scope       string          `json:"scope"`
-	TokenID     snowflakealg.ID `json:"token_id"`
+	JTI         snowflakealg.ID `json:"jti"`
 }
 
 func (s *Server) issue(c *gin.Context) {
@@ -296,7 +365,8 @@ func (s *Server) issue(c *gin.Context) {
 		s.fail(c, fmt.Errorf("%w: %.32q (only client_credentials)", ErrUnsupportedGrant, gt))
 		return
 	}
-	req := token.IssueRequest{Scope: form.Get("scope"), Subject: form.Get("subject")}
+	req := token.IssueRequest{Scope: form.Get("scope"), Subject: form.Get("subject"),
+		Resource: form["resource"], Audience: form["audience"]}
 	if e := form.Get("expires_in"); e != "" {
 		n, err := strconv.ParseInt(e, 10, 32)
 		if err != nil || n <= 0 {
@@ -318,7 +388,7 @@ func (s *Server) issue(c *gin.Context) {
 		TokenType:   "Bearer",
 		ExpiresIn:   int64(issued.ExpiresIn / time.Second),
 		Scope:       issued.Scope,
-		TokenID:     issued.ID,
+		JTI:         issued.ID,
 	})
 }
 
@@ -402,8 +472,10 @@ func (s *Server) validate(c *gin.Context) {
 	writeJSON(c, http.StatusOK, &resp)
 }
 
-// checkBearer validates the request's bearer token, then the scopes ?scope=
-// requires: nothing the caller asks for is parsed before its token passes.
+// checkBearer validates the request's bearer token, then the audience
+// ?audience= requires and the scopes ?scope= requires: nothing the caller
+// asks for is parsed before its token passes. A token for another audience
+// is invalid here (401), whatever its scopes.
 func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	if len(c.Request.URL.RawQuery) > MaxQueryLen { // the one check before the token: its length
 		return nil, fmt.Errorf("%w: query longer than %d bytes", token.ErrInvalidRequest, MaxQueryLen)
@@ -419,29 +491,57 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	if c.Request.URL.RawQuery == "" { // most calls have no query: skip parsing one
 		return v, nil
 	}
+	if err := s.checkAudience(c, v); err != nil {
+		return nil, err
+	}
 	scope := c.Query("scope")
 	want, err := token.ParseScope(scope)
 	if err != nil {
 		// %v, not %w: a bad ?scope= is the caller's invalid_request (RFC 6750
 		// §3.1), not the token endpoint's invalid_scope that fail checks first.
-		return nil, fmt.Errorf("%w: %v", token.ErrInvalidRequest, err)
+		return nil, token.Describe(fmt.Errorf("%w: %v", token.ErrInvalidRequest, err), "scope: "+description(err))
 	}
 	if !v.HasScopes(want) {
-		return nil, fmt.Errorf("%w: token lacks %.64q", token.ErrInsufficientScope, scope)
+		return nil, fmt.Errorf("%w: the token lacks %.64q", token.ErrInsufficientScope, strings.Join(v.MissingScopes(want), " "))
 	}
 	return v, nil
 }
 
-// validateToken is Service.Validate for a token whose client is still live:
-// a client removed from the clients file, or disabled, has its tokens end at
-// once, at the cost of a map lookup.
+// checkAudience checks the token against ?audience=, if given: one
+// audience, which the token's aud must hold. What the token holds instead
+// goes to the debug log only.
+func (s *Server) checkAudience(c *gin.Context, v *token.Verified) error {
+	want, ok := c.GetQueryArray("audience")
+	switch {
+	case !ok:
+		return nil
+	case len(want) > 1:
+		return fmt.Errorf("%w: audience given %d times; a token is checked for one", token.ErrInvalidRequest, len(want))
+	}
+	if err := token.CheckAudience(want[0]); err != nil {
+		// %v, not %w: a bad ?audience= is the caller's invalid_request
+		// (RFC 6750 §3.1), not the token endpoint's invalid_target.
+		return token.Describe(fmt.Errorf("%w: %v", token.ErrInvalidRequest, err), description(err))
+	}
+	if !v.ForAudience(want[0]) {
+		s.log.Debug("audience mismatch", "want", want[0], "aud", v.Claims.Audience, "client_id", v.Claims.ClientID, "jti", v.Claims.ID)
+		return fmt.Errorf("%w: audience mismatch: the token is not for %q", token.ErrInvalidToken, want[0])
+	}
+	return nil
+}
+
+// validateToken is Service.Validate for a token its client could still get:
+// a client removed from the clients file or disabled, or one whose
+// audiences no longer hold the token's, has its tokens end at once, at the
+// cost of a map lookup (Service.CheckClient).
 func (s *Server) validateToken(ctx context.Context, raw string) (*token.Verified, error) {
 	v, err := s.svc.Validate(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	if !s.clients.Live(v.Claims.ClientID) {
-		return nil, fmt.Errorf("%w: its client was removed or disabled", token.ErrInvalidToken)
+	if err := s.svc.CheckClient(s.clients, v); err != nil {
+		s.log.Debug("token refused for its client", "client_id", v.Claims.ClientID, "aud", v.Claims.Audience, "jti", v.Claims.ID, "err", err)
+		return nil, err
 	}
 	return v, nil
 }
@@ -525,9 +625,14 @@ func (s *Server) adminRevoke(c *gin.Context, what string, revoke func(context.Co
 	c.Status(http.StatusNoContent)
 }
 
+// jwksCacheControl lets consumers cache the JWKS for token.JWKSMaxAge, which
+// a key is published for (with the time every replica takes to load it)
+// before it signs.
+var jwksCacheControl = "public, max-age=" + strconv.Itoa(int(token.JWKSMaxAge/time.Second))
+
 func (s *Server) jwks(c *gin.Context) {
-	c.Header("Cache-Control", "public, max-age=300")
-	c.JSON(http.StatusOK, s.svc.Keys().JWKS())
+	c.Header("Cache-Control", jwksCacheControl)
+	c.JSON(http.StatusOK, s.svc.JWKS())
 }
 
 func (s *Server) metadata(c *gin.Context) {
@@ -584,8 +689,8 @@ func (s *Server) ready(c *gin.Context) {
 		notReady(err.Error(), err)
 	}
 	if len(reasons) > 0 {
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": strings.Join(reasons, "; ")})
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": strings.Join(reasons, "; "), "config": s.version})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "config": s.version})
 }

@@ -42,8 +42,8 @@ func (r *tokenResponse) appendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, r.ExpiresIn, 10)
 	b = append(b, `,"scope":`...)
 	b = appendString(b, r.Scope)
-	b = append(b, `,"token_id":"`...)
-	b = strconv.AppendInt(b, int64(r.TokenID), 10)
+	b = append(b, `,"jti":"`...)
+	b = strconv.AppendInt(b, int64(r.JTI), 10)
 	return append(b, `"}`...)
 }
 

@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
 // TestAppendJSONMatchesEncodingJSON: the hand-written bodies are byte for byte
@@ -13,9 +13,9 @@ import (
 func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	odd := "a\"b\\c\x00\x1f\b\f\n\r\t<>&\u2028\u2029é😀\xff\xc3"
 	bodies := []jsonBody{
-		&tokenResponse{AccessToken: "eyJ.eyJ.sig", TokenType: "Bearer", ExpiresIn: 3600, Scope: "orders:read orders:write", TokenID: 123456789012345678},
+		&tokenResponse{AccessToken: "eyJ.eyJ.sig", TokenType: "Bearer", ExpiresIn: 3600, Scope: "orders:read orders:write", JTI: 123456789012345678},
 		&tokenResponse{},
-		&tokenResponse{AccessToken: odd, TokenType: odd, ExpiresIn: -1, Scope: odd, TokenID: snowflakealg.ID(math.MaxInt64)},
+		&tokenResponse{AccessToken: odd, TokenType: odd, ExpiresIn: -1, Scope: odd, JTI: snowflakealg.ID(math.MaxInt64)},
 		&claimsResponse{Active: true, Subject: "user-1", ClientID: "gateway", Scope: "orders:read", Issuer: "https://auth.example.com",
 			IssuedAt: 1795000000, ExpiresAt: 1795003600, JTI: 42, WorkerID: 1023},
 		&claimsResponse{Active: true, Subject: "s", ClientID: "c", Audience: []string{"orders"}, JTI: 1, TokenType: "Bearer"},

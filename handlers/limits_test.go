@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // scopes is n distinct scopes of size bytes each (at least 6), space-separated.

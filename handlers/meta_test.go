@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"snowtoken/snowflakealg"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 func TestJWKS(t *testing.T) {
@@ -22,8 +22,9 @@ func TestJWKS(t *testing.T) {
 	if r.Status != http.StatusOK {
 		t.Fatalf("status %d: %s", r.Status, r.Body)
 	}
-	if cc := r.Header.Get("Cache-Control"); !strings.Contains(cc, "public") || !strings.Contains(cc, "max-age=") {
-		t.Errorf("Cache-Control %q, want public with a max-age", cc)
+	// The max-age is the JWKS cache lifetime a key is published for before it signs.
+	if got, want := r.Header.Get("Cache-Control"), "public, max-age="+strconv.Itoa(int(token.JWKSMaxAge/time.Second)); got != want {
+		t.Errorf("Cache-Control %q, want %q", got, want)
 	}
 	var set struct {
 		Keys []map[string]any `json:"keys"`
@@ -106,7 +107,7 @@ func TestDecodeID(t *testing.T) {
 	tok := e.issue(t, e.Normal, nil)
 	after := time.Now()
 	var id string
-	if err := json.Unmarshal(tok.TokenID, &id); err != nil {
+	if err := json.Unmarshal(tok.JTI, &id); err != nil {
 		t.Fatal(err)
 	}
 	r := e.do(t, http.MethodGet, "/ids/"+id, nil, nil)
@@ -116,7 +117,7 @@ func TestDecodeID(t *testing.T) {
 	var p struct {
 		ID       string    `json:"id"`
 		Time     time.Time `json:"time"`
-		Worker   int64     `json:"worker"`
+		Worker   int64     `json:"worker_id"`
 		Sequence int64     `json:"sequence"`
 	}
 	if err := json.Unmarshal(r.Body, &p); err != nil {

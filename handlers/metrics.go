@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // metrics are the Prometheus series of the handlers, in Options.Registry.
@@ -27,7 +27,9 @@ type metrics struct {
 	series       map[string]*byStatus // by route; read-only once serving
 }
 
-func newMetrics(reg *prometheus.Registry, ids IDs) (*metrics, error) {
+// newMetrics registers the handlers' series in reg. clients returns the
+// clients in use, read at every scrape.
+func newMetrics(reg *prometheus.Registry, ids IDs, clients func() *token.Clients) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "snowtoken_http_requests_total", Help: "HTTP requests by route and status.",
@@ -59,6 +61,7 @@ func newMetrics(reg *prometheus.Registry, ids IDs) (*metrics, error) {
 		Name: "snowtoken_id_clock_rollbacks_total", Help: "ID requests that found the clock behind the last issued ID.",
 	}, func() float64 { return float64(ids.Stats().Rollbacks) })
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.issued, m.validations, m.redisErrors, m.authFailures, m.rateLimited, waits, rollbacks,
+		secretExpiry{clients},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -134,4 +137,32 @@ func (m *metrics) validation(err error) {
 		outcome = "bad_request"
 	}
 	m.validations.WithLabelValues(outcome).Inc()
+}
+
+// secretExpiryDesc describes snowtoken_client_secret_expiry_timestamp_seconds.
+//
+// It is the time the secret expires, not the time left: a value that
+// changes only when the clients do, which an alert turns into "expires
+// within N days" with time() and its own N (Prometheus's advice for event
+// times; a count of clients expiring within a fixed N would fix N here). It
+// has one series a client whose current secret has a secret_expires, unless
+// the client is disabled: the alert is for secrets that must be renewed. A
+// previous secret's expiry is the planned end of a rotation, not a warning.
+var secretExpiryDesc = prometheus.NewDesc("snowtoken_client_secret_expiry_timestamp_seconds",
+	"When the client's current secret expires (secret_expires in the clients file), in Unix seconds; clients without an expiry or disabled have no series.",
+	[]string{"client_id"}, nil)
+
+// secretExpiry collects snowtoken_client_secret_expiry_timestamp_seconds
+// from the clients in use at the time of the scrape.
+type secretExpiry struct{ clients func() *token.Clients }
+
+func (secretExpiry) Describe(ch chan<- *prometheus.Desc) { ch <- secretExpiryDesc }
+
+func (e secretExpiry) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range e.clients().All() {
+		if c.Disabled || c.SecretExpires.IsZero() {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(secretExpiryDesc, prometheus.GaugeValue, float64(c.SecretExpires.Unix()), c.ID)
+	}
 }

@@ -1,8 +1,11 @@
 package handlers_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -11,10 +14,10 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/goccy/go-yaml"
 
-	"snowtoken/handlers"
-	"snowtoken/internal/redistest"
-	"snowtoken/snowflakealg"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // openAPIPath is docs/openapi.yaml, relative to this package's directory.
@@ -251,4 +254,91 @@ func resolveRef(doc map[string]any, ref string) any {
 		}
 	}
 	return cur
+}
+
+// TestOpenAPIResponseNames pins the names of every JSON answer to the
+// description: each member a handler writes is a property of its schema, and
+// each required property is written. A member renamed in one place and not
+// the other fails here.
+func TestOpenAPIResponseNames(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	e := newEnv(t)
+	tok := e.issue(t, e.Normal, nil)
+	var jti string
+	if err := json.Unmarshal(tok.JTI, &jti); err != nil {
+		t.Fatal(err)
+	}
+	form := func(c *client, v url.Values) func() *response {
+		return func() *response { return e.post(t, "/token/introspect", c, v) }
+	}
+	get := func(path string) func() *response {
+		return func() *response { return e.do(t, http.MethodGet, path, nil, nil) }
+	}
+	tests := []struct {
+		name, schema string
+		do           func() *response
+	}{
+		{"issue", "TokenResponse", func() *response {
+			return e.post(t, "/token", &e.Normal, url.Values{"grant_type": {"client_credentials"}})
+		}},
+		{"validate", "TokenClaims", func() *response { return e.validate(t, tok.AccessToken) }},
+		{"introspect active", "TokenClaims", form(&e.Normal, url.Values{"token": {tok.AccessToken}})},
+		{"introspect inactive", "InactiveToken", form(&e.Normal, url.Values{"token": {"nope"}})},
+		{"error", "OAuthError", form(nil, url.Values{"token": {"nope"}})},
+		{"ids", "IDParts", get("/ids/" + jti)},
+		{"jwks", "JWKS", get("/.well-known/jwks.json")},
+		{"jwk", "JWK", nil}, // checked with jwks, below
+		{"metadata", "AuthorizationServerMetadata", get("/.well-known/oauth-authorization-server")},
+		{"healthz", "Health", get("/healthz")},
+		{"readyz", "Ready", get("/readyz")},
+	}
+	t.Run("validate headers", func(t *testing.T) {
+		r := e.validate(t, tok.AccessToken)
+		ok, _ := resolveRef(doc, "#/paths/~1token~1validate/get/responses/200/headers").(map[string]any)
+		for name := range r.Header {
+			if _, documented := ok[name]; strings.HasPrefix(name, "X-Auth-") && !documented {
+				t.Errorf("validate sets %s, which the description does not name", name)
+			}
+		}
+		for name := range ok {
+			if r.Header.Get(name) == "" {
+				t.Errorf("the description names %s, which validate does not set", name)
+			}
+		}
+	})
+	var jwks map[string]any
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body map[string]any
+			if tt.do == nil {
+				keys, _ := jwks["keys"].([]any)
+				if len(keys) == 0 {
+					t.Fatalf("no keys in the JWKS %v", jwks)
+				}
+				body, _ = keys[0].(map[string]any)
+			} else {
+				body = tt.do().object(t)
+			}
+			if tt.schema == "JWKS" {
+				jwks = body
+			}
+			schema, _ := resolveRef(doc, "#/components/schemas/"+tt.schema).(map[string]any)
+			props, _ := schema["properties"].(map[string]any)
+			if len(props) == 0 {
+				t.Fatalf("schema %s has no properties", tt.schema)
+			}
+			for k := range body {
+				if _, ok := props[k]; !ok {
+					t.Errorf("%s writes %q, which schema %s does not name", tt.name, k, tt.schema)
+				}
+			}
+			required, _ := schema["required"].([]any)
+			for _, k := range required {
+				if _, ok := body[fmt.Sprint(k)]; !ok {
+					t.Errorf("%s does not write %v, which schema %s requires", tt.name, k, tt.schema)
+				}
+			}
+		})
+	}
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/internal/clocktest"
-	"snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/internal/redistest"
 )
 
 // wantUnavailable checks a 503 that tells the client when to come back.
@@ -25,11 +25,10 @@ func wantUnavailable(tb testing.TB, r *response, minRetry int) {
 	}
 }
 
-// TestRedisDown: while Redis is down nothing is issued and nothing validates,
-// and every answer is a 503 with Retry-After; after a restart that lost the
-// sessions, old tokens fail closed and new ones work.
-func TestRedisDown(t *testing.T) {
-	t.Parallel()
+// newStoppableEnv returns an env on a Redis server of its own, for the
+// test to stop, with a client that gives up on it quickly.
+func newStoppableEnv(t *testing.T) (*redistest.Server, *env) {
+	t.Helper()
 	srv := redistest.NewServer(t)
 	rdb := redis.NewClient(&redis.Options{
 		Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1,
@@ -37,7 +36,15 @@ func TestRedisDown(t *testing.T) {
 		WriteTimeout: 300 * time.Millisecond, PoolTimeout: 300 * time.Millisecond,
 	})
 	t.Cleanup(func() { rdb.Close() })
-	e := newEnv(t, withRedis(rdb, "down:"))
+	return srv, newEnv(t, withRedis(rdb, "down:"))
+}
+
+// TestRedisDown: while Redis is down nothing is issued and nothing validates,
+// and every answer is a 503 with Retry-After; after a restart that lost the
+// sessions, old tokens fail closed and new ones work.
+func TestRedisDown(t *testing.T) {
+	t.Parallel()
+	srv, e := newStoppableEnv(t)
 
 	validated := e.issue(t, e.Normal, nil).AccessToken
 	if r := e.validate(t, validated); r.Status != http.StatusOK { // in the verified cache from now on
@@ -96,7 +103,7 @@ func TestRedisDown(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		// The miniredis fallback keeps its data across Stop and Start,
 		// unlike the redis-server it stands in for: lose it the same way.
-		if err := rdb.FlushAll(t.Context()).Err(); err != nil {
+		if err := srv.Client().FlushAll(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

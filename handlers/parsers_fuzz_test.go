@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
 // More placeholders, next to those of fuzz_test.go.
@@ -38,8 +38,9 @@ func wantOAuthError(t *testing.T, w *httptest.ResponseRecorder) string {
 // FuzzValidateBearer throws arbitrary Authorization headers and query
 // strings at GET /token/validate. Only the live token, sent as
 // "Bearer <token>" (scheme in any case, spaces around the token), passes,
-// and only when the scopes ?scope= asks for are the token's; every refusal
-// is an OAuth2 error with a Bearer challenge, never a 5xx.
+// and only when the scopes ?scope= asks for are the token's and the one
+// ?audience= names, if any, is its aud; every refusal is an OAuth2 error
+// with a Bearer challenge, never a 5xx.
 func FuzzValidateBearer(f *testing.F) {
 	e := newEnv(f)
 	live := e.issue(f, e.Normal, nil).AccessToken
@@ -61,6 +62,12 @@ func FuzzValidateBearer(f *testing.F) {
 		{"", ""},
 		{"Bearer " + phToken, "scope=%zz"},
 		{"Bearer\t" + phToken, ""},
+		{"Bearer " + phToken, "audience=" + testAudience},
+		{"Bearer " + phToken, "audience=" + testAudience + "&scope=orders:read"},
+		{"Bearer " + phToken, "audience=billing-api"},
+		{"Bearer " + phToken, "audience=" + testAudience + "&audience=" + testAudience},
+		{"Bearer " + phToken, "audience="},
+		{"Bearer " + phToken, "audience=orders-api%20x"},
 	} {
 		f.Add(s.auth, s.query)
 	}
@@ -77,6 +84,8 @@ func FuzzValidateBearer(f *testing.F) {
 
 		scheme, raw, _ := strings.Cut(auth, " ")
 		presented := strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(raw) == live
+		aud, audAsked := req.URL.Query()["audience"]
+		forUs := !audAsked || len(aud) == 1 && aud[0] == testAudience
 		switch w.Code {
 		case http.StatusOK:
 			if !presented {
@@ -90,6 +99,9 @@ func FuzzValidateBearer(f *testing.F) {
 					t.Fatalf("200 though ?scope= asks for %q", s)
 				}
 			}
+			if !forUs {
+				t.Fatalf("200 though ?audience= asks for %q", aud)
+			}
 			if w.Header().Get("X-Auth-Client") != e.Normal.ID {
 				t.Fatalf("200 with X-Auth-Client %q", w.Header().Get("X-Auth-Client"))
 			}
@@ -98,7 +110,7 @@ func FuzzValidateBearer(f *testing.F) {
 			if h := w.Header().Get("WWW-Authenticate"); !strings.HasPrefix(h, "Bearer ") {
 				t.Fatalf("%d with WWW-Authenticate %q", w.Code, h)
 			}
-			if w.Code == http.StatusUnauthorized && presented {
+			if w.Code == http.StatusUnauthorized && presented && forUs {
 				t.Fatalf("the live token refused as invalid: %s", w.Body)
 			}
 		default:

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/internal/redistest"
 )
 
 // TestReadyzWhileRedisRefusesWrites puts a real redis-server in each state

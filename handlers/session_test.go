@@ -15,7 +15,7 @@ func TestIntrospect(t *testing.T) {
 	e := newEnv(t)
 	tok := e.issue(t, e.Normal, url.Values{"scope": {"orders:read"}})
 	var jti string
-	if err := json.Unmarshal(tok.TokenID, &jti); err != nil {
+	if err := json.Unmarshal(tok.JTI, &jti); err != nil {
 		t.Fatal(err)
 	}
 

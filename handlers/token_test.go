@@ -109,14 +109,14 @@ func TestIssueResponse(t *testing.T) {
 	if got.Scope != "orders:read orders:write" {
 		t.Errorf("scope %q, want all of the client's", got.Scope)
 	}
-	// token_id is a quoted decimal string (JavaScript loses precision above 2^53) equal to jti.
+	// jti is a quoted decimal string (JavaScript loses precision above 2^53) equal to the token's jti claim.
 	var id string
-	if err := json.Unmarshal(got.TokenID, &id); err != nil {
-		t.Fatalf("token_id %s is not a JSON string: %v", got.TokenID, err)
+	if err := json.Unmarshal(got.JTI, &id); err != nil {
+		t.Fatalf("jti %s is not a JSON string: %v", got.JTI, err)
 	}
 	header, claims := segments(t, got.AccessToken)
 	if claims["jti"] != id {
-		t.Errorf("jti %v, token_id %q: want equal", claims["jti"], id)
+		t.Errorf("jti claim %v, jti %q: want equal", claims["jti"], id)
 	}
 	want := map[string]any{"alg": "EdDSA", "typ": "at+jwt", "kid": e.Key.ID}
 	for k, v := range want {

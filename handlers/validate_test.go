@@ -13,8 +13,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"snowtoken/internal/redistest"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // TestValidate covers a good token: body, headers and required scopes.
@@ -23,7 +23,7 @@ func TestValidate(t *testing.T) {
 	e := newEnv(t)
 	tok := e.issue(t, e.Normal, nil)
 	var jti string
-	if err := json.Unmarshal(tok.TokenID, &jti); err != nil {
+	if err := json.Unmarshal(tok.JTI, &jti); err != nil {
 		t.Fatal(err)
 	}
 
@@ -323,7 +323,7 @@ func TestValidateAttacks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := e.Clients.Authenticate(e.Normal.ID, e.Normal.Secret)
+		c, err := e.Clients.Authenticate(e.Normal.ID, e.Normal.Secret, e.Clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,7 +394,7 @@ func TestValidateAttacks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := e.Clients.Authenticate(e.Normal.ID, e.Normal.Secret)
+		c, err := e.Clients.Authenticate(e.Normal.ID, e.Normal.Secret, e.Clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

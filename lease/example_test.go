@@ -9,8 +9,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/lease"
-	"snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/lease"
+	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
 func Example() {

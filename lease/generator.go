@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
 // Generator is a Snowflake generator that issues only while its lease is

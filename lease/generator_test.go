@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"snowtoken/internal/clocktest"
-	"snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
 // creeping returns a clock that reads c and moves it on by a microsecond at

@@ -99,7 +99,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
 )
 
 // Defaults for the zero values of Options.
@@ -209,7 +209,7 @@ func Acquire(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Lea
 		return nil, err
 	}
 	if ok {
-		l.log.Info("lease: acquired worker id", "worker", l.worker, "high_water", l.HighWater())
+		l.log.Info("lease: acquired worker id", "worker_id", l.worker, "high_water", l.HighWater())
 		return l, nil
 	}
 	if opts.Strict {
@@ -225,7 +225,7 @@ func Acquire(ctx context.Context, rdb redis.UniversalClient, opts Options) (*Lea
 		}
 		if ok {
 			l.log.Warn("lease: candidate worker id is held, took the lowest free one",
-				"candidate", opts.Candidate, "worker", l.worker, "high_water", l.HighWater())
+				"candidate", opts.Candidate, "worker_id", l.worker, "high_water", l.HighWater())
 			return l, nil
 		}
 	}
@@ -372,7 +372,7 @@ func (l *Lease) claim(ctx context.Context, id int64, keys []string) (bool, *stat
 		st.issueFrom = start.Add(l.ttl)
 		l.log.Warn("lease: worker id has no high-water mark: it was never used, or its state was lost; "+
 			"waiting one lease ttl, until any previous holder has stopped, before issuing",
-			"worker", id, "wait", l.ttl.String())
+			"worker_id", id, "wait", l.ttl.String())
 	}
 	if s, _ := res[1].(string); s != "" {
 		ms, err := strconv.ParseInt(s, 10, 64)
@@ -499,14 +499,14 @@ func (l *Lease) step(ctx context.Context, highWater func() time.Time) (changed b
 	if s.err != nil {
 		ok, st, err := l.claim(ctx, l.worker, l.keys)
 		if err != nil {
-			l.log.Debug("lease: claiming lost worker id again failed", "worker", l.worker, "err", err)
+			l.log.Debug("lease: claiming lost worker id again failed", "worker_id", l.worker, "err", err)
 			return false, err
 		}
 		if !ok {
 			return false, s.err
 		}
 		l.state.Store(st)
-		l.log.Info("lease: claimed lost worker id again", "worker", l.worker, "high_water", l.HighWater())
+		l.log.Info("lease: claimed lost worker id again", "worker_id", l.worker, "high_water", l.HighWater())
 		return true, nil
 	}
 	start := l.now()
@@ -520,7 +520,7 @@ func (l *Lease) step(ctx context.Context, highWater func() time.Time) (changed b
 	res, err := renewScript.Run(ctx, l.rdb, l.keys, l.owner, l.ttl.Milliseconds(), mark, untilMs(start, l.ttl)).Int64()
 	switch {
 	case err != nil:
-		l.log.Warn("lease: renewal failed", "worker", l.worker, "err", err)
+		l.log.Warn("lease: renewal failed", "worker_id", l.worker, "err", err)
 		return false, fmt.Errorf("lease: renewing worker %d: %w", l.worker, err)
 	case res == 0:
 		return true, l.lose(s, "the lease key is gone")
@@ -536,7 +536,7 @@ func (l *Lease) step(ctx context.Context, highWater func() time.Time) (changed b
 func (l *Lease) lose(s *state, reason string) error {
 	err := fmt.Errorf("%w: worker %d: %s", ErrLost, l.worker, reason)
 	l.state.Store(&state{err: err, renewed: s.renewed, highWater: s.highWater, issueFrom: s.issueFrom})
-	l.log.Warn("lease: lost worker id", "worker", l.worker, "reason", reason)
+	l.log.Warn("lease: lost worker id", "worker_id", l.worker, "reason", reason)
 	return err
 }
 
@@ -564,9 +564,9 @@ func (l *Lease) Release(ctx context.Context, highWater time.Time) error {
 	}
 	l.state.Store(&state{err: s.err, released: true, renewed: s.renewed, highWater: s.highWater})
 	if res == 1 {
-		l.log.Info("lease: released worker id", "worker", l.worker, "high_water", highWater)
+		l.log.Info("lease: released worker id", "worker_id", l.worker, "high_water", highWater)
 	} else {
-		l.log.Warn("lease: not released: another owner holds the worker id or its key is gone", "worker", l.worker)
+		l.log.Warn("lease: not released: another owner holds the worker id or its key is gone", "worker_id", l.worker)
 	}
 	return nil
 }

@@ -14,9 +14,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/internal/clocktest"
-	"snowtoken/internal/logtest"
-	"snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/internal/logtest"
+	"github.com/snowtoken/snowtoken/internal/redistest"
 )
 
 // testRedis returns a client and a key prefix of this test's own, from
@@ -147,7 +147,7 @@ func TestTwoAcquirersSameCandidate(t *testing.T) {
 		t.Error("two leases share an owner token")
 	}
 	log := e.log.String()
-	if !strings.Contains(log, "level=WARN") || !strings.Contains(log, "candidate=7 worker=0") {
+	if !strings.Contains(log, "level=WARN") || !strings.Contains(log, "candidate=7 worker_id=0") {
 		t.Errorf("want a warning naming candidate 7 and worker 0, got log:\n%s", log)
 	}
 	if strings.Contains(log, a.owner) || strings.Contains(log, b.owner) {

@@ -10,7 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/internal/redistest"
 )
 
 func TestEvaluate(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
 )
 
 // ID is a Snowflake ID. In JSON it is a quoted decimal string, because
@@ -16,17 +16,9 @@ type ID int64
 const maxIDLen = 19
 
 // ParseID reads an ID written in decimal, as String writes it: digits only, no
-// sign, no leading zeros, no spaces, and a positive int64.
+// sign, no leading zeros, no spaces, and a positive int64 (bitsalloc.ParseID).
 func ParseID(s string) (ID, error) {
-	if s == "" || len(s) > maxIDLen || (s[0] == '0' && len(s) > 1) {
-		return 0, fmt.Errorf("%w: %.32q", ErrInvalidID, s)
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("%w: %.32q", ErrInvalidID, s)
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
+	n, err := bitsalloc.ParseID(s)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %.32q", ErrInvalidID, s)
 	}
@@ -82,7 +74,7 @@ func (id ID) Sequence(a *bitsalloc.BitsAllocator) int64 {
 type Parts struct {
 	ID       ID        `json:"id"`
 	Time     time.Time `json:"time"`
-	Worker   int64     `json:"worker"`
+	Worker   int64     `json:"worker_id"`
 	Sequence int64     `json:"sequence"`
 }
 

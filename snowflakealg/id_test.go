@@ -9,41 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
 )
 
 func TestParseID(t *testing.T) {
-	tests := []struct {
-		in   string
-		want ID
-		err  bool
-	}{
-		{"1", 1, false},
-		{"9223372036854775807", 1<<63 - 1, false},
-		{"123456789012345678", 123456789012345678, false},
-		{"0", 0, false},
-		{"", 0, true},
-		{"9223372036854775808", 0, true},
-		{"-1", 0, true},
-		{"+1", 0, true},
-		{"01", 0, true},
-		{" 1", 0, true},
-		{"1 ", 0, true},
-		{"1e3", 0, true},
-		{"0x10", 0, true},
-		{"12345678901234567890", 0, true},
-		{"１", 0, true},
+	// The syntax is bitsalloc.ParseID's, tested there; here, its wrapping.
+	if got, err := ParseID("123456789012345678"); err != nil || got != 123456789012345678 {
+		t.Errorf("ParseID: got %d, %v; want 123456789012345678", got, err)
 	}
-	for _, tt := range tests {
-		got, err := ParseID(tt.in)
-		if tt.err {
-			if !errors.Is(err, ErrInvalidID) {
-				t.Errorf("ParseID(%q): got %v, %v; want ErrInvalidID", tt.in, got, err)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("ParseID(%q): got %d, %v; want %d", tt.in, got, err, tt.want)
+	for _, in := range []string{"", "01", "-1", "9223372036854775808"} {
+		if got, err := ParseID(in); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("ParseID(%q): got %v, %v; want ErrInvalidID", in, got, err)
 		}
 	}
 }

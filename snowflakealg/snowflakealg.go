@@ -35,7 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
 )
 
 // DefaultEpoch is the epoch used when Settings.Epoch is zero: 2026-01-01 UTC, a

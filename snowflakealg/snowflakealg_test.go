@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"snowtoken/bitsalloc"
-	"snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/internal/clocktest"
 )
 
 var t0 = time.Date(2027, 3, 4, 5, 6, 7, 0, time.UTC)

@@ -6,7 +6,7 @@ import (
 	"net"
 	"net/netip"
 
-	"snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
 )
 
 // Errors returned by WorkerIDFromIPv4.

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/bitsalloc"
 )
 
 func addrs(ss ...string) []netip.Addr {

@@ -2,10 +2,13 @@ package token
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // batcher sends the Redis commands of concurrent requests together, as one
@@ -38,11 +41,14 @@ type batcher struct {
 	// enqueue, so nothing is queued once the senders may have left.
 	mu     sync.RWMutex
 	closed bool
+
+	tracer trace.Tracer // nil: no spans
 }
 
 type batchOp struct {
 	cmds []redis.Cmder // sent together, in one pipeline
 	done chan struct{}
+	ctx  context.Context // the request's, for a link to its span; nil untraced
 }
 
 const (
@@ -65,6 +71,9 @@ func newBatcher(rdb redis.UniversalClient, timeout, overlap time.Duration) *batc
 // results, or for ctx. It returns the first command's error.
 func (b *batcher) do(ctx context.Context, cmds ...redis.Cmder) error {
 	op := &batchOp{cmds: cmds, done: make(chan struct{})}
+	if b.tracer != nil {
+		op.ctx = ctx
+	}
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
@@ -144,6 +153,10 @@ func (b *batcher) send() {
 		b.collect.Unlock()
 
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		var span trace.Span
+		if b.tracer != nil {
+			ctx, span = b.tracer.Start(ctx, "redis.batch", b.spanOptions(batch)...)
+		}
 		pipe := b.rdb.Pipeline()
 		for _, op := range batch {
 			for _, cmd := range op.cmds {
@@ -151,6 +164,9 @@ func (b *batcher) send() {
 			}
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
+		if span != nil {
+			span.End()
+		}
 		cancel()
 		if ownTurn {
 			<-b.turn
@@ -159,4 +175,36 @@ func (b *batcher) send() {
 			close(op.done)
 		}
 	}
+}
+
+// spanOptions describe a pipeline's span: one link to the span of each
+// request it carries (a pipeline serves many requests, so it is the child of
+// none), and how many commands it sent.
+func (b *batcher) spanOptions(batch []*batchOp) []trace.SpanStartOption {
+	links := make([]trace.Link, 0, len(batch))
+	n := 0
+	for _, op := range batch {
+		n += len(op.cmds)
+		if op.ctx != nil {
+			links = append(links, trace.LinkFromContext(op.ctx))
+		}
+	}
+	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(links...),
+		trace.WithAttributes(dbSystem, attribute.Int("snowtoken.batch.requests", len(batch)),
+			attribute.Int("snowtoken.batch.commands", n))}
+}
+
+// dbSystem marks a span as Redis's, as OpenTelemetry's database conventions name it.
+var dbSystem = attribute.String("db.system.name", "redis")
+
+// cmdNames is the commands' names, upper case, space separated: a span's name.
+func cmdNames(cmds []redis.Cmder) string {
+	var b strings.Builder
+	for i, c := range cmds {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strings.ToUpper(c.Name()))
+	}
+	return b.String()
 }

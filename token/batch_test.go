@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/internal/redistest"
 )
 
 // pipelineWatch is a go-redis hook that records the pipelines of SETs a

@@ -14,18 +14,33 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Client is an OAuth2 client allowed to ask for tokens, as the clients file
-// holds it. The secret is kept only as its SHA-256: secrets are generated with
-// 256 bits of entropy, so a fast hash with a constant-time compare is as safe as
-// a slow one and keeps issuing cheap (bcrypt is why Ory Hydra issues ~500/s).
+// holds it (docs/clients.md documents every field). The secret is kept only as
+// its SHA-256: secrets are generated with 256 bits of entropy, so a fast hash
+// with a constant-time compare is as safe as a slow one and keeps issuing
+// cheap (bcrypt is why Ory Hydra issues ~500/s).
 type Client struct {
-	ID            string   `json:"id"`
-	SecretSHA256  string   `json:"secret_sha256"`
+	ID           string `json:"id"`
+	SecretSHA256 string `json:"secret_sha256"`
+	// SecretExpires, if set, is when the secret stops authenticating
+	// (Hydra's client_secret_expires_at). Zero means never.
+	SecretExpires time.Time `json:"secret_expires,omitzero"`
+	// PreviousSecretSHA256 is the secret a rotation replaced, which still
+	// authenticates until PreviousSecretExpires (required with it), so that
+	// a secret rotates with no failed request. Empty means none.
+	PreviousSecretSHA256  string    `json:"previous_secret_sha256,omitempty"`
+	PreviousSecretExpires time.Time `json:"previous_secret_expires,omitzero"`
+	// Description and Owner are for people: what the client is and who
+	// answers for it. The issuer only checks that they are one line of
+	// printable text.
+	Description   string   `json:"description,omitempty"`
+	Owner         string   `json:"owner,omitempty"`
 	Scopes        []string `json:"scopes"`
 	MaySetSubject bool     `json:"may_set_subject,omitempty"`
 	MaxTTL        Duration `json:"max_ttl,omitempty"`
@@ -35,12 +50,28 @@ type Client struct {
 	// token). Without it a client sees only its own tokens; see MayIntrospectToken.
 	MayIntrospect bool `json:"may_introspect,omitempty"`
 	// Disabled cuts the client off: it cannot authenticate, and the tokens
-	// it holds no longer validate (Clients.Live), without waiting for them
+	// it holds no longer validate (Service.CheckClient), without waiting for them
 	// to expire. Removing the client from the file does the same.
 	Disabled bool `json:"disabled,omitempty"`
+	// Audiences are the audiences (aud) the client may ask for with
+	// resource or audience, the first being its tokens' aud when it asks for
+	// none. Empty means Options.Audience only, if set. Taking one away ends
+	// the client's tokens for it at once (Service.CheckClient).
+	Audiences []string `json:"audiences,omitempty"`
+	// TokenFormat is the format of the client's tokens: FormatJWT (empty
+	// means it) or FormatOpaque, which only this service can validate
+	// (see opaque.go).
+	TokenFormat string `json:"token_format,omitempty"`
 
-	secretSum [sha256.Size]byte
+	secretSum   [sha256.Size]byte
+	previousSum [sha256.Size]byte // zero without a previous secret
 }
+
+// Bounds of the clients file's free text, in bytes.
+const (
+	maxDescriptionLen = 1024
+	maxOwnerLen       = 256
+)
 
 // Duration is a time.Duration written in JSON as a string such as "1h".
 type Duration time.Duration
@@ -72,8 +103,9 @@ type ClientsFile struct {
 
 // Clients looks clients up by ID.
 type Clients struct {
-	byID  map[string]*Client
-	dummy [sha256.Size]byte // compared against when the ID is unknown, so timing does not tell
+	byID    map[string]*Client
+	dummy   [sha256.Size]byte // compared against when the ID is unknown, so timing does not tell
+	version string            // the file's short SHA-256; empty when not read from a file
 }
 
 // NewClients checks every client and indexes them.
@@ -87,11 +119,15 @@ func NewClients(list []Client) (*Clients, error) {
 		if _, dup := cs.byID[c.ID]; dup {
 			return nil, fmt.Errorf("%w: client %q listed twice", ErrClientsFile, c.ID)
 		}
-		sum, err := hex.DecodeString(c.SecretSHA256)
-		if err != nil || len(sum) != sha256.Size {
-			return nil, fmt.Errorf("%w: client %q: secret_sha256 must be 64 hex digits", ErrClientsFile, c.ID)
+		if err := c.checkSecrets(); err != nil {
+			return nil, fmt.Errorf("%w: client %q: %w", ErrClientsFile, c.ID, err)
 		}
-		copy(c.secretSum[:], sum)
+		if err := checkText(c.Description, maxDescriptionLen); err != nil {
+			return nil, fmt.Errorf("%w: client %q: description: %w", ErrClientsFile, c.ID, err)
+		}
+		if err := checkText(c.Owner, maxOwnerLen); err != nil {
+			return nil, fmt.Errorf("%w: client %q: owner: %w", ErrClientsFile, c.ID, err)
+		}
 		for _, s := range c.Scopes {
 			if err := checkScopeToken(s); err != nil {
 				return nil, fmt.Errorf("%w: client %q: scope %q: %w", ErrClientsFile, c.ID, s, err)
@@ -101,12 +137,67 @@ func NewClients(list []Client) (*Clients, error) {
 		if _, err := ParseScope(strings.Join(c.Scopes, " ")); err != nil {
 			return nil, fmt.Errorf("%w: client %q: scopes: %w", ErrClientsFile, c.ID, err)
 		}
+		if err := checkAudienceList(c.Audiences); err != nil {
+			return nil, fmt.Errorf("%w: client %q: audiences: %w", ErrClientsFile, c.ID, err)
+		}
+		if c.TokenFormat != "" && c.TokenFormat != FormatJWT && c.TokenFormat != FormatOpaque {
+			return nil, fmt.Errorf("%w: client %q: token_format %.32q: want %q or %q", ErrClientsFile, c.ID, c.TokenFormat, FormatJWT, FormatOpaque)
+		}
 		cs.byID[c.ID] = &c
 	}
 	if len(cs.byID) == 0 {
 		return nil, fmt.Errorf("%w: no clients", ErrClientsFile)
 	}
 	return cs, nil
+}
+
+// checkSecrets decodes the client's secret hashes into secretSum and
+// previousSum, and checks that a previous secret comes with its expiry.
+func (c *Client) checkSecrets() error {
+	if err := decodeSum(c.SecretSHA256, &c.secretSum); err != nil {
+		return fmt.Errorf("secret_sha256: %w", err)
+	}
+	switch {
+	case c.PreviousSecretSHA256 == "" && !c.PreviousSecretExpires.IsZero():
+		return errors.New("previous_secret_expires without previous_secret_sha256")
+	case c.PreviousSecretSHA256 == "":
+		return nil
+	case c.PreviousSecretExpires.IsZero():
+		return errors.New("previous_secret_sha256 needs previous_secret_expires (RFC 3339), when the previous secret stops working")
+	}
+	if err := decodeSum(c.PreviousSecretSHA256, &c.previousSum); err != nil {
+		return fmt.Errorf("previous_secret_sha256: %w", err)
+	}
+	if c.previousSum == c.secretSum {
+		return errors.New("previous_secret_sha256 is the same as secret_sha256")
+	}
+	return nil
+}
+
+// decodeSum decodes a hex SHA-256 into sum.
+func decodeSum(s string, sum *[sha256.Size]byte) error {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != sha256.Size {
+		return errors.New("must be 64 hex digits (a SHA-256)")
+	}
+	copy(sum[:], b)
+	return nil
+}
+
+// checkText accepts the free text of a description or an owner: at most
+// max bytes, and no control or format characters, so that it stays one line
+// in a log, a terminal and `client list`'s table, and reads as it is stored
+// (no bidirectional overrides, no invisible characters).
+func checkText(s string, max int) error {
+	if len(s) > max {
+		return fmt.Errorf("longer than %d bytes", max)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("character %q not allowed (control or format)", r)
+		}
+	}
+	return nil
 }
 
 // LoadClients reads a clients file so that it means one thing to the issuer
@@ -127,12 +218,33 @@ func LoadClients(path string) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrClientsFile, err)
 	}
+	f, err := ParseClientsFile(data, path)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := NewClients(f.Clients)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	sum := sha256.Sum256(data)
+	cs.version = shortSum(sum[:])
+	return cs, nil
+}
+
+// ParseClientsFile decodes the clients file data, read from path (for the
+// errors), as LoadClients does, without checking the clients: for a program
+// that edits the file, which checks the result with NewClients.
+func ParseClientsFile(data []byte, path string) (ClientsFile, error) {
 	var f ClientsFile
 	if err := jsonv2.Unmarshal(data, &f, jsonv2.RejectUnknownMembers(true)); err != nil {
-		return nil, fmt.Errorf("%w: %s: %s%w", ErrClientsFile, path, where(f, err), err)
+		return ClientsFile{}, fmt.Errorf("%w: %s: %s%w", ErrClientsFile, path, where(f, err), err)
 	}
-	return NewClients(f.Clients)
+	return f, nil
 }
+
+// Version is the short SHA-256 of the clients file the set was read from
+// (`sha256sum F | cut -c1-12`), or empty for a set made in memory.
+func (cs *Clients) Version() string { return cs.version }
 
 // where names the client and the field a decoding error is in, such as
 // `client 1 ("gw"), field "ADMIN": `, from the error's JSON pointer
@@ -168,19 +280,54 @@ func where(f ClientsFile, err error) string {
 	return strings.Join(out, ", ") + ": "
 }
 
-// Authenticate returns the client whose ID and secret match, or ErrInvalidClient.
-// It takes the same time whether the ID is unknown or the secret wrong.
-func (cs *Clients) Authenticate(id, secret string) (*Client, error) {
+// Authenticate returns the client whose ID and secret match at time now, or
+// ErrInvalidClient. The secret may be the client's current one until its
+// SecretExpires, or its previous one until PreviousSecretExpires. It takes
+// the same time whether the ID is unknown or the secret wrong, and whichever
+// of the two secrets matches: both are always compared.
+//
+// A secret that matches but has expired is refused with a description
+// saying so: the caller has proved it holds the secret, and "expired" tells
+// its operator what to do, as Hydra does.
+func (cs *Clients) Authenticate(id, secret string, now time.Time) (*Client, error) {
 	sum := sha256.Sum256([]byte(secret))
 	c, ok := cs.byID[id]
-	want := cs.dummy
+	current, previous := &cs.dummy, &cs.dummy
+	currentLive, previousLive := 0, 0
 	if ok {
-		want = c.secretSum
+		current, previous = &c.secretSum, &c.previousSum
+		currentLive = secretLive(c.SecretExpires, now)
+		if c.PreviousSecretSHA256 != "" {
+			previousLive = secretLive(c.PreviousSecretExpires, now)
+		}
 	}
-	if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok || c.Disabled {
+	currentMatch := subtle.ConstantTimeCompare(sum[:], current[:])
+	previousMatch := subtle.ConstantTimeCompare(sum[:], previous[:])
+	switch {
+	case !ok || c.Disabled:
 		return nil, ErrInvalidClient
+	case currentMatch&currentLive|previousMatch&previousLive == 1:
+		return c, nil
+	case currentMatch|previousMatch == 1: // previousSum is zero without a previous secret: no secret hashes to it
+		return nil, errSecretExpired
 	}
-	return c, nil
+	return nil, ErrInvalidClient
+}
+
+// errSecretExpired is Authenticate's refusal of a right but expired secret.
+var errSecretExpired = fmt.Errorf("%w: the client secret has expired", ErrInvalidClient)
+
+// secretLive is 1 if a secret whose expiry is expires (zero: never) still
+// authenticates at now, else 0.
+func secretLive(expires, now time.Time) int {
+	return boolInt(expires.IsZero() || now.Before(expires))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // All returns a copy of every client, sorted by ID.
@@ -191,13 +338,6 @@ func (cs *Clients) All() []Client {
 	}
 	slices.SortFunc(out, func(a, b Client) int { return strings.Compare(a.ID, b.ID) })
 	return out
-}
-
-// Live reports whether the client id is in the set and not disabled: a token
-// issued to any other client is no longer valid. It is a map lookup.
-func (cs *Clients) Live(id string) bool {
-	c, ok := cs.byID[id]
-	return ok && !c.Disabled
 }
 
 // NewClientSecret returns a random secret (256 bits, base64url) and the
@@ -223,6 +363,18 @@ func (c *Client) MayIntrospectToken(owner string) bool {
 // HasScopes reports whether every scope in want is one of the client's.
 func (c *Client) HasScopes(want []string) bool {
 	return containsAll(c.Scopes, want)
+}
+
+// missing returns the strings of want that are not in have, in want's
+// order, or nil: for an error that names them.
+func missing(have, want []string) []string {
+	var out []string
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // containsAll reports whether every string in want is in have, in time
@@ -269,13 +421,18 @@ func checkName(s string) error {
 
 // checkScopeToken accepts one scope as RFC 6749 §3.3 defines it: printable
 // ASCII other than space, double quote and backslash.
-func checkScopeToken(s string) error {
-	if s == "" || len(s) > maxNameLen {
-		return fmt.Errorf("must be 1 to %d characters", maxNameLen)
+func checkScopeToken(s string) error { return checkPrintable(s, maxNameLen, "a scope") }
+
+// checkPrintable accepts 1 to maxLen bytes of printable ASCII other than
+// space, double quote and backslash: what goes unescaped into a JSON string
+// and into a space-separated list. what names the thing in the error.
+func checkPrintable(s string, maxLen int, what string) error {
+	if s == "" || len(s) > maxLen {
+		return fmt.Errorf("must be 1 to %d characters", maxLen)
 	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
-			return fmt.Errorf("character %q not allowed in a scope", c)
+			return fmt.Errorf("character %q not allowed in %s", c, what)
 		}
 	}
 	return nil

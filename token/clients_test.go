@@ -23,11 +23,31 @@ func TestLoadClients(t *testing.T) {
 	path := writeFile(t, "clients.json", []byte(`{"clients": [
 		{"id": "svc", "secret_sha256": "`+sha256Hex("svc-secret")+`", "scopes": ["read", "write"]},
 		{"id": "gateway.prod@eu-1", "secret_sha256": "`+strings.ToUpper(sha256Hex("gw-secret"))+`", "scopes": ["read"],
-		 "may_set_subject": true, "may_introspect": true, "max_ttl": "90m", "admin": true}
+		 "may_set_subject": true, "may_introspect": true, "max_ttl": "90m", "admin": true,
+		 "audiences": ["orders-api", "https://billing.test/api"],
+		 "description": "the EU gateway – Zürich", "owner": "platform@example.com",
+		 "secret_expires": "2027-03-01T00:00:00Z",
+		 "previous_secret_sha256": "`+sha256Hex("gw-old")+`", "previous_secret_expires": "2026-11-24T08:30:00+01:00"}
 	]}`))
 	cs, err := LoadClients(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	gw := cs.byID["gateway.prod@eu-1"]
+	if got, want := gw.Description, "the EU gateway – Zürich"; got != want {
+		t.Errorf("description %q, want %q", got, want)
+	}
+	if got, want := gw.Owner, "platform@example.com"; got != want {
+		t.Errorf("owner %q, want %q", got, want)
+	}
+	if got, want := gw.SecretExpires, time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("secret_expires %v, want %v", got, want)
+	}
+	if got, want := gw.PreviousSecretExpires, time.Date(2026, 11, 24, 7, 30, 0, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("previous_secret_expires %v, want %v", got, want)
+	}
+	if _, err := cs.Authenticate(gw.ID, "gw-old", time.Date(2026, 11, 24, 7, 0, 0, 0, time.UTC)); err != nil {
+		t.Errorf("the previous secret before its expiry: %v", err)
 	}
 	for _, tc := range []struct {
 		id, secret string
@@ -36,15 +56,16 @@ func TestLoadClients(t *testing.T) {
 		{"svc", "svc-secret", Client{ID: "svc", Scopes: []string{"read", "write"}}},
 		{"gateway.prod@eu-1", "gw-secret", Client{
 			ID: "gateway.prod@eu-1", Scopes: []string{"read"}, MaySetSubject: true, MayIntrospect: true,
-			MaxTTL: Duration(90 * time.Minute), Admin: true,
+			MaxTTL: Duration(90 * time.Minute), Admin: true, Audiences: []string{"orders-api", "https://billing.test/api"},
 		}},
 	} {
-		c, err := cs.Authenticate(tc.id, tc.secret)
+		c, err := cs.Authenticate(tc.id, tc.secret, time.Now())
 		if err != nil {
 			t.Fatalf("Authenticate(%q): %v", tc.id, err)
 		}
 		if c.ID != tc.want.ID || !slices.Equal(c.Scopes, tc.want.Scopes) || c.MaySetSubject != tc.want.MaySetSubject ||
-			c.MayIntrospect != tc.want.MayIntrospect || c.MaxTTL != tc.want.MaxTTL || c.Admin != tc.want.Admin {
+			c.MayIntrospect != tc.want.MayIntrospect || c.MaxTTL != tc.want.MaxTTL || c.Admin != tc.want.Admin ||
+			!slices.Equal(c.Audiences, tc.want.Audiences) {
 			t.Errorf("client %q = %+v, want %+v", tc.id, *c, tc.want)
 		}
 	}
@@ -71,6 +92,11 @@ func TestLoadClientsRejects(t *testing.T) {
 		{"numeric max_ttl", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "max_ttl": 3600}]}`},
 		{"negative max_ttl", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "max_ttl": "-1h"}]}`},
 		{"bad scope", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "scopes": ["a b"]}]}`},
+		{"audience with a space", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "audiences": ["orders api"]}]}`},
+		{"empty audience", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "audiences": [""]}]}`},
+		{"audience too long", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "audiences": ["` + strings.Repeat("a", MaxAudienceLen+1) + `"]}]}`},
+		{"audience twice", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "audiences": ["a", "b", "a"]}]}`},
+		{"audiences not a list", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "audiences": "a"}]}`},
 		{"not JSON", `clients: svc`},
 		{"a second document", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `"}]} {"clients": []}`},
 		{"invalid UTF-8", "{\"clients\": [{\"id\": \"svc\", \"secret_sha256\": \"" + good + "\", \"scopes\": [\"a\xff\"]}]}"},
@@ -79,6 +105,43 @@ func TestLoadClientsRejects(t *testing.T) {
 			cs, err := LoadClients(writeFile(t, "clients.json", []byte(tc.file)))
 			if !errors.Is(err, ErrClientsFile) {
 				t.Errorf("LoadClients: clients %v, err = %v, want ErrClientsFile", cs, err)
+			}
+		})
+	}
+	// The fields of secret rotation, expiry, description and owner: the
+	// error names the client and the field.
+	other := sha256Hex("other")
+	for _, tc := range []struct {
+		name, fields, want string
+	}{
+		{"previous secret without its expiry", `"previous_secret_sha256": "` + other + `"`, "previous_secret_expires"},
+		{"previous expiry without a secret", `"previous_secret_expires": "2026-12-01T00:00:00Z"`, "previous_secret_sha256"},
+		{"previous secret not hex", `"previous_secret_sha256": "` + strings.Repeat("zz", 32) + `", "previous_secret_expires": "2026-12-01T00:00:00Z"`, "previous_secret_sha256"},
+		{"previous secret short", `"previous_secret_sha256": "` + other[:62] + `", "previous_secret_expires": "2026-12-01T00:00:00Z"`, "previous_secret_sha256"},
+		{"previous secret the current one", `"previous_secret_sha256": "` + good + `", "previous_secret_expires": "2026-12-01T00:00:00Z"`, "previous_secret_sha256"},
+		{"previous expiry not RFC 3339", `"previous_secret_sha256": "` + other + `", "previous_secret_expires": "tomorrow"`, "previous_secret_expires"},
+		{"secret_expires a date alone", `"secret_expires": "2027-01-01"`, "secret_expires"},
+		{"secret_expires without a zone", `"secret_expires": "2027-01-01T00:00:00"`, "secret_expires"},
+		{"secret_expires a number", `"secret_expires": 1798761600`, "secret_expires"},
+		{"description of two lines", `"description": "a\nb"`, "description"},
+		{"description with a tab", `"description": "a\tb"`, "description"},
+		{"description too long", `"description": "` + strings.Repeat("d", maxDescriptionLen+1) + `"`, "description"},
+		{"owner with an escape", `"owner": "\u001b[31mroot"`, "owner"},
+		{"owner with a right-to-left override", `"owner": "team\u202Etxt.exe"`, "owner"},
+		{"description with a zero-width space", `"description": "a\u200Bb"`, "description"},
+		{"owner too long", `"owner": "` + strings.Repeat("o", maxOwnerLen+1) + `"`, "owner"},
+		{"owner a list", `"owner": ["a"]`, "owner"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := `{"clients": [{"id": "ok", "secret_sha256": "` + good + `"}, {"id": "svc", "secret_sha256": "` + good + `", ` + tc.fields + `}]}`
+			cs, err := LoadClients(writeFile(t, "clients.json", []byte(file)))
+			if !errors.Is(err, ErrClientsFile) {
+				t.Fatalf("LoadClients: clients %v, err = %v, want ErrClientsFile", cs, err)
+			}
+			for _, want := range []string{`"svc"`, tc.want} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("LoadClients: err = %q, want it to name %s", err, want)
+				}
 			}
 		})
 	}
@@ -156,7 +219,7 @@ func TestAuthenticate(t *testing.T) {
 		{"the hash as the secret", "svc", sum, ErrInvalidClient},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := cs.Authenticate(tc.id, tc.secret)
+			c, err := cs.Authenticate(tc.id, tc.secret, time.Now())
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Authenticate(%q): err = %v, want %v", tc.id, err, tc.wantErr)
 			}
@@ -165,6 +228,62 @@ func TestAuthenticate(t *testing.T) {
 			}
 			if tc.wantErr != nil && c != nil {
 				t.Errorf("Authenticate(%q) failed but returned client %q", tc.id, c.ID)
+			}
+		})
+	}
+}
+
+// TestAuthenticateSecretRotation: a client holds a current and a previous
+// secret; each works until its own expiry, and never after, to the second.
+// A right secret past its expiry is refused saying so; a wrong one is not
+// told anything of the kind.
+func TestAuthenticateSecretRotation(t *testing.T) {
+	base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	previousExpires, currentExpires := base.Add(24*time.Hour), base.Add(90*24*time.Hour)
+	cs, err := NewClients([]Client{
+		{ID: "rotating", SecretSHA256: sha256Hex("new"), SecretExpires: currentExpires,
+			PreviousSecretSHA256: sha256Hex("old"), PreviousSecretExpires: previousExpires},
+		{ID: "plain", SecretSHA256: sha256Hex("plain")},
+		{ID: "off", SecretSHA256: sha256Hex("off-new"), PreviousSecretSHA256: sha256Hex("off-old"),
+			PreviousSecretExpires: previousExpires, Disabled: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, id, secret string
+		at               time.Time
+		wantErr          error // nil, ErrInvalidClient or errSecretExpired
+	}{
+		{"new secret", "rotating", "new", base, nil},
+		{"old secret before its expiry", "rotating", "old", base, nil},
+		{"old secret a second before its expiry", "rotating", "old", previousExpires.Add(-time.Second), nil},
+		{"old secret at its expiry", "rotating", "old", previousExpires, errSecretExpired},
+		{"old secret after its expiry", "rotating", "old", previousExpires.Add(time.Hour), errSecretExpired},
+		{"new secret after the old one's expiry", "rotating", "new", previousExpires.Add(time.Hour), nil},
+		{"new secret a second before its expiry", "rotating", "new", currentExpires.Add(-time.Second), nil},
+		{"new secret at its expiry", "rotating", "new", currentExpires, errSecretExpired},
+		{"wrong secret", "rotating", "neither", base, ErrInvalidClient},
+		{"wrong secret after both expiries", "rotating", "neither", currentExpires.Add(time.Hour), ErrInvalidClient},
+		{"another client's secret", "rotating", "plain", base, ErrInvalidClient},
+		{"no expiry, years on", "plain", "plain", base.AddDate(30, 0, 0), nil},
+		{"disabled, new secret", "off", "off-new", base, ErrInvalidClient},
+		{"disabled, old secret", "off", "off-old", base, ErrInvalidClient},
+		{"unknown id", "nobody", "new", base, ErrInvalidClient},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := cs.Authenticate(tc.id, tc.secret, tc.at)
+			if tc.wantErr == nil {
+				if err != nil || c.ID != tc.id {
+					t.Fatalf("Authenticate(%q, %q) at %v = %v, %v; want the client", tc.id, tc.secret, tc.at, c, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidClient) || c != nil {
+				t.Fatalf("Authenticate(%q, %q) at %v = %v, %v; want ErrInvalidClient", tc.id, tc.secret, tc.at, c, err)
+			}
+			if expired := err == errSecretExpired; expired != (tc.wantErr == errSecretExpired) {
+				t.Errorf("Authenticate(%q, %q) at %v: err = %q, want %q", tc.id, tc.secret, tc.at, err, tc.wantErr)
 			}
 		})
 	}

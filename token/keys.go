@@ -6,9 +6,12 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"os"
+	"slices"
+	"time"
 )
 
 // Key is an Ed25519 key pair (or, for a retired key kept only to verify, a
@@ -19,24 +22,86 @@ type Key struct {
 	Private ed25519.PrivateKey // nil for a verify-only key
 }
 
-// KeySet holds the signing key and every key that verifies. The first key
-// signs; all of them verify, so a key is rotated by putting the new one first
-// and keeping the old one until its tokens have expired.
+// KeyState is where a key is in its rotation (Keycloak's active and passive
+// keys, with the passive ones told apart by which way they go):
+//
+//	next ──(published KeyPublishDelay)──▶ active ──(replaced)──▶ retired ──(its tokens expired)──▶ dropped
+//
+// Every state is published in the JWKS and verifies; only the active key signs.
+type KeyState string
+
+// The states of a key.
+const (
+	// KeyNext is published and verifies, so that consumers know it before
+	// it signs; it does not sign yet.
+	KeyNext KeyState = "next"
+	// KeyActive signs; a set has exactly one.
+	KeyActive KeyState = "active"
+	// KeyRetired signs no more, and verifies until every token it signed
+	// has expired (Service drops it then), or, with no retired time (a
+	// plain list of key files), for as long as it is in the set.
+	KeyRetired KeyState = "retired"
+)
+
+// KeySet holds the signing key and every key that verifies: the active key,
+// the next and the retired ones. A set is never modified: a reload makes a
+// new one (Service.WithKeys).
 type KeySet struct {
-	signer Key
-	byID   map[string]ed25519.PublicKey
-	keys   []Key
+	signer  Key
+	byID    map[string]*setKey
+	keys    []*setKey // active first, then next, then retired
+	version string
 }
 
-// NewKeySet returns a set whose first key signs. It must hold a private key.
+// setKey is a key of a set, with its state.
+type setKey struct {
+	Key
+	state KeyState
+	// retired is when the key stopped signing; zero for a key that is not
+	// retired, or that verifies as long as it is listed (a plain list).
+	retired time.Time
+}
+
+// NewKeySet returns a set whose first key signs and the others verify, as a
+// plain list of key files (SNOWTOKEN_SIGNING_KEYS=a.pem,b.pem) means it: the
+// others are retired with no time, kept until they leave the list. The
+// first must hold a private key.
 func NewKeySet(keys ...Key) (*KeySet, error) {
 	if len(keys) == 0 || keys[0].Private == nil {
 		return nil, fmt.Errorf("%w: the first key must be an Ed25519 private key", ErrKey)
 	}
-	ks := &KeySet{signer: keys[0], byID: make(map[string]ed25519.PublicKey, len(keys)), keys: keys}
-	for _, k := range keys {
-		ks.byID[k.ID] = k.Public
+	set := make([]*setKey, len(keys))
+	for i, k := range keys {
+		set[i] = &setKey{Key: k, state: KeyRetired}
 	}
+	set[0].state = KeyActive
+	return newKeySet(set)
+}
+
+// newKeySet indexes keys, of which exactly one is active with a private key,
+// putting the active key first and the next ones before the retired ones.
+func newKeySet(keys []*setKey) (*KeySet, error) {
+	ks := &KeySet{byID: make(map[string]*setKey, len(keys))}
+	active := 0
+	for _, k := range keys {
+		if _, dup := ks.byID[k.ID]; dup {
+			return nil, fmt.Errorf("%w: key %s listed twice", ErrKey, k.ID)
+		}
+		ks.byID[k.ID] = k
+		if k.state == KeyActive {
+			active++
+			ks.signer = k.Key
+		}
+	}
+	if active != 1 {
+		return nil, fmt.Errorf("%w: %d active keys, want exactly one", ErrKey, active)
+	}
+	if ks.signer.Private == nil {
+		return nil, fmt.Errorf("%w: the active key %s must be an Ed25519 private key", ErrKey, ks.signer.ID)
+	}
+	order := map[KeyState]int{KeyActive: 0, KeyNext: 1, KeyRetired: 2}
+	ks.keys = slices.Clone(keys)
+	slices.SortStableFunc(ks.keys, func(a, b *setKey) int { return order[a.state] - order[b.state] })
 	return ks, nil
 }
 
@@ -108,28 +173,55 @@ func ParseKeyPEM(data []byte) (Key, error) {
 	}
 }
 
-// LoadKeySet reads PEM files; the first signs and must hold a private key.
+// LoadKeySet reads PEM files; the first signs and must hold a private key,
+// the others verify (NewKeySet). Its Version is the short SHA-256 of the
+// files, in order.
 func LoadKeySet(paths ...string) (*KeySet, error) {
 	keys := make([]Key, 0, len(paths))
+	sum := sha256.New()
 	for _, p := range paths {
-		data, err := os.ReadFile(p)
+		k, data, err := readKeyFile(p)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrKey, err)
+			return nil, err
 		}
-		k, err := ParseKeyPEM(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
+		sum.Write(data)
 		keys = append(keys, k)
 	}
-	return NewKeySet(keys...)
+	ks, err := NewKeySet(keys...)
+	if err != nil {
+		return nil, err
+	}
+	ks.version = shortSum(sum.Sum(nil))
+	return ks, nil
 }
+
+// readKeyFile reads and parses one PEM key file; the error names the file.
+func readKeyFile(path string) (Key, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Key{}, nil, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	k, err := ParseKeyPEM(data)
+	if err != nil {
+		return Key{}, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, data, nil
+}
+
+// shortSum is the first 12 hex digits of a SHA-256 sum: a file's version
+// as /readyz and snowtoken_config_info show it (`sha256sum F | cut -c1-12`).
+func shortSum(sum []byte) string { return hex.EncodeToString(sum)[:12] }
 
 // SigningKeyID returns the kid of the key that signs.
 func (ks *KeySet) SigningKeyID() string { return ks.signer.ID }
 
-// lookup returns the public key for kid.
-func (ks *KeySet) lookup(kid string) (ed25519.PublicKey, bool) {
+// Version is the short SHA-256 of the files the set was read from: of
+// keys.json for a keys directory (which names every key by its kid), of
+// the PEM files in order for a list. It is empty for a set made in memory.
+func (ks *KeySet) Version() string { return ks.version }
+
+// lookup returns the key for kid.
+func (ks *KeySet) lookup(kid string) (*setKey, bool) {
 	k, ok := ks.byID[kid]
 	return k, ok
 }
@@ -149,10 +241,34 @@ type JWKS struct {
 	Keys []JWK `json:"keys"`
 }
 
-// JWKS returns the public keys that verify, signing key first.
-func (ks *KeySet) JWKS() JWKS {
+// JWKS returns the public keys of the set, signing key first, then the
+// next keys, then the retired ones; Service.JWKS leaves out the retired keys
+// whose tokens have all expired.
+func (ks *KeySet) JWKS() JWKS { return ks.jwks(func(*setKey) bool { return true }) }
+
+// KeyInfo describes a key of a set: its kid, state and, for a retired key,
+// when it stopped signing.
+type KeyInfo struct {
+	Kid     string
+	State   KeyState
+	Retired time.Time
+}
+
+// Keys describes every key of the set, in JWKS order.
+func (ks *KeySet) Keys() []KeyInfo {
+	out := make([]KeyInfo, len(ks.keys))
+	for i, k := range ks.keys {
+		out[i] = KeyInfo{Kid: k.ID, State: k.state, Retired: k.retired}
+	}
+	return out
+}
+
+func (ks *KeySet) jwks(keep func(*setKey) bool) JWKS {
 	out := JWKS{Keys: make([]JWK, 0, len(ks.keys))}
 	for _, k := range ks.keys {
+		if !keep(k) {
+			continue
+		}
 		out.Keys = append(out.Keys, JWK{
 			Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(k.Public),
 			Kid: k.ID, Use: "sig", Alg: "EdDSA",

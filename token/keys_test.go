@@ -134,7 +134,7 @@ func TestNewKeySet(t *testing.T) {
 		t.Fatalf("lookup(%q): the verify-only key is missing", old.ID)
 	}
 	msg := []byte("signed by the retired key")
-	if !ed25519.Verify(pub, msg, ed25519.Sign(old.Private, msg)) {
+	if !ed25519.Verify(pub.Public, msg, ed25519.Sign(old.Private, msg)) {
 		t.Error("the verify-only key does not verify its private half's signature")
 	}
 	if _, ok := ks.lookup("no such kid"); ok {

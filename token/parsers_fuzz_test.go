@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 // FuzzLoadClients feeds LoadClients arbitrary clients files. A refusal wraps
@@ -27,6 +28,10 @@ func FuzzLoadClients(f *testing.F) {
 		`{"clients":[{"id":"a","secret_sha256":"` + sum + `","max_ttl":"-1h"}]}`,
 		`{"clients":[{"id":"a{b}","secret_sha256":"` + sum + `"}]}`,
 		`{"clients":[]}`, `{}`, `null`, ``, `[`, `{"clients":[{"id":"a","secret_sha256":"zz"}]}`,
+		`{"clients":[{"id":"a","secret_sha256":"` + sum + `","secret_expires":"2027-01-01T00:00:00Z","description":"d","owner":"o",` +
+			`"previous_secret_sha256":"` + emptySHA256 + `","previous_secret_expires":"2026-12-01T00:00:00+01:00"}]}`,
+		`{"clients":[{"id":"a","secret_sha256":"` + sum + `","previous_secret_sha256":"` + emptySHA256 + `"}]}`,
+		`{"clients":[{"id":"a","secret_sha256":"` + sum + `","secret_expires":"2027-01-01"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -64,8 +69,18 @@ func FuzzLoadClients(f *testing.F) {
 					t.Fatalf("client %q accepted with scope %q", c.ID, s)
 				}
 			}
-			if _, err := cs.Authenticate(c.ID, ""); err == nil && c.SecretSHA256 != emptySHA256 {
+			if _, err := cs.Authenticate(c.ID, "", time.Now()); err == nil && c.SecretSHA256 != emptySHA256 && c.PreviousSecretSHA256 != emptySHA256 {
 				t.Fatalf("client %q authenticated with an empty secret", c.ID)
+			}
+			if c.PreviousSecretSHA256 != "" && c.PreviousSecretExpires.IsZero() {
+				t.Fatalf("client %q accepted with a previous secret that never expires", c.ID)
+			}
+			if !got.SecretExpires.Equal(c.SecretExpires) || !got.PreviousSecretExpires.Equal(c.PreviousSecretExpires) {
+				t.Fatalf("client %q: expiries %v, %v; encoding/json reads %v, %v", c.ID,
+					got.SecretExpires, got.PreviousSecretExpires, c.SecretExpires, c.PreviousSecretExpires)
+			}
+			if checkText(c.Description, maxDescriptionLen) != nil || checkText(c.Owner, maxOwnerLen) != nil {
+				t.Fatalf("client %q accepted with description %q, owner %q", c.ID, c.Description, c.Owner)
 			}
 		}
 	})

@@ -11,14 +11,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/internal/redistest"
-	"snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
 // TestSubjectRevocationSurvivesEviction fills a real redis-server past its
 // maxmemory after revoking subjects, so that real eviction takes whatever the
 // policy picks, and checks that no revoked token validates again: a lost
 // record or a lost subject marker may log a token out, never bring it back.
+// Each subject has a JWT and an opaque token.
 func TestSubjectRevocationSurvivesEviction(t *testing.T) {
 	for _, policy := range []string{"allkeys-random", "allkeys-lru", "volatile-lru", "volatile-random", "volatile-ttl"} {
 		t.Run(policy, func(t *testing.T) {
@@ -29,14 +30,18 @@ func TestSubjectRevocationSurvivesEviction(t *testing.T) {
 			ctx := t.Context()
 
 			const subjects = 150
-			revoked := make([]string, subjects)
-			for i := range revoked {
+			var revoked []string
+			for i := range subjects {
 				sub := "user" + strconv.Itoa(i)
-				revoked[i] = e.issue(t, e.svc, "gateway", IssueRequest{Subject: sub}).AccessToken
+				toks := []string{e.issue(t, e.svc, "gateway", IssueRequest{Subject: sub}).AccessToken,
+					e.issue(t, e.svc, "ogateway", IssueRequest{Subject: sub}).AccessToken}
 				if err := e.svc.RevokeSubject(ctx, sub); err != nil {
 					t.Fatal(err)
 				}
-				wantRevoked(t, e.svc, revoked[i])
+				for _, raw := range toks {
+					wantRevoked(t, e.svc, raw)
+				}
+				revoked = append(revoked, toks...)
 			}
 			fillPastMaxmemory(t, rdb)
 
@@ -49,7 +54,7 @@ func TestSubjectRevocationSurvivesEviction(t *testing.T) {
 				}
 			}
 			if back > 0 {
-				t.Errorf("%d of %d revoked tokens validate again after eviction", back, subjects)
+				t.Errorf("%d of %d revoked tokens validate again after eviction", back, len(revoked))
 			}
 		})
 	}

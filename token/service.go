@@ -2,7 +2,6 @@ package token
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -11,8 +10,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"snowtoken/snowflakealg"
-	"snowtoken/token/jwtpolicy"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
 // Claims are the claims of a snowtoken access token; decoding them checks
@@ -29,7 +28,10 @@ type IDs interface {
 type Options struct {
 	// Issuer is the iss of every token and the only one accepted. Required.
 	Issuer string
-	// Audience, if set, is the aud of every token and required on validation.
+	// Audience, if set, is the aud of the tokens of clients that list no
+	// Audiences, and the one audience they may ask for (see CheckClient).
+	// It must be 1 to MaxAudienceLen bytes of printable ASCII other than
+	// space, double quote and backslash.
 	Audience string
 	// TTL is the lifetime of a token when the client does not ask. Zero means DefaultTTL.
 	TTL time.Duration
@@ -56,6 +58,9 @@ type Service struct {
 	sigParser *jwt.Parser
 	cache     *verifiedCache
 	signer    *signer
+	// defaultAud is Options.Audience as a list: what a client that lists
+	// no audiences may ask for.
+	defaultAud []string
 }
 
 // NewService returns a service that signs with keys, keeps sessions in store
@@ -83,22 +88,58 @@ func NewService(keys *KeySet, store *Store, ids IDs, opts Options) (*Service, er
 	if opts.TTL < time.Second || opts.MaxTTL < opts.TTL {
 		return nil, fmt.Errorf("%w: want 1s <= ttl (%v) <= max ttl (%v)", ErrOptions, opts.TTL, opts.MaxTTL)
 	}
-	sg, err := newSigner(keys.signer, opts.Issuer, opts.Audience)
+	var defaultAud []string
+	if opts.Audience != "" {
+		if err := checkAudience(opts.Audience); err != nil {
+			return nil, fmt.Errorf("%w: audience %.64q: %w", ErrOptions, opts.Audience, err)
+		}
+		defaultAud = []string{opts.Audience}
+	}
+	s := &Service{
+		store: store, ids: ids, opts: opts, defaultAud: defaultAud,
+		// No audience here: which are good depends on the client (CheckClient).
+		parser: jwt.NewParser(jwtpolicy.ParserOptions(opts.Issuer, "", opts.Leeway, opts.Now)...),
+		sigParser: jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
+			jwt.WithoutClaimsValidation(), jwt.WithStrictDecoding()),
+	}
+	return s.WithKeys(keys)
+}
+
+// WithKeys returns a service like s that signs and verifies with keys, for
+// a reload: s itself is unchanged, so the requests that started with it
+// finish with its keys. The new service shares the session store and the
+// ID generator; its verified-token cache starts empty, so that a token
+// verified by a key that keys no longer holds is not taken from it.
+func (s *Service) WithKeys(keys *KeySet) (*Service, error) {
+	sg, err := newSigner(keys.signer, s.opts.Issuer)
 	if err != nil {
 		return nil, err
 	}
-	return &Service{
-		keys: keys, store: store, ids: ids, opts: opts,
-		parser: jwt.NewParser(jwtpolicy.ParserOptions(opts.Issuer, opts.Audience, opts.Leeway, opts.Now)...),
-		sigParser: jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
-			jwt.WithoutClaimsValidation(), jwt.WithStrictDecoding()),
-		cache:  newVerifiedCache(opts.CacheSize),
-		signer: sg,
-	}, nil
+	n := *s
+	n.keys, n.signer, n.cache = keys, sg, newVerifiedCache(s.opts.CacheSize)
+	return &n, nil
 }
 
 // Keys returns the key set the service signs and verifies with.
 func (s *Service) Keys() *KeySet { return s.keys }
+
+// JWKS returns the public keys that verify now: the key set's, less the
+// retired keys whose tokens have all expired (verifies).
+func (s *Service) JWKS() JWKS {
+	now := s.opts.Now()
+	return s.keys.jwks(func(k *setKey) bool { return s.verifies(k, now) })
+}
+
+// verifies reports whether k still verifies at now. A retired key verifies
+// until every token it signed has expired: the longest lifetime (MaxTTL)
+// and the leeway after it stopped signing, plus KeyPropagation, since a
+// replica that has not yet loaded the new set still signs with it. Other
+// keys verify as long as they are in the set. (A token verified before its
+// key was dropped stays in the verified-token cache until its own exp, which
+// for a token of this issuer comes before the drop.)
+func (s *Service) verifies(k *setKey, now time.Time) bool {
+	return k.retired.IsZero() || now.Before(k.retired.Add(KeyPropagation+s.opts.MaxTTL+s.opts.Leeway))
+}
 
 // Options returns the options in force, defaults filled in.
 func (s *Service) Options() Options { return s.opts }
@@ -107,11 +148,15 @@ func (s *Service) Options() Options { return s.opts }
 func (s *Service) Ready(ctx context.Context) error { return s.store.Ready(ctx) }
 
 // IssueRequest is what a client asks for. Zero values mean: all of the
-// client's scopes, the client itself as subject, the default lifetime.
+// client's scopes, the client itself as subject, the default lifetime, the
+// client's default audience.
 type IssueRequest struct {
 	Scope     string        // space-separated, a subset of the client's
 	Subject   string        // only for clients that may set it
 	ExpiresIn time.Duration // capped by the client's and the global maximum
+	// Resource and Audience are the values of the resource (RFC 8707) and
+	// audience parameters, each among the client's audiences; see audience.go.
+	Resource, Audience []string
 }
 
 // Issued is a new token.
@@ -122,7 +167,8 @@ type Issued struct {
 	ID          snowflakealg.ID
 }
 
-// Issue creates a token for client c: a new ID, a signed JWT, and its session
+// Issue creates a token for client c: a new ID, a signed JWT (or an opaque
+// token, for a client whose TokenFormat is FormatOpaque), and its session
 // record in Redis. Nothing is returned unless the record is stored.
 func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issued, error) {
 	scopes, err := ParseScope(req.Scope)
@@ -132,7 +178,7 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	if len(scopes) == 0 {
 		scopes = c.Scopes
 	} else if !c.HasScopes(scopes) {
-		return Issued{}, fmt.Errorf("%w: client %q may not ask for %.64q", ErrInvalidScope, c.ID, req.Scope)
+		return Issued{}, fmt.Errorf("%w: client %q may not ask for %.64q", ErrInvalidScope, c.ID, strings.Join(missing(c.Scopes, scopes), " "))
 	}
 	subject := c.ID
 	if req.Subject != "" && req.Subject != c.ID {
@@ -143,6 +189,10 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 			return Issued{}, fmt.Errorf("%w: subject: %w", ErrInvalidRequest, err)
 		}
 		subject = req.Subject
+	}
+	aud, err := s.audiences(c, req)
+	if err != nil {
+		return Issued{}, err
 	}
 	ttl := req.ExpiresIn
 	switch {
@@ -167,9 +217,19 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	jti := id.String()
 	now := s.opts.Now().Truncate(time.Second)
 	scope := strings.Join(scopes, " ")
-	signed, err := s.signer.sign(subject, c.ID, scope, jti, now.Unix(), now.Add(ttl).Unix())
+	if c.TokenFormat == FormatOpaque {
+		raw, err := s.issueOpaque(ctx, id, jti, subject, c.ID, scope, aud, now.Unix(), now.Add(ttl).Unix(), ttl)
+		if err != nil {
+			return Issued{}, err
+		}
+		return Issued{AccessToken: raw, ExpiresIn: ttl, Scope: scope, ID: id}, nil
+	}
+	signed, err := s.signer.sign(subject, c.ID, scope, jti, aud, now.Unix(), now.Add(ttl).Unix())
 	if err != nil {
 		return Issued{}, fmt.Errorf("signing: %w", err)
+	}
+	if len(signed) > MaxTokenLen { // never issue a token that Validate refuses
+		return Issued{}, fmt.Errorf("%w: the token would be longer than %d bytes; ask for fewer scopes or audiences", ErrInvalidRequest, MaxTokenLen)
 	}
 	if err := s.store.Create(ctx, s.store.keysFor(subject, c.ID, jti, time.Time{}), ttl); err != nil {
 		return Issued{}, err
@@ -191,12 +251,20 @@ type Verified struct {
 // HasScopes reports whether the token carries every scope in want.
 func (v *Verified) HasScopes(want []string) bool { return containsAll(v.Scopes, want) }
 
-// Validate checks a token: signature (EdDSA, one of our kids), typ, iss, aud,
-// exp and iat, then its session record in Redis. Any failure of the token
-// wraps ErrInvalidToken (and ErrRevoked when its session is gone); a Redis
-// failure is ErrUnavailable, never a pass. The result is shared with later
-// validations of the same token: read it, never modify it.
+// MissingScopes returns the scopes of want the token does not carry, or nil.
+func (v *Verified) MissingScopes(want []string) []string { return missing(v.Scopes, want) }
+
+// Validate checks a token: signature (EdDSA, one of our kids), typ, iss, exp
+// and iat, then its session record in Redis; an opaque token, its secret
+// against its record (validateOpaque). Its aud depends on its client:
+// CheckClient checks it against the clients in force. Any failure of the
+// token wraps ErrInvalidToken (and ErrRevoked when its session is gone); a
+// Redis failure is ErrUnavailable, never a pass. The result is shared with
+// later validations of the same token: read it, never modify it.
 func (s *Service) Validate(ctx context.Context, raw string) (*Verified, error) {
+	if isOpaque(raw) {
+		return s.validateOpaque(ctx, raw)
+	}
 	v, err := s.verify(raw)
 	if err != nil {
 		return nil, err
@@ -227,7 +295,7 @@ func (s *Service) verify(raw string) (*Verified, error) {
 	}
 	scopes, err := ParseScope(claims.Scope)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		return nil, fmt.Errorf("%w: scope: %w", ErrInvalidToken, err)
 	}
 	v = &Verified{
 		Claims: *claims, ID: id, Parts: parts, Scopes: scopes,
@@ -254,8 +322,13 @@ func (s *Service) cached(raw string, now time.Time) (sum [sha256.Size]byte, v *V
 func (s *Service) parse(p *jwt.Parser, raw string) (*Claims, snowflakealg.ID, error) {
 	var claims Claims
 	t, err := p.ParseWithClaims(raw, &claims, s.keyFor)
+	if errors.Is(err, jwt.ErrTokenInvalidIssuer) {
+		// Expected and received in the log only (the HTTP layer logs the
+		// chain at debug): a client is told what went wrong, not our issuer.
+		err = fmt.Errorf("%w: got %.64q, want %q", err, claims.Issuer, s.opts.Issuer)
+	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		return nil, 0, Describe(fmt.Errorf("%w: %w", ErrInvalidToken, err), jwtReason(err))
 	}
 	if err := jwtpolicy.CheckType(t); err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidToken, err)
@@ -273,16 +346,50 @@ func (s *Service) parse(p *jwt.Parser, raw string) (*Claims, snowflakealg.ID, er
 	return &claims, id, nil
 }
 
-// errUnknownKid is keyFor's error for a kid the key set does not hold.
-var errUnknownKid = errors.New("token: unknown kid")
+// jwtReason is what a client is told of a token golang-jwt refused: its
+// errors' texts ("token has invalid claims: token is expired") are a
+// library's chain, not a description.
+func jwtReason(err error) string {
+	switch {
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return "issuer mismatch: the token was issued by another issuer (iss)"
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return "audience mismatch: the token is not for this audience (aud)"
+	case errors.Is(err, jwt.ErrTokenExpired), errors.Is(err, errDroppedKid):
+		return "the token has expired"
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return "the token is not yet valid: its iat or nbf is in the future"
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing), errors.Is(err, jwtpolicy.ErrNoIAT):
+		return "the token lacks a required claim"
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return "the token is not a well-formed JWT"
+	case errors.Is(err, errUnknownKid):
+		return "the token is signed with a key this issuer does not hold"
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
+		return "the token's signature or algorithm is not valid"
+	default:
+		return "the token's claims are not valid"
+	}
+}
+
+// keyFor's errors: a kid the key set does not hold (a key rollout in
+// progress, or not our token), and a retired key dropped once every token
+// it signed had expired (so the token has expired too).
+var (
+	errUnknownKid = errors.New("token: unknown kid")
+	errDroppedKid = errors.New("token: the key was retired and every token it signed has expired")
+)
 
 func (s *Service) keyFor(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
-	pub, ok := s.keys.lookup(kid)
-	if !ok {
+	k, ok := s.keys.lookup(kid)
+	switch {
+	case !ok:
 		return nil, fmt.Errorf("%w %.32q", errUnknownKid, kid)
+	case !s.verifies(k, s.opts.Now()):
+		return nil, errDroppedKid
 	}
-	return ed25519.PublicKey(pub), nil
+	return k.Public, nil
 }
 
 // Revoke ends the session of a token at once (RFC 7009).
@@ -290,15 +397,20 @@ func (s *Service) keyFor(t *jwt.Token) (any, error) {
 // It needs only a signature by one of the service's keys: the time claims do
 // not matter, since revoking an expired or not yet valid token is harmless,
 // so a replica whose clock is off revokes all the same. What is not a token
-// of ours (malformed, forged, a signature that does not verify) is no error,
-// as RFC 7009 asks, and its claims are never acted on: IDs are guessable. A
+// of ours (malformed, forged, a signature that does not verify, a key
+// retired and dropped once all its tokens had expired) is no error, as
+// RFC 7009 asks, and its claims are never acted on: IDs are guessable. A
 // token whose kid this replica does not hold (a key rollout in progress) or
 // whose record it cannot delete (Redis) cannot be revoked here: the error
 // wraps ErrUnavailable, for the client to retry, never a success that
 // deleted nothing. A client may revoke only its own tokens, unless it is an
 // admin: ErrForbidden. It returns the revoked token's jti, for the audit
-// trail, and "" for what is not a token of ours.
+// trail, and "" for what is not a token of ours. An opaque token is
+// revoked only once its secret matches its record (revokeOpaque).
 func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) (jti string, err error) {
+	if isOpaque(raw) {
+		return s.revokeOpaque(ctx, caller, raw)
+	}
 	claims, err := s.signedClaims(raw)
 	if errors.Is(err, errUnknownKid) {
 		return "", fmt.Errorf("%w: cannot check the signature: %w", ErrUnavailable, err)

@@ -10,21 +10,21 @@ import (
 )
 
 // signer writes tokens without reflection or maps: the header is the same for
-// every token of a key, iss and aud are JSON-encoded once, and every other
-// claim is a number or a string whose characters checkName, checkScopeToken
-// or the decimal ID format already limit to ones JSON needs no escape for.
+// every token of a key, iss is JSON-encoded once, and every other claim is a
+// number or a string whose characters checkName, checkPrintable (scopes and
+// audiences) or the decimal ID format already limit to ones JSON needs no
+// escape for.
 // The signature is golang-jwt's EdDSA method; validation parses with the
 // library as usual, so the two can never drift apart unnoticed.
 type signer struct {
 	key    ed25519.PrivateKey
 	header string // base64url header and the dot after it
 	iss    []byte // `{"iss":"…"`
-	aud    []byte // `,"aud":["…"]` or empty
 }
 
 var b64 = base64.RawURLEncoding
 
-func newSigner(k Key, issuer, audience string) (*signer, error) {
+func newSigner(k Key, issuer string) (*signer, error) {
 	header, err := json.Marshal(map[string]string{"alg": jwt.SigningMethodEdDSA.Alg(), "kid": k.ID, "typ": "at+jwt"})
 	if err != nil {
 		return nil, err
@@ -33,25 +33,32 @@ func newSigner(k Key, issuer, audience string) (*signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &signer{key: k.Private, header: b64.EncodeToString(header) + ".", iss: append([]byte(`{"iss":`), iss...)}
-	if audience != "" {
-		aud, err := json.Marshal([]string{audience})
-		if err != nil {
-			return nil, err
-		}
-		s.aud = append([]byte(`,"aud":`), aud...)
-	}
-	return s, nil
+	return &signer{key: k.Private, header: b64.EncodeToString(header) + ".", iss: append([]byte(`{"iss":`), iss...)}, nil
 }
 
-// sign returns the compact JWS of the claims.
-func (s *signer) sign(sub, clientID, scope, jti string, iat, exp int64) (string, error) {
-	claims := make([]byte, 0, 160+len(s.iss)+len(s.aud)+len(sub)+len(clientID)+len(scope))
+// sign returns the compact JWS of the claims; no aud when aud is empty.
+func (s *signer) sign(sub, clientID, scope, jti string, aud []string, iat, exp int64) (string, error) {
+	n := 160 + len(s.iss) + len(sub) + len(clientID) + len(scope)
+	for _, a := range aud {
+		n += len(a) + 3
+	}
+	claims := make([]byte, 0, n)
 	claims = append(claims, s.iss...)
 	claims = append(claims, `,"sub":"`...)
 	claims = append(claims, sub...)
 	claims = append(claims, '"')
-	claims = append(claims, s.aud...)
+	for i, a := range aud {
+		if i == 0 {
+			claims = append(claims, `,"aud":["`...)
+		} else {
+			claims = append(claims, `,"`...)
+		}
+		claims = append(claims, a...)
+		claims = append(claims, '"')
+	}
+	if len(aud) > 0 {
+		claims = append(claims, ']')
+	}
 	claims = append(claims, `,"exp":`...)
 	claims = strconv.AppendInt(claims, exp, 10)
 	claims = append(claims, `,"iat":`...)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultKeyPrefix starts every key the Store writes.
@@ -22,6 +24,7 @@ type Store struct {
 	timeout  time.Duration
 	readyKey string // written by Ready
 	batch    *batcher
+	tracer   trace.Tracer // nil: no spans
 }
 
 // DefaultStoreTimeout bounds every call of a Store when StoreOptions says nothing.
@@ -35,6 +38,10 @@ type StoreOptions struct {
 	// connection, a slow script): the call returns ErrUnavailable by then.
 	// Zero means DefaultStoreTimeout.
 	Timeout time.Duration
+	// TracerProvider, if set, records a span for each call, a child of the
+	// request's, and one for each pipeline; see package tracing. Nil: none,
+	// at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // NewStore returns a store on rdb. Every command goes through one batcher,
@@ -48,9 +55,17 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 		opts.Timeout = DefaultStoreTimeout
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &Store{rdb: rdb, cluster: cluster, prefix: opts.Prefix, timeout: opts.Timeout, readyKey: opts.Prefix + "ready:" + newMarker(),
+	s := &Store{rdb: rdb, cluster: cluster, prefix: opts.Prefix, timeout: opts.Timeout, readyKey: opts.Prefix + "ready:" + newMarker(),
 		batch: newBatcher(rdb, opts.Timeout, batchOverlap)}
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer(tracerName)
+		s.batch.tracer = s.tracer
+	}
+	return s
 }
+
+// tracerName names the spans' instrumentation scope.
+const tracerName = "github.com/snowtoken/snowtoken/token"
 
 // do runs cmd through the batcher and waits no longer than the store's
 // timeout for it: on the deadline the caller goes on, with ErrUnavailable,
@@ -58,7 +73,18 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 func (s *Store) do(ctx context.Context, cmds ...redis.Cmder) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	return s.batch.do(ctx, cmds...)
+	if s.tracer == nil {
+		return s.batch.do(ctx, cmds...)
+	}
+	ctx, span := s.tracer.Start(ctx, "redis.store "+cmdNames(cmds), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(dbSystem))
+	defer span.End()
+	err := s.batch.do(ctx, cmds...)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "redis")
+	}
+	return err
 }
 
 // Close stops the goroutines that send batches. Call it after the last
@@ -80,20 +106,28 @@ func (s *Store) keysFor(subject, client, jti string, issued time.Time) keys {
 // clientKey is the key of client's revocation time.
 func (s *Store) clientKey(client string) string { return s.prefix + "client:{" + client + "}" }
 
-// createScript writes the record with NX, holding the subject's current
-// marker, and makes sure the marker outlives the record. A subject with no
-// marker (its first token, or every earlier token has expired, or the marker
-// was lost) gets ARGV[2], a new random one: records that hold an older marker
+// markerLua makes sure the subject's marker, the last of KEYS, exists and
+// lives at least ARGV[1] ms, and leaves it in gen. A subject with no marker
+// (its first token, or every earlier token has expired, or the marker was
+// lost) gets ARGV[2], a new random one: records that hold an older marker
 // then no longer match, so a lost marker logs them out instead of reviving them.
-const createLua = `
-local gen = redis.call('GET', KEYS[2])
+const markerLua = `
+local m = KEYS[#KEYS]
+local gen = redis.call('GET', m)
 if not gen then
   gen = ARGV[2]
-  redis.call('SET', KEYS[2], gen, 'PX', ARGV[1])
-elseif redis.call('PTTL', KEYS[2]) < tonumber(ARGV[1]) then
-  redis.call('PEXPIRE', KEYS[2], ARGV[1])
+  redis.call('SET', m, gen, 'PX', ARGV[1])
+elseif redis.call('PTTL', m) < tonumber(ARGV[1]) then
+  redis.call('PEXPIRE', m, ARGV[1])
 end
-if not redis.call('SET', KEYS[1], gen, 'NX', 'PX', ARGV[1]) then
+`
+
+// createLua writes the record KEYS[1] with NX, holding the subject's
+// current marker (KEYS[2]) between ARGV[3] and ARGV[4], if given (an opaque
+// token's record holds more than the marker), and makes sure the marker
+// outlives the record.
+const createLua = markerLua + `
+if not redis.call('SET', KEYS[1], (ARGV[3] or '') .. gen .. (ARGV[4] or ''), 'NX', 'PX', ARGV[1]) then
   return 0
 end
 return 1
@@ -150,21 +184,29 @@ func (s *Store) Check(ctx context.Context, k keys) error {
 		}
 		vals = cmd.Val()
 	}
-	if v, ok := vals[2].(string); ok {
+	return live(k.issued, vals[0], vals[1], vals[2])
+}
+
+// live is Check's verdict on what Redis holds for a token issued at issued
+// (Unix ms): the marker its record holds, the subject's marker and the
+// client's revocation time, each a string, or nil for a missing key.
+func live(issued int64, rec, gen, client any) error {
+	if v, ok := client.(string); ok {
 		before, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || k.issued <= before {
+		if err != nil || issued <= before {
 			return fmt.Errorf("%w: all tokens of the client were revoked", ErrRevoked)
 		}
 	}
-	rec, ok := vals[0].(string)
+	r, ok := rec.(string)
 	if !ok {
 		return fmt.Errorf("%w: no session", ErrRevoked)
 	}
-	gen, ok := vals[1].(string)
+	g, ok := gen.(string)
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: %w", ErrRevoked, ErrMarkerLost)
-	case rec != gen:
+		// A client hears what the others hear of a session that is gone.
+		return Describe(fmt.Errorf("%w: %w", ErrRevoked, ErrMarkerLost), "no session")
+	case r != g:
 		return fmt.Errorf("%w: all tokens of the subject were revoked", ErrRevoked)
 	}
 	return nil
@@ -217,25 +259,39 @@ func (s *Store) RevokeClient(ctx context.Context, client string, before time.Tim
 	return err
 }
 
-// evalInt runs a script through the batcher by its SHA, and by its source
-// when Redis does not have it (restarted, or SCRIPT FLUSH).
+// evalInt runs a script that returns an integer; see eval.
 func (s *Store) evalInt(ctx context.Context, sc *redis.Script, src string, keys []string, args ...any) (int64, error) {
-	argv := []any{"evalsha", sc.Hash(), len(keys)}
+	cmd, err := s.eval(ctx, sc, src, keys, args...)
+	if err != nil {
+		return 0, err
+	}
+	return cmd.Int64()
+}
+
+// eval runs a script through the batcher by its SHA, and by its source
+// when Redis does not have it (restarted, or SCRIPT FLUSH). A nil reply is
+// redis.Nil, unwrapped; any other failure wraps ErrUnavailable.
+func (s *Store) eval(ctx context.Context, sc *redis.Script, src string, keys []string, args ...any) (*redis.Cmd, error) {
+	argv := make([]any, 0, 3+len(keys)+len(args))
+	argv = append(argv, "evalsha", sc.Hash(), len(keys))
 	for _, k := range keys {
 		argv = append(argv, k)
 	}
 	argv = append(argv, args...)
-	cmd := redis.NewIntCmd(ctx, argv...)
+	cmd := redis.NewCmd(ctx, argv...)
 	err := s.do(ctx, cmd)
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") { // HasErrorPrefix allocates, even for nil
 		argv[0], argv[1] = "eval", src
-		cmd = redis.NewIntCmd(ctx, argv...)
+		cmd = redis.NewCmd(ctx, argv...)
 		err = s.do(ctx, cmd)
 	}
-	if err != nil {
-		return 0, unavailable(err)
+	switch {
+	case errors.Is(err, redis.Nil):
+		return cmd, redis.Nil
+	case err != nil:
+		return nil, unavailable(err)
 	}
-	return cmd.Val(), nil
+	return cmd, nil
 }
 
 // Ready checks that Redis answers and accepts writes: one SET of a key of

@@ -1,11 +1,21 @@
 // Package token turns Snowflake IDs into session tokens and checks them.
 //
-// A token is a JWT (RFC 9068 access token: typ "at+jwt") signed with Ed25519
+// A token is a JWT, or, for a client whose token_format is "opaque", an
+// opaque token (see opaque.go): "st_" and the base64url of the 8-byte ID and
+// 16 random bytes, whose claims live in its Redis record only.
+//
+// A JWT is (RFC 9068 access token: typ "at+jwt") signed with Ed25519
 // (alg "EdDSA"), whose kid is the RFC 7638 thumbprint of the key and whose jti
 // is the Snowflake ID in decimal:
 //
 //	header  {"alg":"EdDSA","kid":"<thumbprint>","typ":"at+jwt"}
 //	claims  {"iss","sub","aud"?,"client_id","scope","iat","exp","jti":"<snowflake id>"}
+//
+// The aud is what the client asked for with resource (RFC 8707) or audience,
+// or else its default: the first of its audiences, or Options.Audience for a
+// client that lists none; a token has no aud only when neither exists. A
+// token stays good only while its aud is one its client could get today
+// (Service.CheckClient).
 //
 // The ID alone is predictable (time, worker, counter) and never a credential:
 // a token counts only when its signature and claims check out AND its session
@@ -13,6 +23,8 @@
 //
 //	st:{<sub>}:<jti>  = <the subject's marker at issue>   TTL = the token's time left
 //	st:{<sub>}:gen    = <the subject's marker>            TTL >= its longest record's
+//	st:o:<jti>        = '1' <SHA-256 of the secret> <marker> \n <sub> \n <client_id> \n <iat> \n <exp> \n <scope> \n <aud>
+//	                                                      TTL = the opaque token's time left
 //	st:client:{<id>}  = <Unix ms>                         no TTL: the client's tokens up to then are revoked
 //	st:ready:<random> = 1                                 TTL 1 min: Ready's write probe
 //
@@ -22,6 +34,20 @@
 // after the time of its ID: one MGET of the three keys on a single Redis or
 // Sentinel; on a Cluster, where the client key has a slot of its own, an
 // MGET and a GET in one pipeline.
+//
+// An opaque token carries its ID and secret only, so its record (st:o:) is
+// found by the ID and names the subject and client whose keys decide the
+// rest; it holds the subject's marker at issue as a JWT's record does, so
+// one RevokeSubject ends the subject's tokens of both formats. On a single
+// Redis or Sentinel, validating one is one script that reads the record and
+// then the two keys it names (keys a script does not declare, which only a
+// Cluster forbids). On a Cluster, where a script must declare its keys and
+// keep to one slot, it is a GET of the record, then the marker and the
+// client key in one pipeline: two round trips; and issuing one is the
+// marker's script, then a SET NX of the record: two as well. Putting the
+// record in its subject's slot would save that round trip only by carrying
+// the subject's slot in the token, which tells which subjects a token is
+// not: not done.
 //
 // # Lifecycle of the marker
 //
@@ -47,6 +73,11 @@
 //	                                                     and the next Issue starts a new marker
 //	client key lost (FLUSHALL, failover, restart;        the client's revoked tokens validate again:
 //	  no TTL, so no policy redisconf accepts evicts it)  docs/redis.md says what rules that out
+//	opaque record lost (as a record)                     the opaque token is invalid: the session is over;
+//	                                                     its claims are gone with it, so nothing else
+//	                                                     can validate it either
+//	opaque record unreadable (another layout version,    the token is invalid (fail closed), never misread
+//	  written by hand)
 //
 // So eviction under any maxmemory-policy the service accepts can log users
 // out but never bring a revoked token back. What can bring one back is a revocation that Redis
@@ -54,7 +85,7 @@
 // restart without an append-only file): docs/redis.md says which Redis
 // settings rule that out.
 //
-// Verifying an Ed25519 signature costs ~60 µs, so Validate remembers tokens it
+// Verifying an Ed25519 signature costs ~60 µs, so Validate remembers JWTs it
 // has verified, keyed by the SHA-256 of the token, until they expire. The
 // cache only skips repeating the signature and claims check of a byte-for-byte
 // identical token; the Redis record is checked on every call.
@@ -65,6 +96,32 @@ import (
 	"time"
 )
 
+// Describe returns err with desc as what a client is shown of it: the HTTP
+// layer answers with desc, never with err's own text, which holds the whole
+// chain (a library's error included) and goes to the log. Use it where an
+// error wraps one from outside the module, whose text means nothing to a
+// client or tells of internals.
+func Describe(err error, desc string) error { return &describedError{err: err, desc: desc} }
+
+// Description returns the desc of the outermost Describe in err's chain, and
+// whether there is one.
+func Description(err error) (string, bool) {
+	var d *describedError
+	if errors.As(err, &d) {
+		return d.desc, true
+	}
+	return "", false
+}
+
+// describedError is an error with a description for clients; see Describe.
+type describedError struct {
+	err  error
+	desc string
+}
+
+func (e *describedError) Error() string { return e.err.Error() }
+func (e *describedError) Unwrap() error { return e.err }
+
 // Errors returned by this package. The HTTP layer maps each to its OAuth2 /
 // RFC 6750 error; details are wrapped with %w.
 var (
@@ -73,6 +130,7 @@ var (
 	ErrInvalidClient     = errors.New("token: client authentication failed")
 	ErrInvalidRequest    = errors.New("token: invalid request")
 	ErrInvalidScope      = errors.New("token: invalid scope")
+	ErrInvalidTarget     = errors.New("token: invalid target")
 	ErrInvalidToken      = errors.New("token: invalid token")
 	ErrRevoked           = errors.New("token: revoked")
 	ErrInsufficientScope = errors.New("token: insufficient scope")
@@ -103,4 +161,9 @@ const (
 	// MaxScopeLen bounds a scope parameter in bytes, spaces included, so
 	// that a token with all of its scopes stays well within MaxTokenLen.
 	MaxScopeLen = 2048
+	// MaxAudiences bounds the audiences of a request, counted per
+	// parameter (resource, audience), and so the aud of a token.
+	MaxAudiences = 4
+	// MaxAudienceLen bounds one audience in bytes.
+	MaxAudienceLen = 256
 )

@@ -1,4 +1,4 @@
-module snowtoken/deploy/kubernetes
+module github.com/snowtoken/snowtoken/deploy/kubernetes
 
 go 1.26.8
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/internal/clocktest"
 )
 
 // logged is one line the wrapped handler wrote.

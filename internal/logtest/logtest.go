@@ -30,19 +30,27 @@ func (l *Buffer) String() string {
 	return l.b.String()
 }
 
+// Records returns every JSON log record written so far. A line that is not
+// a JSON object fails tb: the log is JSON only.
+func (l *Buffer) Records(tb testing.TB) []map[string]any {
+	tb.Helper()
+	var out []map[string]any
+	for line := range strings.Lines(l.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			tb.Fatalf("log line %q is not a JSON object: %v", line, err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
 // Events returns the JSON log records written so far whose "event" is
 // name. A line that is not a JSON object fails tb.
 func (l *Buffer) Events(tb testing.TB, name string) []map[string]any {
 	tb.Helper()
 	var out []map[string]any
-	for _, line := range strings.Split(l.String(), "\n") {
-		if line == "" {
-			continue
-		}
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			tb.Fatalf("log line %q: %v", line, err)
-		}
+	for _, rec := range l.Records(tb) {
 		if rec["event"] == name {
 			out = append(out, rec)
 		}

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"time"
 
-	"snowtoken/client"
+	"github.com/snowtoken/snowtoken/client"
 )
 
 func main() {

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"snowtoken/client"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/client"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 var (

@@ -1,7 +1,6 @@
 package jwtpolicy
 
 import (
-	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -46,11 +45,18 @@ func TestClaimsDecoding(t *testing.T) {
 		{in: `{` + rest + `,"iat":10,"iat":11,"exp":20}`},
 		{in: `{` + rest + `,"iat":10,"exp":20,"sub":7}`},
 		{in: `{` + rest + `,"iat":10,"exp":20,"aud":[7]}`},
-		{in: `{` + rest + `,"iat":10,"exp":20} {}`},
-		{in: `[]`},
+		{in: `{` + rest + `,"iat":10,"exp":20} {}`, wantErr: ErrSyntax},
+		{in: `[]`, wantErr: ErrSyntax},
+		{in: `null`, wantErr: ErrSyntax},
+		{in: `{` + rest + `,"iat":10,"exp":20,"sub":"t"}`, wantErr: ErrDuplicate},
+		{in: `{` + rest + `,"iat":10,"exp":20,"x":{"y":[{"z":1,"z":2}]}}`, wantErr: ErrDuplicate},
+		{in: `{` + rest + `,"iat":10,"exp":20,"x":{"y":[{"z":1},{"z":2}]},"Sub":"t"}`, ok: true, iat: 10},
+		{in: `{` + rest + `,"iat":10,"exp":20,"x":"` + "\xff" + `"}`, wantErr: ErrSyntax},
+		{in: `{` + rest + `,"iat":10,"exp":20,"aud":{"a":1}}`},
+		{in: `{` + rest + `,"iat":10,"exp":20,"x":[1,}`},
 	} {
 		var c Claims
-		err := json.Unmarshal([]byte(tc.in), &c)
+		err := c.UnmarshalJSON([]byte(tc.in)) // as json.Unmarshal calls it, less its syntax check first
 		if (err == nil) != tc.ok || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
 			t.Errorf("%s: got %v, want ok=%v (%v)", tc.in, err, tc.ok, tc.wantErr)
 			continue

@@ -1,7 +1,9 @@
 // Package clienttest runs a real snowtoken issuer in-process, for tests and
 // examples of services that accept its tokens: the same token.Service and
 // gin handlers as the snowtoken binary, served by an httptest.Server, with
-// one client allowed to ask for tokens.
+// one client allowed to ask for tokens. It is in the root module, not the
+// client module, because it runs the issuer (gin, go-redis): a service's
+// tests may import it; the service itself imports only the client module.
 package clienttest
 
 import (
@@ -22,10 +24,10 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"snowtoken/handlers"
-	"snowtoken/internal/redistest"
-	"snowtoken/snowflakealg"
-	"snowtoken/token"
+	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // Config configures an Issuer. Zero values mean the documented defaults.
@@ -38,6 +40,12 @@ type Config struct {
 	ClientID string
 	// Scopes are the client's. Nil means orders:read and orders:write.
 	Scopes []string
+	// Audiences are the client's; its tokens carry the first as aud. Nil
+	// means none: tokens without aud.
+	Audiences []string
+	// TokenFormat is the client's token_format: "jwt" (or empty) or
+	// "opaque", which only Remote mode can check.
+	TokenFormat string
 	// WorkerID goes into every token ID.
 	WorkerID int64
 	// Now is the issuer's clock for iat, exp and validation. Nil means
@@ -114,7 +122,7 @@ func Start(cfg Config) (_ *Issuer, err error) {
 	}
 	is.ClientSecret = secret
 	if is.clients, err = token.NewClients([]token.Client{{
-		ID: cfg.ClientID, SecretSHA256: sum, Scopes: cfg.Scopes, MaySetSubject: true, Admin: true,
+		ID: cfg.ClientID, SecretSHA256: sum, Scopes: cfg.Scopes, Audiences: cfg.Audiences, TokenFormat: cfg.TokenFormat, MaySetSubject: true, Admin: true,
 	}}); err != nil {
 		return nil, err
 	}

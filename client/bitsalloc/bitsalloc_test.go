@@ -200,3 +200,39 @@ func ExampleBitsAllocator_Allocate() {
 	fmt.Println(id, delta, worker, seq)
 	// Output: 4194332675 1000 7 3
 }
+
+func TestParseID(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		err  bool
+	}{
+		{"1", 1, false},
+		{"9223372036854775807", 1<<63 - 1, false},
+		{"123456789012345678", 123456789012345678, false},
+		{"0", 0, false},
+		{"", 0, true},
+		{"9223372036854775808", 0, true},
+		{"-1", 0, true},
+		{"+1", 0, true},
+		{"01", 0, true},
+		{" 1", 0, true},
+		{"1 ", 0, true},
+		{"1e3", 0, true},
+		{"0x10", 0, true},
+		{"12345678901234567890", 0, true},
+		{"１", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseID(tt.in)
+		if tt.err {
+			if !errors.Is(err, ErrIDSyntax) {
+				t.Errorf("ParseID(%q): got %v, %v; want ErrIDSyntax", tt.in, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseID(%q): got %d, %v; want %d", tt.in, got, err, tt.want)
+		}
+	}
+}

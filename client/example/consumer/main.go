@@ -28,8 +28,8 @@ import (
 	"syscall"
 	"time"
 
-	"snowtoken/client"
-	"snowtoken/internal/probe"
+	"github.com/snowtoken/snowtoken/client"
+	"github.com/snowtoken/snowtoken/client/probe"
 )
 
 func main() {

@@ -1,6 +1,8 @@
 // Package probe is the health check the images run as their HEALTHCHECK:
 // distroless has no shell, curl or wget, so each binary (the issuer, the
-// demo consumer) asks its own HTTP endpoint on loopback.
+// demo consumer) asks its own HTTP endpoint on loopback. It lives beside
+// package client, standard library only, so that a consuming service's image
+// can run the same check.
 package probe
 
 import (

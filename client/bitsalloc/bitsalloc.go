@@ -31,7 +31,7 @@ const (
 // TotalBits is the number of bits the three fields share: 64 less the sign bit.
 const TotalBits = 63
 
-// Errors returned by New, Parse, Allocate and Decompose.
+// Errors returned by New, Parse, Allocate, Decompose and ParseID.
 var (
 	ErrWidth         = errors.New("bitsalloc: every field needs at least 1 bit")
 	ErrLayout        = errors.New("bitsalloc: field widths must sum to 63")
@@ -40,6 +40,7 @@ var (
 	ErrWorkerRange   = errors.New("bitsalloc: worker out of range")
 	ErrSequenceRange = errors.New("bitsalloc: sequence out of range")
 	ErrNegativeID    = errors.New("bitsalloc: id is negative")
+	ErrIDSyntax      = errors.New("bitsalloc: id must be a decimal int64 such as 1234")
 )
 
 // BitsAllocator joins and splits the fields of an ID for one layout. It is
@@ -143,6 +144,28 @@ func (a *BitsAllocator) Decompose(id int64) (delta, worker, sequence int64, err 
 		return 0, 0, 0, fmt.Errorf("%w: %d", ErrNegativeID, id)
 	}
 	return id >> a.timestampShift, id >> a.workerShift & a.maxWorker, id & a.maxSequence, nil
+}
+
+// maxIDLen is the length of the largest int64 in decimal.
+const maxIDLen = 19
+
+// ParseID reads an ID written in decimal, as strconv.FormatInt writes it:
+// digits only, no sign, no leading zeros, no spaces, and at most the largest
+// int64. Both the issuer and package client read IDs with it.
+func ParseID(s string) (int64, error) {
+	if s == "" || len(s) > maxIDLen || (s[0] == '0' && len(s) > 1) {
+		return 0, fmt.Errorf("%w: got %.32q", ErrIDSyntax, s)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("%w: got %.32q", ErrIDSyntax, s)
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: got %.32q", ErrIDSyntax, s)
+	}
+	return n, nil
 }
 
 // CheckWorker reports whether worker fits the worker field.

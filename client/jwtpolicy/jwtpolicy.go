@@ -1,0 +1,202 @@
+// Package jwtpolicy is the one statement of what makes a snowtoken access
+// token acceptable, shared by the issuer (package token) and the services that
+// verify tokens themselves (package client), so that the two never drift
+// apart. It lives in the client module, so it depends on the standard
+// library and golang-jwt only.
+package jwtpolicy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Type is the JWT typ of an access token (RFC 9068).
+const Type = "at+jwt"
+
+// ErrType is returned by CheckType for any other typ.
+var ErrType = errors.New("jwtpolicy: wrong token type")
+
+// ParserOptions accepts only EdDSA, requires exp, checks iss, iat and exp with
+// leeway at now, and aud when audience is set.
+func ParserOptions(issuer, audience string, leeway time.Duration, now func() time.Time) []jwt.ParserOption {
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
+		jwt.WithIssuer(issuer),
+		jwt.WithLeeway(leeway),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithTimeFunc(now),
+		jwt.WithStrictDecoding(),
+	}
+	if audience != "" {
+		opts = append(opts, jwt.WithAudience(audience))
+	}
+	return opts
+}
+
+// CheckType accepts the typ "at+jwt" or "application/at+jwt", in any case.
+func CheckType(t *jwt.Token) error {
+	typ, _ := t.Header["typ"].(string)
+	if !strings.EqualFold(typ, Type) && !strings.EqualFold(typ, "application/"+Type) {
+		return fmt.Errorf("%w: typ %.32q, want %s", ErrType, typ, Type)
+	}
+	return nil
+}
+
+// Errors of Claims.
+var (
+	ErrDateType  = errors.New("jwtpolicy: a date claim must be a JSON number")
+	ErrNoIAT     = errors.New("jwtpolicy: iat is required")
+	ErrSyntax    = errors.New("jwtpolicy: claims must be one JSON object in UTF-8")
+	ErrDuplicate = errors.New("jwtpolicy: a member name is given twice")
+)
+
+// Claims are the claims of an access token as the issuer writes them:
+//
+//	{"iss","sub","aud"?,"client_id","scope"?,"iat","exp","jti"}
+//
+// They decode strictly, so that a claim means one thing to every reader:
+// member names match exactly, case included ("iAt" is not iat, which
+// encoding/json would take for it), a name given twice is an error (at any
+// depth), the text must be valid UTF-8, and a date (exp, iat, nbf) must be a
+// JSON number, as RFC 7519 §2 defines NumericDate (golang-jwt alone accepts
+// "123" in quotes). A date given as null is as good as absent.
+type Claims struct {
+	jwt.RegisteredClaims
+	ClientID string `json:"client_id"`
+	Scope    string `json:"scope,omitempty"`
+}
+
+// UnmarshalJSON decodes the claims in one pass over encoding/json's tokens,
+// each known member into its field and each date through numericDate.
+//
+// It is hand-written because encoding/json/v2, which has these semantics
+// built in (exact names, no duplicates, valid UTF-8), is still behind
+// GOEXPERIMENT=jsonv2 in Go 1.26, and this package must not pull another
+// module into the client module.
+func (c *Claims) UnmarshalJSON(b []byte) error {
+	if !utf8.Valid(b) {
+		return fmt.Errorf("%w: invalid UTF-8", ErrSyntax)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("%w: does not start with {", ErrSyntax)
+	}
+	var out Claims
+	err := members(dec, func(name string) error {
+		switch name {
+		case "iss":
+			return dec.Decode(&out.Issuer)
+		case "sub":
+			return dec.Decode(&out.Subject)
+		case "aud":
+			return dec.Decode(&out.Audience)
+		case "jti":
+			return dec.Decode(&out.ID)
+		case "client_id":
+			return dec.Decode(&out.ClientID)
+		case "scope":
+			return dec.Decode(&out.Scope)
+		case "exp":
+			return decodeDate(dec, &out.ExpiresAt)
+		case "nbf":
+			return decodeDate(dec, &out.NotBefore)
+		case "iat":
+			return decodeDate(dec, &out.IssuedAt)
+		}
+		return skipValue(dec)
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: more after the object", ErrSyntax)
+	}
+	*c = out
+	return nil
+}
+
+// members reads the members of an object whose { dec has just read, up to
+// and including its }, calling value for each name to read its value. A
+// name given twice is ErrDuplicate.
+func members(dec *json.Decoder, value func(name string) error) error {
+	seen := make(map[string]bool)
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := t.(string) // encoding/json gives a member name as a string
+		if seen[name] {
+			return fmt.Errorf("%w: %.32q", ErrDuplicate, name)
+		}
+		seen[name] = true
+		if err := value(name); err != nil {
+			return fmt.Errorf("jwtpolicy: member %.32q: %w", name, err)
+		}
+	}
+	_, err := dec.Token() // the }
+	return err
+}
+
+// skipValue reads the next value, whatever it is, still refusing a name
+// given twice in any object within it.
+func skipValue(dec *json.Decoder) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch t {
+	case json.Delim('{'):
+		return members(dec, func(string) error { return skipValue(dec) })
+	case json.Delim('['):
+		for dec.More() {
+			if err := skipValue(dec); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // the ]
+		return err
+	}
+	return nil
+}
+
+// decodeDate reads a date that must be a JSON number or null.
+func decodeDate(dec *json.Decoder, d **jwt.NumericDate) error {
+	var n *numericDate
+	if err := dec.Decode(&n); err != nil {
+		return err
+	}
+	*d = n.date()
+	return nil
+}
+
+// Validate requires iat, which golang-jwt checks only when present; the
+// parser calls it after its own checks, unless claims validation is off.
+// exp and iss are required by ParserOptions.
+func (c *Claims) Validate() error {
+	if c.IssuedAt == nil {
+		return ErrNoIAT
+	}
+	return nil
+}
+
+// numericDate is a jwt.NumericDate that must be written as a JSON number.
+type numericDate jwt.NumericDate
+
+func (d *numericDate) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || b[0] != '-' && (b[0] < '0' || b[0] > '9') {
+		return ErrDateType
+	}
+	return (*jwt.NumericDate)(d).UnmarshalJSON(b)
+}
+
+func (d *numericDate) date() *jwt.NumericDate { return (*jwt.NumericDate)(d) }

@@ -1,0 +1,410 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snowtoken/snowtoken/config"
+	"github.com/snowtoken/snowtoken/snowflakealg"
+)
+
+// envRequireDocker makes a missing Docker engine (or Compose) a failure
+// instead of a skip; CI sets it.
+const envRequireDocker = "SNOWTOKEN_TEST_REQUIRE_DOCKER"
+
+// envCompose names the Compose the stack test runs: "docker compose" (v2,
+// the CLI plugin) or "docker-compose" (Debian's 1.29, which CI has). Unset,
+// the test takes v2 where it is installed and 1.29 otherwise; set, it takes
+// that one alone, so that a machine with both can test 1.29.
+const envCompose = "SNOWTOKEN_TEST_COMPOSE"
+
+// stackProject is the Compose project name the stack test runs under: not the
+// file's own ("snowtoken"), so that its `down -v` never removes the volumes
+// (signing key, clients) of a stack someone runs on the same engine.
+const stackProject = "snowtoken-stacktest"
+
+// stackGateway is where docker-compose.yml publishes nginx.
+const stackGateway = "http://127.0.0.1:8080"
+
+// requireDocker returns the Compose command to run (see envCompose). It
+// skips the test, saying why, unless a Docker engine answers and a Compose is
+// installed; under envRequireDocker it fails instead.
+func requireDocker(t *testing.T) []string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds images and runs the Compose stack; skipped with -short")
+	}
+	candidates := [][]string{{"docker", "compose"}, {"docker-compose"}}
+	switch want := os.Getenv(envCompose); want {
+	case "":
+	case "docker compose", "docker-compose":
+		candidates = [][]string{strings.Fields(want)}
+	default:
+		t.Fatalf("%s=%q: want \"docker compose\" or \"docker-compose\"", envCompose, want)
+	}
+	var whys []string
+	if why := tryCommand(t.Context(), "docker", "info"); why != "" {
+		whys = append(whys, why)
+	} else {
+		for _, c := range candidates {
+			why := tryCommand(t.Context(), slices.Concat(c, []string{"version"})...)
+			if why == "" {
+				return c
+			}
+			whys = append(whys, why)
+		}
+	}
+	why := strings.Join(whys, "; ")
+	if os.Getenv(envRequireDocker) == "1" {
+		t.Fatalf("%s, and %s=1", why, envRequireDocker)
+	}
+	t.Skipf("no Docker engine or Compose here (%s); set %s=1 to make this a failure", why, envRequireDocker)
+	return nil
+}
+
+// tryCommand runs argv and returns why it failed, or "".
+func tryCommand(ctx context.Context, argv ...string) string {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	if err == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(lastLines(string(out), 3)))
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// stack runs Compose (the command in composeCmd, see envCompose) on
+// docker-compose.yml as project stackProject.
+type stack struct {
+	t          *testing.T
+	composeCmd []string
+	env        []string
+}
+
+// run runs argv within timeout and returns its standard output; a failure
+// ends the test with its output.
+func (s *stack) run(ctx context.Context, timeout time.Duration, argv ...string) string {
+	s.t.Helper()
+	out, err := s.try(ctx, timeout, argv...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+func (s *stack) try(ctx context.Context, timeout time.Duration, argv ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = s.env
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	s.t.Logf("%s: %v", strings.Join(argv, " "), time.Since(start).Round(100*time.Millisecond))
+	if err != nil {
+		return stdout.String(), fmt.Errorf("%s: %v\n%s%s", strings.Join(argv, " "), err, lastLines(stdout.String(), 20), lastLines(stderr.String(), 40))
+	}
+	return stdout.String(), nil
+}
+
+// composeArgv is the command line of Compose's ARGS on the stack.
+func (s *stack) composeArgv(args ...string) []string {
+	return slices.Concat(s.composeCmd, []string{"-p", stackProject, "-f", composeFile}, args)
+}
+
+func (s *stack) compose(ctx context.Context, timeout time.Duration, args ...string) string {
+	s.t.Helper()
+	return s.run(ctx, timeout, s.composeArgv(args...)...)
+}
+
+// running returns the IDs of the service's running containers (docker ps:
+// docker-compose 1.29's ps lists stopped ones too).
+func (s *stack) running(ctx context.Context, service string) []string {
+	s.t.Helper()
+	return strings.Fields(s.run(ctx, time.Minute, "docker", "ps", "-q",
+		"--filter", "label=com.docker.compose.project="+stackProject,
+		"--filter", "label=com.docker.compose.service="+service))
+}
+
+// issuers returns the running issuer replicas: container ID to its address
+// on the backend network.
+func (s *stack) issuers(ctx context.Context) map[string]netip.Addr {
+	s.t.Helper()
+	ids := s.running(ctx, "issuer")
+	out := make(map[string]netip.Addr, len(ids))
+	for _, id := range ids {
+		ip := strings.TrimSpace(s.run(ctx, time.Minute, "docker", "inspect", "-f",
+			fmt.Sprintf(`{{(index .NetworkSettings.Networks "%s_backend").IPAddress}}`, stackProject), id))
+		addr, err := netip.ParseAddr(ip)
+		if err != nil {
+			s.t.Fatalf("issuer %s: backend address %q: %v", id, ip, err)
+		}
+		out[id] = addr
+	}
+	return out
+}
+
+// TestStack brings docker-compose.yml up for real, with the images built here
+// from docker/Dockerfile (and stand-ins for the base images, see
+// docker/standin/build.sh, where nothing can be pulled): a token issued
+// through nginx with the secret init wrote is accepted by the consumer; the
+// three issuer replicas have distinct worker IDs, their addresses' last
+// octets; and with one replica killed, the others go on issuing tokens the
+// consumer accepts.
+func TestStack(t *testing.T) {
+	composeCmd := requireDocker(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+
+	out, err := exec.CommandContext(ctx, "bash", filepath.Join("standin", "build.sh")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("standin/build.sh: %v\n%s", err, out)
+	}
+	if len(out) > 0 {
+		t.Logf("standin/build.sh:\n%s", out)
+	}
+	if ln, err := net.Listen("tcp", "127.0.0.1:8080"); err != nil {
+		t.Fatalf("127.0.0.1:8080, where the stack publishes nginx, is taken: %v", err)
+	} else {
+		ln.Close()
+	}
+
+	// v2 without buildx builds with a BuildKit client of its own under
+	// DOCKER_BUILDKIT=1. docker-compose 1.29 runs `docker build`, which under
+	// DOCKER_BUILDKIT=1 wants buildx: with 0 it is the legacy builder, which
+	// the Dockerfile allows for (TestDockerfileBuildsWithoutBuildKit).
+	buildkit := "DOCKER_BUILDKIT=1"
+	if composeCmd[0] == "docker-compose" {
+		buildkit = "DOCKER_BUILDKIT=0"
+	}
+	t.Logf("Compose: %s", strings.Join(composeCmd, " "))
+	s := &stack{t: t, composeCmd: composeCmd, env: append(os.Environ(), buildkit)}
+	// Leftovers of an earlier run that was killed.
+	s.compose(ctx, 2*time.Minute, "down", "-v", "--remove-orphans")
+	t.Cleanup(func() {
+		// t.Context is done by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if t.Failed() {
+			if logs, err := s.try(ctx, time.Minute, s.composeArgv("logs", "--no-color", "--tail", "30")...); err == nil {
+				t.Logf("the stack's logs:\n%s", logs)
+			}
+		}
+		if _, err := s.try(ctx, 2*time.Minute, s.composeArgv("down", "-v", "--remove-orphans")...); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+
+	s.compose(ctx, 10*time.Minute, "build")
+	// up returns once every container has started, after the ones its
+	// depends_on conditions wait for: init done, Redis and the issuers healthy.
+	s.compose(ctx, 5*time.Minute, "up", "-d")
+
+	// The limits and the read-only roots are in force: docker-compose 1.29
+	// applies deploy.resources.limits without --compatibility.
+	s.checkContainers(ctx)
+
+	// docker cp, since docker-compose 1.29 has no cp.
+	dir := t.TempDir()
+	issuer := s.running(ctx, "issuer")
+	if len(issuer) == 0 {
+		t.Fatal("no issuer container")
+	}
+	s.run(ctx, time.Minute, "docker", "cp", issuer[0]+":/secrets/demo.secret", dir)
+	secret, err := os.ReadFile(filepath.Join(dir, "demo.secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gateway{t: t, secret: strings.TrimSpace(string(secret)), http: &http.Client{Timeout: 15 * time.Second}}
+	cfg, err := config.Load(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// nginx answers once it has started; wait for its first token.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		tok, err := g.tryIssue(ctx)
+		if err == nil {
+			g.mustValidate(ctx, tok)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no token through nginx in 2 minutes: %v", err)
+		}
+		time.Sleep(time.Second)
+	}
+
+	// Three replicas, three worker IDs: each its backend address's last octet.
+	replicas := s.issuers(ctx)
+	if len(replicas) != 3 {
+		t.Fatalf("%d issuer replicas running, want 3", len(replicas))
+	}
+	want := map[int64]string{}
+	for id, addr := range replicas {
+		want[int64(addr.As4()[3])] = id
+	}
+	if len(want) != 3 {
+		t.Fatalf("issuer addresses %v share a last octet", replicas)
+	}
+	// nginx spreads requests over the replicas: 30 tokens reach each of them.
+	workers := g.issueMany(ctx, 30, cfg)
+	if got := slices.Sorted(maps.Keys(workers)); !slices.Equal(got, slices.Sorted(maps.Keys(want))) {
+		t.Fatalf("tokens came from workers %v, want each of %v (the replicas' last octets)", got, slices.Sorted(maps.Keys(want)))
+	}
+	t.Logf("worker IDs %v, tokens per worker %v", slices.Sorted(maps.Keys(want)), workers)
+
+	// Kill one replica: the others go on issuing, and the consumer accepts.
+	killed := slices.Sorted(maps.Keys(want))[0]
+	s.run(ctx, time.Minute, "docker", "kill", want[killed])
+	delete(want, killed)
+	// nginx may still try the dead address until its DNS answer is 5 s old
+	// (valid=5s); it then retries another replica, so no request fails.
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); {
+		g.issueMany(ctx, 1, cfg)
+	}
+	later := g.issueMany(ctx, 20, cfg)
+	if got := slices.Sorted(maps.Keys(later)); !slices.Equal(got, slices.Sorted(maps.Keys(want))) {
+		t.Errorf("after worker %d's replica was killed, tokens came from workers %v, want each of %v", killed, got, slices.Sorted(maps.Keys(want)))
+	}
+	if running := s.issuers(ctx); len(running) != 2 {
+		t.Errorf("%d issuer replicas running after the kill, want 2 (restart: unless-stopped does not restart a killed container)", len(running))
+	}
+}
+
+// checkContainers checks every container of the stack, init's included,
+// against its service in docker-compose.yml: its CPU and memory limits and
+// its read-only root.
+func (s *stack) checkContainers(ctx context.Context) {
+	s.t.Helper()
+	p := loadCompose(s.t, true)
+	ids := strings.Fields(s.run(ctx, time.Minute, "docker", "ps", "-aq", "--filter", "label=com.docker.compose.project="+stackProject))
+	out := s.run(ctx, time.Minute, append([]string{"docker", "inspect", "-f",
+		`{{index .Config.Labels "com.docker.compose.service"}} {{.HostConfig.NanoCpus}} {{.HostConfig.Memory}} {{.HostConfig.ReadonlyRootfs}}`}, ids...)...)
+	seen := map[string]bool{}
+	for line := range strings.Lines(out) {
+		var (
+			name      string
+			cpus, mem int64
+			readOnly  bool
+		)
+		if _, err := fmt.Sscan(line, &name, &cpus, &mem, &readOnly); err != nil {
+			s.t.Fatalf("docker inspect: %q: %v", line, err)
+		}
+		seen[name] = true
+		svc := service(s.t, p, name)
+		if svc.Deploy == nil || svc.Deploy.Resources.Limits == nil {
+			s.t.Fatalf("service %s has no limits (TestComposeLimitsAndHealthchecks)", name)
+		}
+		limits := svc.Deploy.Resources.Limits
+		wantCPUs := int64(math.Round(float64(limits.NanoCPUs.Value()) * 1e9))
+		if cpus != wantCPUs || mem != int64(limits.MemoryBytes) || readOnly != svc.ReadOnly {
+			s.t.Errorf("a %s container: %d nano-CPUs, %d bytes of memory, read-only root %v; want %d, %d, %v",
+				name, cpus, mem, readOnly, wantCPUs, int64(limits.MemoryBytes), svc.ReadOnly)
+		}
+	}
+	if got, want := slices.Sorted(maps.Keys(seen)), slices.Sorted(maps.Keys(p.Services)); !slices.Equal(got, want) {
+		s.t.Errorf("the stack's containers are of services %v, want %v", got, want)
+	}
+}
+
+// gateway is the stack's nginx, as a client sees it.
+type gateway struct {
+	t      *testing.T
+	secret string
+	http   *http.Client
+}
+
+type issued struct {
+	AccessToken string          `json:"access_token"`
+	JTI         snowflakealg.ID `json:"jti"`
+}
+
+// tryIssue asks nginx for a token for the demo client (client credentials,
+// scope orders:read).
+func (g *gateway) tryIssue(ctx context.Context) (issued, error) {
+	form := url.Values{"grant_type": {"client_credentials"}, "scope": {"orders:read"}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, stackGateway+"/token", strings.NewReader(form.Encode()))
+	if err != nil {
+		return issued{}, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("demo", g.secret)
+	resp, err := g.http.Do(req)
+	if err != nil {
+		return issued{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return issued{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return issued{}, fmt.Errorf("POST /token: %s: %s", resp.Status, body)
+	}
+	var tok issued
+	if err := json.Unmarshal(body, &tok); err != nil || tok.AccessToken == "" {
+		return issued{}, fmt.Errorf("POST /token: %s: no token (%v)", body, err)
+	}
+	return tok, nil
+}
+
+// mustValidate calls the consumer through nginx with the token: nginx has the
+// issuer validate it (auth_request), the consumer answers with its orders.
+func (g *gateway) mustValidate(ctx context.Context, tok issued) {
+	g.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, stackGateway+"/orders", nil)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	resp, err := g.http.Do(req)
+	if err != nil {
+		g.t.Fatalf("GET /orders: %v", err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Orders []json.RawMessage `json:"orders"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &body) != nil || len(body.Orders) == 0 {
+		g.t.Fatalf("GET /orders with token %d: %s: %s", tok.JTI, resp.Status, raw)
+	}
+}
+
+// issueMany issues n tokens through nginx, has the consumer accept each, and
+// counts them by the worker ID in their token ID.
+func (g *gateway) issueMany(ctx context.Context, n int, cfg config.Config) map[int64]int {
+	g.t.Helper()
+	workers := map[int64]int{}
+	for range n {
+		tok, err := g.tryIssue(ctx)
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		g.mustValidate(ctx, tok)
+		workers[tok.JTI.Worker(cfg.Bits)]++
+	}
+	return workers
+}

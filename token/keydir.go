@@ -1,0 +1,168 @@
+package token
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
+
+// A keys directory holds the signing keys and the manifest that says the
+// state of each, the one file a rotation step rewrites (keys.json):
+//
+//	{"keys": [
+//	  {"file": "k-20261101T0800Z.pem", "kid": "…", "state": "retired",
+//	   "published": "2026-11-01T08:00:00Z", "activated": "…", "retired": "2026-11-23T06:10:00Z"},
+//	  {"file": "k-20261123T0600Z.pem", "kid": "…", "state": "active",
+//	   "published": "2026-11-23T06:00:00Z", "activated": "2026-11-23T06:10:00Z"},
+//	  {"file": "k-20261124T0600Z.pem", "kid": "…", "state": "next",
+//	   "published": "2026-11-24T06:00:00Z"}
+//	]}
+//
+// The states and times live in the files the deployment mounts (a
+// Kubernetes Secret, a Compose bind mount), never in Redis: they are part
+// of the configuration, reviewed and rolled out with it. They are in one
+// manifest rather than in each PEM file's headers because a step changes
+// two keys at once (next becomes active, active becomes retired) and one
+// file is replaced in one rename, so no replica ever reads a set with two
+// active keys or none; and because OpenSSL refuses a PKCS #8 PEM block with
+// headers. The kid in the manifest must be the key file's own, so a key
+// file swapped under the manifest is refused, and the manifest alone names
+// the whole set: its SHA-256 is the set's Version.
+
+// KeysManifest is the name of the manifest in a keys directory.
+const KeysManifest = "keys.json"
+
+// Times of a rotation.
+const (
+	// JWKSMaxAge is how long consumers may cache the JWKS: its
+	// Cache-Control max-age. Five minutes is the client package's own
+	// default, keeps a consumer to one fetch per five minutes, and is short
+	// enough that a rotation takes minutes.
+	JWKSMaxAge = 5 * time.Minute
+	// KeyPropagation allows for every replica to load changed key files:
+	// a Kubernetes kubelet takes up to about two minutes to update a
+	// mounted Secret.
+	KeyPropagation = 5 * time.Minute
+	// KeyPublishDelay is how long a key must be published before it signs:
+	// every replica publishes it, then every cached JWKS has expired. A key
+	// activated sooner would sign tokens that a consumer holding an older
+	// JWKS cannot verify.
+	KeyPublishDelay = KeyPropagation + JWKSMaxAge
+)
+
+// KeyManifest is the document of KeysManifest.
+type KeyManifest struct {
+	Keys []KeyEntry `json:"keys"`
+}
+
+// KeyEntry is one key of a KeyManifest.
+type KeyEntry struct {
+	// File is the PEM file's name in the directory.
+	File string `json:"file"`
+	// Kid is the key's RFC 7638 thumbprint, which the file must match.
+	Kid   string   `json:"kid"`
+	State KeyState `json:"state"`
+	// Published is when the key entered the set, and so the JWKS. Required.
+	Published time.Time `json:"published"`
+	// Activated is when the key began to sign: at least KeyPublishDelay
+	// after Published, or equal to it for a key that was the first of its
+	// set (a new deployment, or the emergency replacement of a compromised
+	// key, which cannot wait). Required of the active key.
+	Activated time.Time `json:"activated,omitzero"`
+	// Retired is when the key stopped signing. Required of a retired key.
+	Retired time.Time `json:"retired,omitzero"`
+}
+
+// ReadKeyManifest reads dir's KeysManifest strictly, as LoadClients reads
+// the clients file: exact member names, no unknown or repeated ones, and
+// nothing after the document. It returns the file's bytes too.
+func ReadKeyManifest(dir string) (KeyManifest, []byte, error) {
+	path := filepath.Join(dir, KeysManifest)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return KeyManifest{}, nil, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	var m KeyManifest
+	if err := jsonv2.Unmarshal(data, &m, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return KeyManifest{}, nil, fmt.Errorf("%w: %s: %w", ErrKey, path, err)
+	}
+	return m, data, nil
+}
+
+// LoadKeyDir reads a keys directory: its manifest and every key file it
+// names. The set is refused, with an error naming the file and the key,
+// unless every key file parses and matches its kid, exactly one key is
+// active, the active and next keys hold private keys, and the active key
+// was published KeyPublishDelay before it was activated (or is a first
+// key, activated when published).
+func LoadKeyDir(dir string) (*KeySet, error) {
+	m, data, err := ReadKeyManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, KeysManifest)
+	keys := make([]*setKey, 0, len(m.Keys))
+	for i, e := range m.Keys {
+		if err := e.check(); err != nil {
+			return nil, fmt.Errorf("%w: %s: key %d (%s): %w", ErrKey, path, i, e.File, err)
+		}
+		k, _, err := readKeyFile(filepath.Join(dir, e.File))
+		if err != nil {
+			return nil, err
+		}
+		if k.ID != e.Kid {
+			return nil, fmt.Errorf("%w: %s: key %d: %s holds the key %s, not %s", ErrKey, path, i, e.File, k.ID, e.Kid)
+		}
+		if e.State != KeyRetired && k.Private == nil {
+			return nil, fmt.Errorf("%w: %s: key %d: %s: a %s key must be a PRIVATE KEY", ErrKey, path, i, e.File, e.State)
+		}
+		keys = append(keys, &setKey{Key: k, state: e.State, retired: e.Retired})
+	}
+	ks, err := newKeySet(keys)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	sum := sha256.Sum256(data)
+	ks.version = shortSum(sum[:])
+	return ks, nil
+}
+
+// check checks one entry on its own.
+func (e KeyEntry) check() error {
+	if e.File == "" || e.File != filepath.Base(e.File) || strings.HasPrefix(e.File, ".") {
+		return fmt.Errorf("file %q must be a file name in the directory, not a path or a hidden name", e.File)
+	}
+	if e.Published.IsZero() {
+		return fmt.Errorf("published is required")
+	}
+	switch e.State {
+	case KeyNext:
+		if !e.Activated.IsZero() || !e.Retired.IsZero() {
+			return fmt.Errorf("a next key has no activated or retired time")
+		}
+	case KeyActive:
+		if e.Activated.IsZero() || !e.Retired.IsZero() {
+			return fmt.Errorf("an active key has an activated time and no retired time")
+		}
+		if !e.Activated.Equal(e.Published) && e.Activated.Before(e.Published.Add(KeyPublishDelay)) {
+			return fmt.Errorf("activated at %s, less than %v after it was published (%s): consumers holding an older JWKS would reject its tokens; "+
+				"keep it next until %s (snowtoken keys rotate does)", e.Activated.Format(time.RFC3339), KeyPublishDelay,
+				e.Published.Format(time.RFC3339), e.Published.Add(KeyPublishDelay).Format(time.RFC3339))
+		}
+	case KeyRetired:
+		if e.Retired.IsZero() {
+			return fmt.Errorf("a retired key needs its retired time")
+		}
+		if e.Retired.Before(e.Published) {
+			return fmt.Errorf("retired before it was published")
+		}
+	default:
+		return fmt.Errorf("state %q, want next, active or retired", e.State)
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+package token
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// keyDirFixture is a keys directory's keys by file name, and its manifest.
+type keyDirFixture struct {
+	files    map[string]Key
+	manifest KeyManifest
+}
+
+// newKeyDirFixture is a rotation under way: a retired key, the active key
+// published KeyPublishDelay before it was activated, and a next key.
+func newKeyDirFixture(tb testing.TB, now time.Time) *keyDirFixture {
+	tb.Helper()
+	f := &keyDirFixture{files: map[string]Key{"old.pem": mustKey(tb), "cur.pem": mustKey(tb), "new.pem": mustKey(tb)}}
+	f.manifest.Keys = []KeyEntry{
+		{File: "old.pem", Kid: f.files["old.pem"].ID, State: KeyRetired, Published: now.Add(-48 * time.Hour), Activated: now.Add(-48 * time.Hour), Retired: now.Add(-time.Hour)},
+		{File: "new.pem", Kid: f.files["new.pem"].ID, State: KeyNext, Published: now.Add(-time.Minute)},
+		{File: "cur.pem", Kid: f.files["cur.pem"].ID, State: KeyActive, Published: now.Add(-2 * time.Hour), Activated: now.Add(-time.Hour)},
+	}
+	return f
+}
+
+// write writes the fixture to a new directory and returns it.
+func (f *keyDirFixture) write(tb testing.TB) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	for name, k := range f.files {
+		p, err := k.MarshalPEM()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), p, 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	m, err := json.Marshal(f.manifest)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, KeysManifest), m, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+func TestLoadKeyDir(t *testing.T) {
+	f := newKeyDirFixture(t, time.Now())
+	dir := f.write(t)
+	ks, err := LoadKeyDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ks.SigningKeyID(), f.files["cur.pem"].ID; got != want {
+		t.Errorf("SigningKeyID = %q, want the active key's %q", got, want)
+	}
+	var got []string
+	for _, k := range ks.Keys() {
+		got = append(got, string(k.State)+" "+k.Kid)
+	}
+	want := []string{"active " + f.files["cur.pem"].ID, "next " + f.files["new.pem"].ID, "retired " + f.files["old.pem"].ID}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("Keys = %v, want %v (active, next, retired)", got, want)
+	}
+	if n := len(ks.JWKS().Keys); n != 3 {
+		t.Errorf("JWKS has %d keys, want all 3", n)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, KeysManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if got, want := ks.Version(), hex.EncodeToString(sum[:])[:12]; got != want {
+		t.Errorf("Version = %q, want the manifest's short sha256 %q", got, want)
+	}
+
+	t.Run("first key born active", func(t *testing.T) {
+		now := time.Now()
+		k := mustKey(t)
+		first := &keyDirFixture{files: map[string]Key{"k.pem": k}, manifest: KeyManifest{Keys: []KeyEntry{
+			{File: "k.pem", Kid: k.ID, State: KeyActive, Published: now, Activated: now},
+		}}}
+		if _, err := LoadKeyDir(first.write(t)); err != nil {
+			t.Errorf("a key activated when published (a new set): %v", err)
+		}
+	})
+}
+
+func TestLoadKeyDirRefuses(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name     string
+		edit     func(f *keyDirFixture, dir string)
+		mentions string
+	}{
+		{"two active keys", func(f *keyDirFixture, _ string) {
+			f.manifest.Keys[1].State = KeyActive
+			f.manifest.Keys[1].Activated = now
+			f.manifest.Keys[1].Published = now.Add(-time.Hour)
+		}, "2 active keys"},
+		{"no active key", func(f *keyDirFixture, _ string) {
+			f.manifest.Keys[2].State, f.manifest.Keys[2].Activated = KeyNext, time.Time{}
+		}, "0 active keys"},
+		{"activated too soon after publishing", func(f *keyDirFixture, _ string) {
+			f.manifest.Keys[2].Activated = f.manifest.Keys[2].Published.Add(KeyPublishDelay - time.Second)
+		}, "keep it next until"},
+		{"active key with no activated time", func(f *keyDirFixture, _ string) { f.manifest.Keys[2].Activated = time.Time{} }, "activated time"},
+		{"retired key with no retired time", func(f *keyDirFixture, _ string) { f.manifest.Keys[0].Retired = time.Time{} }, "retired time"},
+		{"no published time", func(f *keyDirFixture, _ string) { f.manifest.Keys[1].Published = time.Time{} }, "published is required"},
+		{"unknown state", func(f *keyDirFixture, _ string) { f.manifest.Keys[1].State = "passive" }, `"passive"`},
+		{"kid not the file's", func(f *keyDirFixture, _ string) { f.manifest.Keys[1].Kid = f.files["old.pem"].ID }, "new.pem holds the key"},
+		{"same key twice", func(f *keyDirFixture, _ string) {
+			f.manifest.Keys[1].File, f.manifest.Keys[1].Kid = "old.pem", f.files["old.pem"].ID
+		}, "listed twice"},
+		{"a path, not a file name", func(f *keyDirFixture, _ string) { f.manifest.Keys[1].File = "../new.pem" }, "not a path"},
+		{"a hidden name", func(f *keyDirFixture, _ string) { f.manifest.Keys[1].File = "..data" }, "hidden"},
+		{"missing key file", func(f *keyDirFixture, _ string) { delete(f.files, "new.pem") }, "new.pem"},
+		{"next key public only", func(f *keyDirFixture, _ string) {
+			f.files["new.pem"] = publicOnly(t, f.files["new.pem"])
+		}, "must be a PRIVATE KEY"},
+		{"active key public only", func(f *keyDirFixture, _ string) {
+			f.files["cur.pem"] = publicOnly(t, f.files["cur.pem"])
+		}, "must be a PRIVATE KEY"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newKeyDirFixture(t, now)
+			tc.edit(f, "")
+			_, err := LoadKeyDir(f.write(t))
+			if !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), tc.mentions) {
+				t.Errorf("LoadKeyDir: err = %v, want ErrKey naming %q", err, tc.mentions)
+			}
+			if err != nil && !strings.Contains(err.Error(), KeysManifest) && !strings.Contains(err.Error(), ".pem") {
+				t.Errorf("LoadKeyDir: err = %v names no file", err)
+			}
+		})
+	}
+
+	for name, doc := range map[string]string{
+		"unknown member":  `{"keys": [], "signing": "x"}`,
+		"member case":     `{"KEYS": []}`,
+		"second document": `{"keys": []} {"keys": []}`,
+		"no manifest":     "",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if doc != "" {
+				if err := os.WriteFile(filepath.Join(dir, KeysManifest), []byte(doc), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := LoadKeyDir(dir); !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), KeysManifest) {
+				t.Errorf("LoadKeyDir: err = %v, want ErrKey naming %s", err, KeysManifest)
+			}
+		})
+	}
+}
+
+// TestRetiredKeyDropped shows a retired key verifying, and published, until
+// every token it can have signed has expired, then neither. The token is
+// one the retired key signed with a lifetime far past any a Service gives,
+// so that only the key's drop can fail it; the verified-token cache is off,
+// as it would keep such a token (Service.verifies).
+func TestRetiredKeyDropped(t *testing.T) {
+	e := newEnv(t, Options{CacheSize: -1})
+	old, cur := e.keys.signer, mustKey(t)
+	issued := e.issue(t, e.svc, "svc", IssueRequest{})
+	v := mustValidate(t, e.svc, issued.AccessToken)
+	long := v.Claims
+	long.ExpiresAt = jwt.NewNumericDate(e.clock.Now().Add(100 * 24 * time.Hour))
+	raw := signed(t, old, map[string]any{"kid": old.ID, "typ": "at+jwt"}, long)
+
+	retired := e.clock.Now()
+	ks, err := newKeySet([]*setKey{{Key: cur, state: KeyActive}, {Key: old, state: KeyRetired, retired: retired}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := e.svc.WithKeys(ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := func() bool {
+		for _, k := range svc.JWKS().Keys {
+			if k.Kid == old.ID {
+				return true
+			}
+		}
+		return false
+	}
+	drop := retired.Add(KeyPropagation + svc.Options().MaxTTL + svc.Options().Leeway)
+
+	e.clock.Set(drop.Add(-time.Second))
+	mustValidate(t, svc, raw)
+	if !published() {
+		t.Error("the retired key left the JWKS before its tokens expired")
+	}
+	e.clock.Set(drop)
+	if _, err := svc.Validate(t.Context(), raw); !errors.Is(err, ErrInvalidToken) || errors.Is(err, ErrRevoked) {
+		t.Errorf("Validate after the drop = %v, want ErrInvalidToken for the key", err)
+	}
+	if published() {
+		t.Error("the retired key is still in the JWKS after every token it signed expired")
+	}
+	// Revoking such a token does nothing and is no error (RFC 7009: not a
+	// live token of ours), unlike a token of a kid not yet loaded.
+	if jti, err := svc.Revoke(t.Context(), e.clients["svc"], raw); jti != "" || err != nil {
+		t.Errorf("Revoke of a token of a dropped key = %q, %v; want nothing revoked and no error", jti, err)
+	}
+	mustValidate(t, e.svc, raw) // the same clock, where the key is active: never dropped
+}
+
+// TestWithKeys shows a reload's new service signing with the new active key
+// while the one it was made from is unchanged, and the cache not carried
+// over: a token the old service verified is checked again with the new keys.
+func TestWithKeys(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.issue(t, e.svc, "svc", IssueRequest{})
+	mustValidate(t, e.svc, tok.AccessToken) // cached by e.svc
+
+	other := mustKey(t)
+	ks, err := NewKeySet(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := e.svc.WithKeys(ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeSegment(t, e.issue(t, svc, "svc", IssueRequest{}).AccessToken, 0)["kid"]; got != other.ID {
+		t.Errorf("the new service signs with %v, want %v", got, other.ID)
+	}
+	if got := decodeSegment(t, e.issue(t, e.svc, "svc", IssueRequest{}).AccessToken, 0)["kid"]; got != e.keys.signer.ID {
+		t.Errorf("the old service signs with %v after WithKeys, want its own %v", got, e.keys.signer.ID)
+	}
+	if _, err := svc.Validate(t.Context(), tok.AccessToken); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("a set without the old key validated its token (from the old cache?): err = %v", err)
+	}
+	mustValidate(t, e.svc, tok.AccessToken)
+}

@@ -1,0 +1,421 @@
+package token
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowtoken/snowtoken/snowflakealg"
+)
+
+// Opaque tokens: what a client whose token_format is "opaque" gets instead of
+// a JWT (see the package doc for the keys). The token is OpaquePrefix and
+// the base64url (no padding) of 24 bytes, the 8-byte Snowflake ID (big
+// endian) and 16 bytes from crypto/rand:
+//
+//	st_<32 characters of base64url>    35 characters in all
+//
+// It carries nothing but the ID: every claim comes from its Redis record,
+// which holds the SHA-256 of the 16-byte secret, compared in constant time,
+// so a token counts only when its ID has a record AND its secret matches:
+// knowing an ID (they are predictable) gets nothing. Nothing is signed or
+// verified, and nothing can be checked without Redis: a resource server
+// cannot validate one offline.
+
+// Values of Client.TokenFormat.
+const (
+	FormatJWT    = "jwt"    // a signed JWT, verifiable offline (the default)
+	FormatOpaque = "opaque" // OpaquePrefix and a random secret; see opaque.go
+)
+
+// OpaquePrefix starts every opaque token; no JWT starts with it (a JWT
+// starts with the base64url of "{", "ey").
+const OpaquePrefix = "st_"
+
+const (
+	opaqueSecretLen = 16 // 128 bits from crypto/rand
+	opaqueRawLen    = 8 + opaqueSecretLen
+	// opaqueLen is the length of every opaque token: 24 bytes are exactly
+	// 32 base64 characters, so no two strings decode to the same token.
+	opaqueLen = len(OpaquePrefix) + opaqueRawLen/3*4
+	// recordVersion starts every opaque record, so that a later layout is
+	// told apart (and refused, never misread) by a replica that does not
+	// know it.
+	recordVersion = '1'
+)
+
+// isOpaque reports whether raw is meant as an opaque token.
+func isOpaque(raw string) bool { return strings.HasPrefix(raw, OpaquePrefix) }
+
+// parseOpaque returns the ID and the secret of an opaque token; any other
+// string is ErrInvalidToken. It does not allocate.
+func parseOpaque(raw string) (snowflakealg.ID, [opaqueSecretLen]byte, error) {
+	var b [opaqueRawLen]byte
+	var secret [opaqueSecretLen]byte
+	if len(raw) != opaqueLen || !isOpaque(raw) {
+		return 0, secret, errOpaqueMalformed
+	}
+	// Decode into a fixed array: no allocation. RawURLEncoding refuses
+	// padding and characters outside the URL alphabet.
+	if n, err := base64.RawURLEncoding.Decode(b[:], []byte(raw[len(OpaquePrefix):])); err != nil || n != opaqueRawLen {
+		return 0, secret, errOpaqueMalformed
+	}
+	copy(secret[:], b[8:])
+	return snowflakealg.ID(binary.BigEndian.Uint64(b[:8])), secret, nil
+}
+
+// errOpaqueMalformed is made once: refusing costs no allocation.
+var errOpaqueMalformed = fmt.Errorf("%w: malformed opaque token", ErrInvalidToken)
+
+// formatOpaque returns the token of id and secret.
+func formatOpaque(id snowflakealg.ID, secret [opaqueSecretLen]byte) string {
+	var b [opaqueRawLen]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(id))
+	copy(b[8:], secret[:])
+	out := make([]byte, opaqueLen)
+	copy(out, OpaquePrefix)
+	base64.RawURLEncoding.Encode(out[len(OpaquePrefix):], b[:])
+	return string(out)
+}
+
+// opaqueRecord is the Redis value of an opaque token's session, one string
+// (a hash would cost more memory per session, and a second parse):
+//
+//	'1' <SHA-256 of the secret: 32 bytes> <marker> \n <sub> \n <client_id> \n <iat> \n <exp> \n <scope> \n <aud>
+//
+// iat and exp are Unix seconds in decimal; scope and aud are space-separated
+// and may be empty. Only the hash is binary, and at a fixed offset: no other
+// field may hold a newline (names, scopes and audiences are printable ASCII
+// without spaces or newlines). Lua reads sub and client_id from it at offset
+// 34 (validateOpaqueLua); Go reads all of it (parseOpaqueRecord).
+type opaqueRecord struct {
+	sum                             string // the secret's SHA-256, 32 bytes
+	marker, sub, client, scope, aud string
+	iat, exp                        int64
+}
+
+// opaqueHeadLen is the length of the record before the marker.
+const opaqueHeadLen = 1 + sha256.Size
+
+// opaqueRecordParts returns the record of a new session around the marker,
+// which the create script puts between them.
+func opaqueRecordParts(sum *[sha256.Size]byte, sub, client, scope string, aud []string, iat, exp int64) (head, tail string) {
+	var h [opaqueHeadLen]byte
+	h[0] = recordVersion
+	copy(h[1:], sum[:])
+	n := len(sub) + len(client) + len(scope) + 2*20 + 6 // two dates of at most 20 digits, six newlines
+	for _, a := range aud {
+		n += len(a) + 1
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, f := range [...]string{sub, client, strconv.FormatInt(iat, 10), strconv.FormatInt(exp, 10), scope} {
+		b.WriteByte('\n')
+		b.WriteString(f)
+	}
+	b.WriteByte('\n')
+	for i, a := range aud {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(a)
+	}
+	return string(h[:]), b.String()
+}
+
+// errRecord is parseOpaqueRecord's refusal, made once.
+var errRecord = errors.New("token: unreadable opaque session record")
+
+// parseOpaqueRecord reads a record as opaqueRecordParts and the create script
+// wrote it. Every field is a substring of rec: no allocation.
+func parseOpaqueRecord(rec string) (opaqueRecord, error) {
+	var r opaqueRecord
+	if len(rec) < opaqueHeadLen || rec[0] != recordVersion {
+		return r, errRecord
+	}
+	r.sum, rec = rec[1:opaqueHeadLen], rec[opaqueHeadLen:]
+	var fields [7]string
+	for i := range len(fields) - 1 {
+		var ok bool
+		if fields[i], rec, ok = strings.Cut(rec, "\n"); !ok {
+			return r, errRecord
+		}
+	}
+	fields[6] = rec
+	if strings.IndexByte(rec, '\n') >= 0 {
+		return r, errRecord
+	}
+	r.marker, r.sub, r.client, r.scope, r.aud = fields[0], fields[1], fields[2], fields[5], fields[6]
+	var err1, err2 error
+	r.iat, err1 = strconv.ParseInt(fields[3], 10, 64)
+	r.exp, err2 = strconv.ParseInt(fields[4], 10, 64)
+	if err1 != nil || err2 != nil || r.marker == "" || checkName(r.sub) != nil || checkName(r.client) != nil {
+		return r, errRecord
+	}
+	return r, nil
+}
+
+// audiences returns the record's aud as a list, nil for none.
+func (r *opaqueRecord) audiences() []string {
+	if r.aud == "" {
+		return nil
+	}
+	return strings.Split(r.aud, " ")
+}
+
+// opaqueKey is the key of an opaque token's record. It has no hash tag: on
+// a Cluster it lands wherever its ID hashes, away from its subject's marker.
+func (s *Store) opaqueKey(jti string) string { return s.prefix + "o:" + jti }
+
+// markerOnlyScript is markerLua alone, on KEYS[1]: on a Cluster, the first of
+// the two steps of CreateOpaque. It returns the marker.
+var markerOnlyScript = redis.NewScript(markerOnlyLua)
+
+const markerOnlyLua = markerLua + "return gen\n"
+
+// CreateOpaque writes the record of a new opaque token for ttl: head, the
+// subject's current marker, tail (opaqueRecordParts), under k.session, and
+// makes sure the marker (k.gen) outlives it, as Create does. On a single
+// Redis or Sentinel it is one script, Create's; on a Cluster, where the
+// record and the marker are in different slots, the marker's script and then
+// a SET NX: two round trips. A revocation of the subject between the two
+// leaves the new record with the old marker, so the token is born revoked:
+// closed, never open. A record that exists already is ErrDuplicateID, as in
+// Create.
+func (s *Store) CreateOpaque(ctx context.Context, k keys, ttl time.Duration, head, tail string) error {
+	if !s.cluster {
+		n, err := s.evalInt(ctx, createScript, createLua, []string{k.session, k.gen}, ttl.Milliseconds(), newMarker(), head, tail)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: %w", ErrUnavailable, ErrDuplicateID)
+		}
+		return nil
+	}
+	cmd, err := s.eval(ctx, markerOnlyScript, markerOnlyLua, []string{k.gen}, ttl.Milliseconds(), newMarker())
+	if err != nil {
+		return unavailable(err)
+	}
+	gen, err := cmd.Text()
+	if err != nil {
+		return unavailable(err)
+	}
+	set := redis.NewBoolCmd(ctx, "set", k.session, head+gen+tail, "nx", "px", ttl.Milliseconds())
+	if err := s.do(ctx, set); err != nil {
+		return unavailable(err)
+	}
+	if !set.Val() { // SET NX answers nil, which BoolCmd reads as false
+		return fmt.Errorf("%w: %w", ErrUnavailable, ErrDuplicateID)
+	}
+	return nil
+}
+
+// validateOpaqueLua reads the record KEYS[1], then the marker and the
+// revocation time of the subject and client it names, the key names made
+// with the prefix ARGV[1] as keysFor makes them: {record, marker, client
+// time}, a missing key as nil; nil when there is no record, {record} when
+// it does not read. These two keys are not declared, which a single Redis
+// allows and a Cluster does not (they may be in other slots): there
+// CheckOpaque takes two round trips instead.
+const validateOpaqueLua = `
+local rec = redis.call('GET', KEYS[1])
+if not rec then
+  return false
+end
+local sub, client = string.match(rec, '^[^\n]*\n([^\n]*)\n([^\n]*)\n', 34)
+if not sub or string.byte(rec, 1) ~= 49 then
+  return {rec}
+end
+return {rec, redis.call('GET', ARGV[1] .. '{' .. sub .. '}:gen'), redis.call('GET', ARGV[1] .. 'client:{' .. client .. '}')}
+`
+
+var validateOpaqueScript = redis.NewScript(validateOpaqueLua)
+
+// ReadOpaque returns what decides whether the opaque token whose record is
+// key is live: its record, its subject's marker and its client's revocation
+// time, each nil when missing (and the last two when the record is missing
+// or does not read); ErrUnavailable when Redis does not answer. On a single
+// Redis or Sentinel it is one script (validateOpaqueLua); on a Cluster a GET
+// of the record and then, in one pipeline, GETs of the two others.
+func (s *Store) ReadOpaque(ctx context.Context, key string) (rec, gen, client any, err error) {
+	if !s.cluster {
+		cmd, err := s.eval(ctx, validateOpaqueScript, validateOpaqueLua, []string{key}, s.prefix)
+		if errors.Is(err, redis.Nil) {
+			return nil, nil, nil, nil
+		}
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		vals, err := cmd.Slice()
+		switch {
+		case err != nil || len(vals) == 0:
+			return nil, nil, nil, unavailable(fmt.Errorf("validate script: %v", vals))
+		case len(vals) < 3: // the record does not read
+			return vals[0], nil, nil, nil
+		}
+		return vals[0], vals[1], vals[2], nil
+	}
+	str, err := s.GetOpaque(ctx, key)
+	if err != nil || str == "" {
+		return nil, nil, nil, err
+	}
+	r, err := parseOpaqueRecord(str)
+	if err != nil {
+		return str, nil, nil, nil
+	}
+	k := s.keysFor(r.sub, r.client, "", time.Time{})
+	cmds := [2]*redis.StringCmd{redis.NewStringCmd(ctx, "get", k.gen), redis.NewStringCmd(ctx, "get", k.client)}
+	// do returns the first command's error; a second's is in its command.
+	if err := s.do(ctx, cmds[0], cmds[1]); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, nil, unavailable(err)
+	}
+	var vals [2]any
+	for i, cmd := range cmds {
+		switch v, err := cmd.Result(); {
+		case err == nil:
+			vals[i] = v
+		case !errors.Is(err, redis.Nil):
+			return nil, nil, nil, unavailable(err)
+		}
+	}
+	return str, vals[0], vals[1], nil
+}
+
+// GetOpaque returns the record key holds, or "" when it has none.
+func (s *Store) GetOpaque(ctx context.Context, key string) (string, error) {
+	get := redis.NewStringCmd(ctx, "get", key)
+	if err := s.do(ctx, get); errors.Is(err, redis.Nil) {
+		return "", nil
+	} else if err != nil {
+		return "", unavailable(err)
+	}
+	return get.Val(), nil
+}
+
+// issueOpaque writes the session of a new opaque token and returns the
+// token: no signature, one script (two round trips on a Cluster).
+func (s *Service) issueOpaque(ctx context.Context, id snowflakealg.ID, jti, subject, client, scope string, aud []string, iat, exp int64, ttl time.Duration) (string, error) {
+	var secret [opaqueSecretLen]byte
+	_, _ = rand.Read(secret[:]) // crypto/rand.Read never fails (Go 1.24)
+	sum := sha256.Sum256(secret[:])
+	head, tail := opaqueRecordParts(&sum, subject, client, scope, aud, iat, exp)
+	k := s.store.keysFor(subject, client, "", time.Time{})
+	k.session = s.store.opaqueKey(jti)
+	if err := s.store.CreateOpaque(ctx, k, ttl, head, tail); err != nil {
+		return "", err
+	}
+	return formatOpaque(id, secret), nil
+}
+
+// errNoSession is what an opaque token without a live record, and one whose
+// secret does not match its record, both fail with: the answer does not
+// tell whether an ID (predictable) has a session.
+var errNoSession = fmt.Errorf("%w: no session", ErrRevoked)
+
+// validateOpaque is Validate for an opaque token: its ID and secret, then
+// its record, marker and client's revocation time in one round trip (two on
+// a Cluster). The secret is compared first, so nothing about the session
+// shows to a token whose secret does not match. Nothing is cached: the
+// claims come from the record on every call.
+func (s *Service) validateOpaque(ctx context.Context, raw string) (*Verified, error) {
+	id, secret, err := parseOpaque(raw)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := s.ids.Decompose(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: id: %w", ErrInvalidToken, err)
+	}
+	jti := id.String()
+	rec, gen, client, err := s.store.ReadOpaque(ctx, s.store.opaqueKey(jti))
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.openRecord(rec, &secret)
+	if err != nil {
+		return nil, err
+	}
+	if !s.opts.Now().Before(time.Unix(r.exp, 0).Add(s.opts.Leeway)) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, jwt.ErrTokenExpired)
+	}
+	if err := live(parts.Time.UnixMilli(), r.marker, gen, client); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	scopes, err := ParseScope(r.scope)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	dates := &[2]jwt.NumericDate{{Time: time.Unix(r.iat, 0)}, {Time: time.Unix(r.exp, 0)}} // one allocation for both
+	return &Verified{
+		Claims: Claims{
+			RegisteredClaims: jwt.RegisteredClaims{
+				Issuer: s.opts.Issuer, Subject: r.sub, Audience: r.audiences(), ID: jti,
+				IssuedAt: &dates[0], ExpiresAt: &dates[1],
+			},
+			ClientID: r.client, Scope: r.scope,
+		},
+		ID: id, Parts: parts, Scopes: scopes,
+	}, nil
+}
+
+// openRecord reads rec, the record Redis returned (a string, or nil for
+// none), if the secret's SHA-256 is the one it holds; errNoSession if not,
+// wrapped in ErrInvalidToken.
+func (s *Service) openRecord(rec any, secret *[opaqueSecretLen]byte) (opaqueRecord, error) {
+	str, ok := rec.(string)
+	if !ok {
+		return opaqueRecord{}, fmt.Errorf("%w: %w", ErrInvalidToken, errNoSession)
+	}
+	r, err := parseOpaqueRecord(str)
+	if err != nil {
+		return r, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	sum := sha256.Sum256(secret[:])
+	if subtle.ConstantTimeCompare(sum[:], []byte(r.sum)) != 1 {
+		return opaqueRecord{}, fmt.Errorf("%w: %w", ErrInvalidToken, errNoSession)
+	}
+	return r, nil
+}
+
+// revokeOpaque is Revoke for an opaque token: its record is deleted only
+// once the token's secret matches it, so a guessed ID revokes nothing. What
+// has no record (never issued, expired, revoked already) or another secret
+// is no token of ours: "", nil.
+func (s *Service) revokeOpaque(ctx context.Context, caller *Client, raw string) (string, error) {
+	id, secret, err := parseOpaque(raw)
+	if err != nil {
+		return "", nil
+	}
+	jti := id.String()
+	key := s.store.opaqueKey(jti)
+	rec, err := s.store.GetOpaque(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	if rec == "" {
+		return "", nil
+	}
+	r, err := s.openRecord(rec, &secret)
+	if err != nil {
+		return "", nil
+	}
+	if r.client != caller.ID && !caller.Admin {
+		return "", fmt.Errorf("%w: the token was issued to another client", ErrForbidden)
+	}
+	if err := s.store.Delete(ctx, keys{session: key}); err != nil {
+		return "", err
+	}
+	return jti, nil
+}
