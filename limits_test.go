@@ -125,7 +125,8 @@ func TestConnStatesLimit(t *testing.T) {
 }
 
 // TestMetricsListener: /metrics is served on SNOWTOKEN_METRICS_ADDR, not on
-// the API's port, and not at all with SNOWTOKEN_METRICS_ADDR=off.
+// the API's port, and not at all with SNOWTOKEN_METRICS_ADDR=off; with
+// SNOWTOKEN_PPROF=true, so are Go's profiles.
 func TestMetricsListener(t *testing.T) {
 	p := startProgram(t, devEnvVars())
 	tok := issueToken(t, p, "dev", p.secret, url.Values{})
@@ -154,8 +155,22 @@ func TestMetricsListener(t *testing.T) {
 	if status, _ := get("http://" + p.metricsAddr + "/token/validate"); status != http.StatusNotFound {
 		t.Errorf("GET /token/validate on the metrics listener: %d, want 404", status)
 	}
+	if status, _ := get("http://" + p.metricsAddr + "/debug/pprof/"); status != http.StatusNotFound {
+		t.Errorf("GET /debug/pprof/ without SNOWTOKEN_PPROF: %d, want 404", status)
+	}
 
+	// SNOWTOKEN_PPROF=true: the profiles on the metrics listener, never on the API's port.
 	env := devEnvVars()
+	env["SNOWTOKEN_PPROF"] = "true"
+	q := startProgram(t, env)
+	if status, body := get("http://" + q.metricsAddr + "/debug/pprof/heap?debug=1"); status != http.StatusOK || !strings.Contains(body, "heap profile") {
+		t.Errorf("SNOWTOKEN_PPROF=true: GET /debug/pprof/heap on the metrics listener: %d, want 200 with a heap profile\n%.300s", status, body)
+	}
+	if status, _ := get(q.url("/debug/pprof/")); status != http.StatusNotFound {
+		t.Errorf("SNOWTOKEN_PPROF=true: GET /debug/pprof/ on the API port: %d, want 404", status)
+	}
+
+	env = devEnvVars()
 	env["SNOWTOKEN_METRICS_ADDR"] = "off"
 	if q := startProgram(t, env); q.metricsAddr != "off" {
 		t.Errorf("SNOWTOKEN_METRICS_ADDR=off: metrics_addr %q, want off", q.metricsAddr)

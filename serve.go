@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -62,7 +63,7 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	metricsAddr, stopMetrics, err := serveMetrics(cfg.MetricsAddr, reg, log)
+	metricsAddr, stopMetrics, err := serveMetrics(cfg.MetricsAddr, cfg.Pprof, reg, log)
 	if err != nil {
 		return err
 	}
@@ -226,10 +227,11 @@ func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 }
 
 // serveMetrics serves reg at GET /metrics on addr, a listener apart from
-// the API's so that the public port does not serve the metrics, and returns
-// the address bound and a function that stops it. An empty addr
+// the API's so that the public port does not serve the metrics, and with
+// pprof (SNOWTOKEN_PPROF) Go's profiles at /debug/pprof/; it returns the
+// address bound and a function that stops it. An empty addr
 // (SNOWTOKEN_METRICS_ADDR=off) serves nothing.
-func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (string, func(), error) {
+func serveMetrics(addr string, pprof bool, reg *prometheus.Registry, log *slog.Logger) (string, func(), error) {
 	if addr == "" {
 		return "off", func() {}, nil
 	}
@@ -239,6 +241,16 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stri
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if pprof {
+		// net/http/pprof's init also registers these on
+		// http.DefaultServeMux, which snowtoken never serves: they are
+		// served here alone, and only when asked for.
+		mux.HandleFunc("GET /debug/pprof/", httppprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", httppprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", httppprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", httppprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", httppprof.Trace)
+	}
 	srv := newHTTPServer(mux, log)
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

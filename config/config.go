@@ -52,6 +52,7 @@ type Var struct {
 var Vars = []Var{
 	{"SNOWTOKEN_ADDR", ":8080", "listen address"},
 	{"SNOWTOKEN_METRICS_ADDR", "127.0.0.1:9464", "listen address of GET /metrics (Prometheus), apart from the API so the public port does not serve it; off: no metrics listener"},
+	{"SNOWTOKEN_PPROF", "false", "true: also serve Go's profiles (net/http/pprof) at /debug/pprof/ on SNOWTOKEN_METRICS_ADDR, never on the API's port; for profiling under load, and keep that listener private"},
 	{"SNOWTOKEN_MAX_CONNS", "(the open-file limit less 256, or half of it below 512)", "most client connections open at once on SNOWTOKEN_ADDR; more wait in the kernel's backlog until one closes, and idle keep-alive connections are closed while at the cap"},
 	{"SNOWTOKEN_ENV", "development", "development or production; production refuses every dev-mode default, and is implied by any SNOWTOKEN_REDIS_*, SNOWTOKEN_SIGNING_KEYS or SNOWTOKEN_CLIENTS_FILE"},
 	{"SNOWTOKEN_REDIS_URL", "(dev: embedded in-memory Redis)", "a single Redis: redis://[user:password@]host:port/db, rediss:// for TLS; this or another Redis deployment is required in production"},
@@ -89,6 +90,7 @@ var Vars = []Var{
 type Config struct {
 	Addr            string
 	MetricsAddr     string // empty: no metrics listener
+	Pprof           bool   // serve /debug/pprof/ on the metrics listener
 	MaxConns        int    // 0: derived from the open-file limit (package main)
 	Production      bool
 	RedisURL        string        // SNOWTOKEN_REDIS_URL as set, password included: never log it
@@ -139,6 +141,14 @@ func Load(getenv func(string) string) (Config, error) {
 		c.MetricsAddr = ""
 	} else if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 		bad("SNOWTOKEN_METRICS_ADDR", c.MetricsAddr, errors.New("want host:port, such as 127.0.0.1:9464 or :9090, or off"))
+	}
+	if v := getenv("SNOWTOKEN_PPROF"); v != "" {
+		var err error
+		if c.Pprof, err = strconv.ParseBool(v); err != nil {
+			bad("SNOWTOKEN_PPROF", v, errors.New("want true or false"))
+		} else if c.Pprof && c.MetricsAddr == "" {
+			bad("SNOWTOKEN_PPROF", v, errors.New("the profiles are served on the metrics listener, which SNOWTOKEN_METRICS_ADDR=off turns off"))
+		}
 	}
 	if v := getenv("SNOWTOKEN_MAX_CONNS"); v != "" {
 		if n, err := strconv.Atoi(v); err != nil || n < 1 {

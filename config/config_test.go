@@ -79,7 +79,7 @@ func TestLoadDefaults(t *testing.T) {
 	for _, name := range []string{
 		"SNOWTOKEN_ADDR", "SNOWTOKEN_METRICS_ADDR", "SNOWTOKEN_ENV", "SNOWTOKEN_ISSUER", "SNOWTOKEN_TOKEN_TTL",
 		"SNOWTOKEN_MAX_TOKEN_TTL", "SNOWTOKEN_EPOCH", "SNOWTOKEN_BITS", "SNOWTOKEN_LOG_LEVEL", "SNOWTOKEN_REDIS_TIMEOUT",
-		"SNOWTOKEN_AUTH_FAILURES", "SNOWTOKEN_CACHE_SIZE",
+		"SNOWTOKEN_AUTH_FAILURES", "SNOWTOKEN_CACHE_SIZE", "SNOWTOKEN_PPROF",
 	} {
 		doc := documented(t, name)
 		got, err := Load(envOf(map[string]string{name: doc}))
@@ -109,6 +109,7 @@ func TestLoadValues(t *testing.T) {
 	c := mustLoad(t, map[string]string{
 		"SNOWTOKEN_ADDR":             "0.0.0.0:9000",
 		"SNOWTOKEN_METRICS_ADDR":     ":9100",
+		"SNOWTOKEN_PPROF":            "true",
 		"SNOWTOKEN_MAX_CONNS":        "500",
 		"SNOWTOKEN_ENV":              "Production",
 		"SNOWTOKEN_REDIS_URL":        "rediss://:pw@redis.internal:6380/2",
@@ -134,6 +135,7 @@ func TestLoadValues(t *testing.T) {
 	}{
 		{"Addr", c.Addr, "0.0.0.0:9000"},
 		{"MetricsAddr", c.MetricsAddr, ":9100"},
+		{"Pprof", c.Pprof, true},
 		{"MaxConns", c.MaxConns, 500},
 		{"Production", c.Production, true},
 		{"RedisURL", c.RedisURL, "rediss://:pw@redis.internal:6380/2"},
@@ -202,6 +204,8 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_LOG_LEVEL": "loud"}, "SNOWTOKEN_LOG_LEVEL"},
 		{map[string]string{"SNOWTOKEN_METRICS_ADDR": "9090"}, "SNOWTOKEN_METRICS_ADDR"},
 		{map[string]string{"SNOWTOKEN_METRICS_ADDR": "none"}, "SNOWTOKEN_METRICS_ADDR"},
+		{map[string]string{"SNOWTOKEN_PPROF": "yes please"}, "SNOWTOKEN_PPROF"},
+		{map[string]string{"SNOWTOKEN_PPROF": "true", "SNOWTOKEN_METRICS_ADDR": "off"}, "SNOWTOKEN_PPROF"},
 		{map[string]string{"SNOWTOKEN_MAX_CONNS": "0"}, "SNOWTOKEN_MAX_CONNS"},
 		{map[string]string{"SNOWTOKEN_MAX_CONNS": "-5"}, "SNOWTOKEN_MAX_CONNS"},
 		{map[string]string{"SNOWTOKEN_MAX_CONNS": "many"}, "SNOWTOKEN_MAX_CONNS"},
