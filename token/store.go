@@ -21,7 +21,6 @@ type Store struct {
 	rdb      redis.UniversalClient
 	cluster  bool // a subject's keys and a client's are in different slots
 	prefix   string
-	timeout  time.Duration
 	readyKey string // written by Ready
 	batch    *batcher
 	tracer   trace.Tracer // nil: no spans
@@ -55,7 +54,7 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 		opts.Timeout = DefaultStoreTimeout
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	s := &Store{rdb: rdb, cluster: cluster, prefix: opts.Prefix, timeout: opts.Timeout, readyKey: opts.Prefix + "ready:" + newMarker(),
+	s := &Store{rdb: rdb, cluster: cluster, prefix: opts.Prefix, readyKey: opts.Prefix + "ready:" + newMarker(),
 		batch: newBatcher(rdb, opts.Timeout, batchOverlap)}
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)
@@ -67,12 +66,11 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 // tracerName names the spans' instrumentation scope.
 const tracerName = "github.com/snowtoken/snowtoken/token"
 
-// do runs cmd through the batcher and waits no longer than the store's
-// timeout for it: on the deadline the caller goes on, with ErrUnavailable,
-// while the pipeline still out ends on its own timeout.
+// do runs cmd through the batcher, which waits no longer than the store's
+// timeout for it: on the deadline the caller goes on, with
+// context.DeadlineExceeded, while the pipeline still out ends on its own
+// timeout.
 func (s *Store) do(ctx context.Context, cmds ...redis.Cmder) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	if s.tracer == nil {
 		return s.batch.do(ctx, cmds...)
 	}
