@@ -68,21 +68,34 @@ var (
 // encoding/json would take for it), a name given twice is an error (at any
 // depth), the text must be valid UTF-8, and a date (exp, iat, nbf) must be a
 // JSON number, as RFC 7519 §2 defines NumericDate (golang-jwt alone accepts
-// "123" in quotes). A date given as null is as good as absent.
+// "123" in quotes). A date given as null is as good as absent. Claims as
+// the issuer writes them decode without encoding/json, to the same result.
 type Claims struct {
 	jwt.RegisteredClaims
 	ClientID string `json:"client_id"`
 	Scope    string `json:"scope,omitempty"`
 }
 
-// UnmarshalJSON decodes the claims in one pass over encoding/json's tokens,
+// UnmarshalJSON decodes the claims. Claims in the shape the issuer writes
+// take decodeIssued, a single pass with no encoding/json; anything else,
+// and anything decodeIssued is unsure of, takes decodeStrict, which alone
+// defines what is accepted and every error (FuzzClaimsDecoders holds the
+// first to the second).
+func (c *Claims) UnmarshalJSON(b []byte) error {
+	if decodeIssued(b, c) {
+		return nil
+	}
+	return c.decodeStrict(b)
+}
+
+// decodeStrict decodes the claims in one pass over encoding/json's tokens,
 // each known member into its field and each date through numericDate.
 //
 // It is hand-written because encoding/json/v2, which has these semantics
 // built in (exact names, no duplicates, valid UTF-8), is still behind
 // GOEXPERIMENT=jsonv2 in Go 1.26, and this package must not pull another
 // module into the client module.
-func (c *Claims) UnmarshalJSON(b []byte) error {
+func (c *Claims) decodeStrict(b []byte) error {
 	if !utf8.Valid(b) {
 		return fmt.Errorf("%w: invalid UTF-8", ErrSyntax)
 	}

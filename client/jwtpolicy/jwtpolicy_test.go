@@ -2,8 +2,11 @@ package jwtpolicy
 
 import (
 	"errors"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -100,5 +103,135 @@ func BenchmarkClaimsUnmarshal(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// issuedShapes are claims as the issuer writes them: with and without aud
+// and scope, one audience or several, and the other forms decodeIssued
+// takes (white space, a single aud string, null dates, nbf, members in
+// another order, the empty object).
+var issuedShapes = []string{
+	issuedClaims,
+	`{"iss":"https://auth.example.com","sub":"dev","aud":["https://api.example.com"],"exp":1795428919,"iat":1795425319,"jti":"118278196696195072","client_id":"dev","scope":"read"}`,
+	`{"iss":"http://localhost:8080","sub":"svc","exp":1795428919,"iat":1795425319,"jti":"118278196696195072","client_id":"svc"}`,
+	`{"iss":"http://localhost:8080","sub":"svc","aud":["a","urn:b","https://c.example/x"],"exp":1795428919,"iat":1795425319,"jti":"1","client_id":"svc","scope":"read"}`,
+	" \t\r\n{ \"iss\" : \"i\" ,\n\"aud\":\t[ \"a\" , \"b\" ] , \"iat\" : 10 ,\"exp\":20 } \n",
+	`{"aud":"a","exp":null,"iat":null,"nbf":-0,"sub":"s"}`,
+	`{"nbf":999999999999999,"iat":-12,"exp":0,"aud":[],"scope":""}`,
+	`{"iss":"ïß — ✓ 𝄞","sub":"` + "\u2028\x7f" + `"}`,
+	`{}`,
+}
+
+func TestDecodeIssuedTakesIssuerShapes(t *testing.T) {
+	// Also at another jwt.TimePrecision, which golang-jwt truncates dates to.
+	defer func(p time.Duration) { jwt.TimePrecision = p }(jwt.TimePrecision)
+	for _, p := range []time.Duration{time.Second, time.Hour} {
+		jwt.TimePrecision = p
+		for _, in := range issuedShapes {
+			var fast, strict Claims
+			if !decodeIssued([]byte(in), &fast) {
+				t.Errorf("decodeIssued does not take %s", in)
+				continue
+			}
+			if err := strict.decodeStrict([]byte(in)); err != nil || !reflect.DeepEqual(fast, strict) {
+				t.Errorf("precision %v, %s:\ndecodeIssued %+v\ndecodeStrict %+v, %v", jwt.TimePrecision, in, fast, strict, err)
+			}
+		}
+	}
+}
+
+// errorClass is the sentinel of Claims' errors that err is, errOther for
+// any other error, or nil.
+func errorClass(err error) error {
+	for _, class := range []error{ErrSyntax, ErrDuplicate, ErrDateType} {
+		if errors.Is(err, class) {
+			return class
+		}
+	}
+	if err != nil {
+		return errOther
+	}
+	return nil
+}
+
+var errOther = errors.New("another error")
+
+// FuzzClaimsDecoders holds UnmarshalJSON, fast path and all, to
+// decodeStrict: for every input the same error class, and on success the
+// same Claims; and decodeIssued leaves its Claims alone when it does not
+// take an input.
+func FuzzClaimsDecoders(f *testing.F) {
+	for _, in := range issuedShapes {
+		f.Add([]byte(in))
+	}
+	const rest = `"iss":"i","sub":"s","client_id":"c","jti":"1"`
+	for _, in := range []string{
+		// Numbers decodeIssued leaves to decodeStrict, and the ones it takes at its edges.
+		`"iat":1e9`, `"iat":1.5`, `"iat":-0`, `"iat":1E+09`, `"iat":1e400`, `"iat":-1e400`,
+		`"iat":99999999999999999999`, `"iat":1000000000000000`, `"iat":999999999999999`,
+		`"iat":-999999999999999`, `"iat":9007199254740993`, `"iat":0.0`, `"iat":01`, `"iat":-`, `"iat":- 1`, `"iat":+1`,
+		`"iat":10 1`, `"iat":nul`, `"iat":nulll`, `"iat":NaN`,
+		// Dates of another type.
+		`"iat":"10"`, `"iat":true`, `"iat":[10]`, `"iat":{}`, `"exp":null,"iat":null,"nbf":null`,
+		// Names.
+		`"iat":10,"iat":11`, `"iAt":10`, `"\u0069at":10`, `"iat":10,"\u0069at":11`, `"ia\"t":1`,
+		`"sub":"t"`, `"x":{"y":[{"z":1,"z":2}]}`, `"x":{"y":[{"z":1},{"z":2}]}`, `"":1`,
+		// Strings.
+		`"scope":"a\u0020b"`, `"scope":"a\/b"`, `"scope":"` + "\x01" + `"`, `"scope":null`,
+		`"scope":"` + "\xff" + `"`, `"scope":"` + "\xed\xa0\x80" + `"`, `"x":"` + "\xc3" + `"`,
+		// aud.
+		`"aud":[]`, `"aud":["a"]`, `"aud":["a","b","c","d","e","f","g","h"]`,
+		`"aud":["a","b","c","d","e","f","g","h","i"]`, `"aud":null`, `"aud":[null]`, `"aud":[7]`,
+		`"aud":"a\u0062"`, `"aud":["a",]`, `"aud":[,"a"]`, `"aud":{"a":1}`, `"aud":[["a"]]`,
+	} {
+		f.Add([]byte(`{` + rest + `,` + in + `}`))
+	}
+	for _, in := range []string{
+		"\uFEFF{" + rest + `}`, `{` + rest + `} {}`, `{` + rest + `}x`, `{` + rest + `},`,
+		`{` + rest + `,}`, `{,` + rest + `}`, `{` + rest, `[]`, `null`, ``, ` `, `{"iss" "i"}`,
+		`{"iss":"i""sub":"s"}`, `{"iss":"i",,"sub":"s"}`, "{\v}", `{"iss":"i"}` + "\x00",
+	} {
+		f.Add([]byte(in))
+	}
+	f.Fuzz(checkDecoders)
+}
+
+// FuzzClaimsIssuedShape is FuzzClaimsDecoders on claims in the issuer's
+// shape with the fuzzer's text as string values and dates, and its white
+// space between every two tokens: byte mutations of whole claims seldom keep
+// the shape, so this target holds decodeIssued to decodeStrict where most
+// inputs are decodeIssued's.
+func FuzzClaimsIssuedShape(f *testing.F) {
+	f.Add("https://auth.example.com", "alice@example.org", "https://api.example.com", "read write", "1795428919", "1795425319", "")
+	f.Add("i", `s\u0073`, `a\"`, `\u00e9 \ud800`, "1.5", "-0", " \n") // JSON escapes
+	f.Add("\xff", "\x7f", "\u2028", "\x01", "1e9", "01", "\t\r")
+	f.Add("", "", "", "", "9007199254740993", "null", "\x00")
+	f.Fuzz(func(t *testing.T, iss, sub, aud, scope, exp, iat, space string) {
+		ws := []byte(space) // as JSON white space
+		for i, c := range ws {
+			ws[i] = " \t\n\r"[c%4]
+		}
+		tokens := []string{`{`, `"iss"`, `:`, `"` + iss + `"`, `,`, `"sub"`, `:`, `"` + sub + `"`,
+			`,`, `"aud"`, `:`, `[`, `"` + aud + `"`, `]`, `,`, `"exp"`, `:`, exp, `,`, `"iat"`, `:`, iat,
+			`,`, `"jti"`, `:`, `"1"`, `,`, `"client_id"`, `:`, `"c"`, `,`, `"scope"`, `:`, `"` + scope + `"`, `}`}
+		checkDecoders(t, []byte(string(ws)+strings.Join(tokens, string(ws))+string(ws)))
+	})
+}
+
+// checkDecoders fails t unless UnmarshalJSON and decodeStrict give in the
+// same error class, and on success the same Claims, and unless decodeIssued
+// leaves its Claims alone when it does not take in.
+func checkDecoders(t *testing.T, in []byte) {
+	var got, want Claims
+	gotErr, wantErr := got.UnmarshalJSON(in), want.decodeStrict(in)
+	if errorClass(gotErr) != errorClass(wantErr) {
+		t.Fatalf("%q: UnmarshalJSON: %v; decodeStrict: %v", in, gotErr, wantErr)
+	}
+	if gotErr == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q:\nUnmarshalJSON %+v\ndecodeStrict  %+v", in, got, want)
+	}
+	untouched := Claims{ClientID: "untouched"}
+	if c := untouched; !decodeIssued(in, &c) && !reflect.DeepEqual(c, untouched) {
+		t.Fatalf("%q: decodeIssued did not take it but changed its Claims to %+v", in, c)
 	}
 }
