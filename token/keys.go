@@ -47,10 +47,11 @@ const (
 // the next and the retired ones. A set is never modified: a reload makes a
 // new one (Service.WithKeys).
 type KeySet struct {
-	signer  Key
-	byID    map[string]*setKey
-	keys    []*setKey // active first, then next, then retired
-	version string
+	signer   Key
+	byID     map[string]*setKey
+	byHeader map[string]*setKey // by the header segment of its tokens (headerSegment)
+	keys     []*setKey          // active first, then next, then retired
+	version  string
 }
 
 // setKey is a key of a set, with its state.
@@ -81,13 +82,17 @@ func NewKeySet(keys ...Key) (*KeySet, error) {
 // newKeySet indexes keys, of which exactly one is active with a private key,
 // putting the active key first and the next ones before the retired ones.
 func newKeySet(keys []*setKey) (*KeySet, error) {
-	ks := &KeySet{byID: make(map[string]*setKey, len(keys))}
+	ks := &KeySet{byID: make(map[string]*setKey, len(keys)), byHeader: make(map[string]*setKey, len(keys))}
 	active := 0
 	for _, k := range keys {
 		if _, dup := ks.byID[k.ID]; dup {
 			return nil, fmt.Errorf("%w: key %s listed twice", ErrKey, k.ID)
 		}
-		ks.byID[k.ID] = k
+		header, err := headerSegment(k.ID)
+		if err != nil {
+			return nil, fmt.Errorf("%w: key %s: %w", ErrKey, k.ID, err)
+		}
+		ks.byID[k.ID], ks.byHeader[header] = k, k
 		if k.state == KeyActive {
 			active++
 			ks.signer = k.Key
