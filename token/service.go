@@ -312,7 +312,7 @@ func (s *Service) cached(raw string, now time.Time) (sum [sha256.Size]byte, v *V
 	if len(raw) > MaxTokenLen {
 		return sum, nil, fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
 	}
-	sum = sha256.Sum256([]byte(raw))
+	sum = sha256.Sum256(bytesOf(raw)) // no copy of the token
 	return sum, s.cache.get(&sum, now), nil
 }
 
