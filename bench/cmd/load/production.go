@@ -2,14 +2,9 @@ package main
 
 import (
 	"cmp"
-	"crypto/ed25519"
-	"crypto/rand"
 	"flag"
 	"fmt"
-	"runtime"
 	"slices"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/snowtoken/snowtoken/client"
@@ -63,26 +58,6 @@ type servers struct {
 	// client.Validator in remote mode); empty skips the consumer's paths.
 	consumerURL string
 	consumerPid int
-}
-
-// loadPath is one path of the production round: what it sends and where,
-// and its runs.
-type loadPath struct {
-	name    string
-	url     string
-	pid     int // the server under test
-	behind  int // the issuer behind a consumer (0: none)
-	request func(round, i int) []byte
-	path    func(i int) int // the path of the i-th request of a mix, as mixPath (nil: not a mix)
-	floor   string
-	runs    []pathRun
-}
-
-// pathRun is one constant-rate run of a loadPath.
-type pathRun struct {
-	serverCPU, behindCPU, redisCPU time.Duration // per request
-	res                            rateResult
-	parts                          []rateResult // the mix, by mixPath
 }
 
 // productionRound fills the issuer's verified-token cache past its size
@@ -256,91 +231,6 @@ func productionRound(s servers) error {
 	fmt.Printf("\nissuer RSS after the round: %s (peak %s); Redis used_memory %d B, %.1f B per key above the empty Redis (%d keys)\n",
 		procStatus(s.issuerPid, "VmRSS"), peakRSS(s.issuerPid), used, float64(used-s.usedEmpty)/float64(live), live)
 	return nil
-}
-
-// run sends path's requests at -production-rate for -rate-d and measures
-// the CPU its server, the issuer behind it and Redis use meanwhile.
-func (path *loadPath) run(round, redisPid int) (pathRun, error) {
-	pids := []int{path.pid, redisPid, path.behind}
-	before, after := make([]time.Duration, 3), make([]time.Duration, 3)
-	measure := func(into []time.Duration) error {
-		for i, pid := range pids {
-			if pid != 0 {
-				t, err := cpuTime(pid)
-				if err != nil {
-					return err
-				}
-				into[i] = t
-			}
-		}
-		return nil
-	}
-	if err := measure(before); err != nil {
-		return pathRun{}, err
-	}
-	lat, failed, err := constantRate(*productionRate, *rateFor, strings.TrimPrefix(path.url, "http://"),
-		func(i int) []byte { return path.request(round, i) })
-	if err != nil {
-		return pathRun{}, err
-	}
-	if err := measure(after); err != nil {
-		return pathRun{}, err
-	}
-	n := time.Duration(len(lat))
-	run := pathRun{serverCPU: (after[0] - before[0]) / n, redisCPU: (after[1] - before[1]) / n, behindCPU: (after[2] - before[2]) / n}
-	if path.path != nil {
-		var parts [3]struct {
-			lat    []time.Duration
-			failed []bool
-		}
-		for i := range lat {
-			k := path.path(i)
-			parts[k].lat = append(parts[k].lat, lat[i])
-			parts[k].failed = append(parts[k].failed, failed[i])
-		}
-		for _, part := range parts {
-			run.parts = append(run.parts, summarize(part.lat, part.failed))
-		}
-	}
-	run.res = summarize(lat, failed)
-	return run, nil
-}
-
-// ed25519Cost is the CPU time of one Ed25519 signature and one verification
-// of a message the size of a token's signing input, on a thread of this
-// process (getrusage RUSAGE_THREAD, Linux).
-func ed25519Cost() (sign, verify time.Duration) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-	msg := make([]byte, 300)
-	rand.Read(msg)
-	sig := ed25519.Sign(priv, msg)
-	const n = 2000
-	measure := func(f func()) time.Duration {
-		before := threadCPU()
-		for range n {
-			f()
-		}
-		return (threadCPU() - before) / n
-	}
-	sign = measure(func() { ed25519.Sign(priv, msg) })
-	verify = measure(func() {
-		if !ed25519.Verify(pub, msg, sig) {
-			panic("ed25519: own signature did not verify")
-		}
-	})
-	return sign, verify
-}
-
-// threadCPU is the CPU time the calling OS thread has used.
-func threadCPU() time.Duration {
-	const rusageThread = 1 // RUSAGE_THREAD, Linux
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // median is the middle of xs; it sorts xs.
