@@ -1,26 +1,36 @@
 // Command load measures the issuer under load, side by side with a bare
-// net/http handler on the same machine, in one run:
+// net/http handler and a peer on the same machine, in one run:
 //
 //	cd bench && go run ./cmd/load
 //
-// It starts its own redis-server and issuer (production mode, real Redis) on
-// loopback, warms up, then runs wrk (64 connections) against the bare handler
-// and each endpoint and prints a table of requests/s, latency and the ratio to
-// the bare handler; then an open-loop load at a constant rate (default 10,000
-// requests/s) for issue and validate, reporting p50/p99 measured from each
-// request's scheduled start, so a stall cannot hide its queue (no coordinated
-// omission). With -production it then runs the production-volume round of
-// issue 19 (production.go): the verified-token cache filled past its size,
-// among the -sessions live sessions, each path and a mix at a constant rate
-// against its floor, on the issuer and through a consumer that validates
-// with client.Validator in remote mode (cmd/consumer). It needs
-// redis-server and wrk on PATH (Debian packages).
+// It starts its own redis-server, issuer (production mode, real Redis; a
+// JWT client and an opaque one), bare handler and peer (cmd/peer: a
+// go-oauth2/oauth2 v4 server with its Redis token store, in db 1; peer.go)
+// on loopback. It first measures the Redis bytes per session of each
+// format and of the peer, one after another (memory.go), and fills the
+// issuer's verified-token cache past its size (cold.go). Then it runs wrk
+// (64 connections) against the bare handler and each endpoint (endpoints.go)
+// and prints a table of requests/s, latency and the ratio to the bare
+// handler, and each row's server CPU per request against its floor with
+// issue 16's target (floor.go): the bare handler's CPU per request, plus
+// one Ed25519 signature or verification measured in this process, in the
+// same round. Its never-seen row validates JWTs that no request has used,
+// a fresh pool each round (cold.go). Then an open-loop load at a constant
+// rate (default 10,000 requests/s) on the same endpoints, reporting p50/p99
+// measured from each request's scheduled start, so a stall cannot hide its
+// queue (no coordinated omission), and CPU against the floor again
+// (rate.go). Unless -sessions is 0, it then grows Redis to that many
+// live sessions and measures again (sessions.go). With -production it then runs the production-volume round
+// of issue 19 (production.go): the verified-token cache filled past its
+// size, among the -sessions live sessions, each path and a mix at a
+// constant rate against its floor, on the issuer and through a consumer
+// that validates with client.Validator in remote mode (cmd/consumer). It
+// needs redis-server, redis-cli and wrk on PATH (Debian packages).
 package main
 
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -33,7 +43,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,7 +63,6 @@ var (
 	connections = flag.Int("c", 64, "wrk connections")
 	rate        = flag.Int("rate", 10000, "requests/s of the constant-rate runs (0 skips them)")
 	rateFor     = flag.Duration("rate-d", 10*time.Second, "duration of each constant-rate run")
-	tokens      = flag.Int("tokens", 20000, "distinct tokens for the cold validate run")
 	idBench     = flag.Bool("ids", true, "also run the ID-engine comparison (go test -bench BenchmarkIDs in this module) first")
 	chart       = flag.String("png", "", "also draw the wrk table as a PNG chart into this file")
 	sessions    = flag.Int("sessions", 1_000_000, "live sessions to grow Redis to for the memory and flat-latency figures (0 skips)")
@@ -129,9 +137,14 @@ func run() error {
 		}
 		fmt.Println()
 	}
-	// Build the issuer and the bare handler the way the Dockerfile does.
-	issuerBin, bareBin, consumerBin := filepath.Join(dir, "snowtoken"), filepath.Join(dir, "bare"), filepath.Join(dir, "consumer")
-	for _, b := range []struct{ out, pkg, wd string }{{issuerBin, ".", root}, {bareBin, "./cmd/bare", "."}, {consumerBin, "./cmd/consumer", "."}} {
+	// Build the issuer, the bare handler, the consumer and the peer the way
+	// the Dockerfile builds the issuer.
+	bin := func(name string) string { return filepath.Join(dir, name) }
+	builds := []struct{ out, pkg, wd string }{{bin("snowtoken"), ".", root}, {bin("bare"), "./cmd/bare", "."}, {bin("consumer"), "./cmd/consumer", "."}}
+	if *withPeer {
+		builds = append(builds, struct{ out, pkg, wd string }{bin("peer"), "./cmd/peer", "."})
+	}
+	for _, b := range builds {
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", b.out, b.pkg)
 		cmd.Dir, cmd.Stderr = b.wd, os.Stderr
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -155,21 +168,25 @@ func run() error {
 		return err
 	}
 
-	// A signing key and a clients file, made by the binary itself.
+	// A signing key and a clients file, made by the binary itself: a JWT
+	// client and an opaque one.
 	keyPath := filepath.Join(dir, "key.pem")
-	if out, err := exec.Command(issuerBin, "keys", "new", "-out", keyPath).CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin("snowtoken"), "keys", "new", "-out", keyPath).CombinedOutput(); err != nil {
 		return fmt.Errorf("keys new: %v: %s", err, out)
 	}
-	out, err := exec.Command(issuerBin, "client", "new", "-id", "bench", "-scopes", "read,write").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("client new: %v: %s", err, out)
-	}
-	secret, entry, err := parseClientNew(out)
+	basic, entry, err := newClient(bin("snowtoken"), "bench")
 	if err != nil {
 		return err
 	}
+	opaqueBasic, opaqueEntry, err := newClient(bin("snowtoken"), "bench-opaque")
+	if err != nil {
+		return err
+	}
+	if opaqueEntry, err = withTokenFormat(opaqueEntry, "opaque"); err != nil {
+		return err
+	}
 	clientsPath := filepath.Join(dir, "clients.json")
-	if err := os.WriteFile(clientsPath, []byte(`{"clients":[`+entry+`]}`), 0o600); err != nil {
+	if err := os.WriteFile(clientsPath, []byte(`{"clients":[`+entry+`,`+opaqueEntry+`]}`), 0o600); err != nil {
 		return err
 	}
 
@@ -177,7 +194,7 @@ func run() error {
 	barePort, _ := freePort()
 	issuerURL := fmt.Sprintf("http://127.0.0.1:%d", issuerPort)
 	bareURL := fmt.Sprintf("http://127.0.0.1:%d", barePort)
-	issuer, err := start(dir, issuerBin, []string{
+	issuer, err := start(dir, bin("snowtoken"), []string{
 		"SNOWTOKEN_ENV=production", "SNOWTOKEN_ADDR=127.0.0.1:" + strconv.Itoa(issuerPort),
 		fmt.Sprintf("SNOWTOKEN_REDIS_URL=redis://127.0.0.1:%d/0", redisPort),
 		"SNOWTOKEN_ISSUER=" + issuerURL, "SNOWTOKEN_SIGNING_KEYS=" + keyPath,
@@ -188,7 +205,7 @@ func run() error {
 		return err
 	}
 	defer issuer.stop()
-	bare, err := start(dir, bareBin, nil, "-addr", "127.0.0.1:"+strconv.Itoa(barePort))
+	bare, err := start(dir, bin("bare"), nil, "-addr", "127.0.0.1:"+strconv.Itoa(barePort))
 	if err != nil {
 		return err
 	}
@@ -199,129 +216,69 @@ func run() error {
 	if err := waitHTTP(bareURL + "/"); err != nil {
 		return err
 	}
+	var pr *peer
+	if *withPeer {
+		if pr, err = startPeer(dir, bin("peer"), redisPort); err != nil {
+			return err
+		}
+		defer pr.stop()
+	}
+	s := servers{
+		issuerURL: issuerURL, bareURL: bareURL, basic: basic, opaqueBasic: opaqueBasic, peer: pr,
+		issuerPid: issuer.cmd.Process.Pid, barePid: bare.cmd.Process.Pid, redisPid: redis.cmd.Process.Pid,
+		redisPort: redisPort, usedEmpty: usedEmpty,
+	}
 
-	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("bench:"+secret))
-	hot, err := issue(issuerURL, basic)
+	// Redis bytes per session first, while nothing else has grown Redis.
+	sources := []sessionSource{{name: "snowtoken JWT", url: issuerURL, basic: basic}, {name: "snowtoken opaque", url: issuerURL, basic: opaqueBasic}}
+	if pr != nil {
+		sources = append(sources, sessionSource{name: peerPrefix + peerAlg + " JWT", url: pr.url, basic: pr.basic, db: peerDB})
+	}
+	if err := sessionMemory(redisPort, sources); err != nil {
+		return err
+	}
+
+	// The first 1,000 tokens probe validate latency while only they are
+	// live, to compare with the same tokens among -sessions sessions later.
+	probe := make([]string, 1000)
+	var few latencyProbe
+	if *sessions > 0 {
+		if err := issueN(issuerURL, basic, int64(len(probe)), probe); err != nil {
+			return err
+		}
+		if few, err = probeValidate(issuerURL, probe, 10, 8); err != nil {
+			return err
+		}
+		if few.live, err = dbsize(redisPort, 0); err != nil {
+			return err
+		}
+	}
+	// The never-seen rows need the verified-token cache full first.
+	if _, err := fillCache(issuerURL, basic); err != nil {
+		return err
+	}
+	fmt.Println()
+
+	eps, err := s.endpoints()
 	if err != nil {
 		return err
 	}
-	// Distinct tokens for the cold run, fetched before measuring. The first
-	// 1,000 also probe validate latency while only they are live, to compare
-	// with the same tokens among a million sessions later.
-	cold := make([]string, *tokens)
-	fetch := func(from, to int) error { return issueN(issuerURL, basic, int64(to-from), cold[from:to]) }
-	probeN := min(1000, len(cold))
-	if err := fetch(0, probeN); err != nil {
+	var rows []*row
+	for i, e := range eps {
+		name := filepath.Join(dir, fmt.Sprintf("%d.lua", len(rows)))
+		if err := os.WriteFile(name, []byte(e.req.lua()), 0o600); err != nil {
+			return err
+		}
+		rows = append(rows, &row{name: e.name, url: e.url + e.req.path, script: filepath.Base(name), server: e.pid, redis: e.redis,
+			floor: e.floor, target: e.target})
+		if i == hotJWT { // never-seen right after hot, whose rate sizes its pool
+			ns := &neverSeen{dir: dir, issuerURL: issuerURL, basic: basic, hot: rows[len(rows)-1]}
+			rows = append(rows, &row{name: "GET /token/validate, never-seen JWTs (cache full)", url: issuerURL + "/token/validate",
+				server: s.issuerPid, redis: s.redisPid, floor: floorVerify, target: 1.6, prepare: ns.prepare, check: ns.check})
+		}
+	}
+	if err := wrkTable(dir, rows); err != nil {
 		return err
-	}
-	var few latencyProbe
-	if *sessions > 0 {
-		if few, err = probeValidate(issuerURL, cold[:probeN], 10, 8); err != nil {
-			return err
-		}
-		if few.live, err = dbsize(redisPort); err != nil {
-			return err
-		}
-	}
-	if err := fetch(probeN, len(cold)); err != nil {
-		return err
-	}
-	coldFile := filepath.Join(dir, "tokens.txt")
-	if err := os.WriteFile(coldFile, []byte(strings.Join(cold, "\n")+"\n"), 0o600); err != nil {
-		return err
-	}
-
-	scripts := map[string]string{
-		"issue.lua": fmt.Sprintf(`wrk.method = "POST"
-wrk.body = "grant_type=client_credentials&scope=read"
-wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
-wrk.headers["Authorization"] = %q
-`, basic),
-		"hot.lua": fmt.Sprintf(`wrk.headers["Authorization"] = "Bearer %s"
-`, hot),
-		"introspect.lua": fmt.Sprintf(`wrk.method = "POST"
-wrk.body = "token=%s"
-wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
-wrk.headers["Authorization"] = %q
-`, hot, basic),
-		"cold.lua": fmt.Sprintf(`local tokens = {}
-for line in io.lines(%q) do tokens[#tokens + 1] = line end
-local i = 0
-request = function()
-  i = i %% #tokens + 1
-  return wrk.format("GET", nil, { Authorization = "Bearer " .. tokens[i] })
-end
-`, coldFile),
-		"status.lua": `local bad = 0
-response = function(status) if status ~= 200 then bad = bad + 1 end end
-done = function() end
-`,
-	}
-	for name, body := range scripts {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
-			return err
-		}
-	}
-
-	type row struct {
-		name, url, script string
-		server, redis     int         // pids whose CPU time the run measures (redis 0: none)
-		res               wrkResult   // of the median round by ratio to bare
-		ratio             float64     // to bare, median of the rounds
-		ratios            []float64   // to bare, round by round
-		all               []wrkResult // round by round
-	}
-	issuerPid, barePid, redisPid := issuer.cmd.Process.Pid, bare.cmd.Process.Pid, redis.cmd.Process.Pid
-	rows := []*row{
-		{name: "bare net/http, fixed JSON", url: bareURL + "/", server: barePid},
-		{name: "POST /token", url: issuerURL + "/token", script: "issue.lua", server: issuerPid, redis: redisPid},
-		{name: "GET /token/validate, hot (same token)", url: issuerURL + "/token/validate", script: "hot.lua", server: issuerPid, redis: redisPid},
-		{name: "GET /token/validate, cold (distinct tokens)", url: issuerURL + "/token/validate", script: "cold.lua", server: issuerPid, redis: redisPid},
-		{name: "POST /token/introspect", url: issuerURL + "/token/introspect", script: "introspect.lua", server: issuerPid, redis: redisPid},
-	}
-	// Warm up every route, then measure.
-	for _, r := range rows {
-		if _, err := runWrk(dir, r.url, r.script, 2*time.Second, r.server, r.redis); err != nil {
-			return err
-		}
-	}
-	// Rounds: every endpoint right after the baseline, so that each ratio
-	// compares runs minutes apart at most; noise that lasts a round moves
-	// that round's ratios, and the median round leaves it out.
-	for range max(*rounds, 1) {
-		for _, r := range rows {
-			res, err := runWrk(dir, r.url, r.script, *duration, r.server, r.redis)
-			if err != nil {
-				return err
-			}
-			r.all = append(r.all, res)
-			r.ratios = append(r.ratios, res.rps/rows[0].all[len(r.all)-1].rps)
-		}
-	}
-	for _, r := range rows {
-		order := make([]int, len(r.all))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(r.ratios[a], r.ratios[b]) })
-		if r == rows[0] { // all ratios 1: the median round by requests/s
-			slices.SortFunc(order, func(a, b int) int { return cmp.Compare(r.all[a].rps, r.all[b].rps) })
-		}
-		mid := order[len(order)/2]
-		r.res, r.ratio = r.all[mid], r.ratios[mid]
-	}
-	fmt.Printf("wrk, %d connections, %d rounds of %v per endpoint, one run (%s); each row is its median round:\n\n",
-		*connections, len(rows[0].all), *duration, time.Now().UTC().Format(time.RFC3339))
-	fmt.Println("| endpoint | requests/s | ratio to bare | ratio, lowest–highest round | p50 | p99 | non-2xx | server CPU/req | Redis CPU/req | wrk CPU/req |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	us := func(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
-	for _, r := range rows {
-		redisCPU := "—"
-		if r.redis != 0 {
-			redisCPU = us(r.res.redisCPU)
-		}
-		fmt.Printf("| %s | %.0f | %.2f× | %.2f–%.2f | %s | %s | %d | %s | %s | %s |\n", r.name, r.res.rps, r.ratio,
-			slices.Min(r.ratios), slices.Max(r.ratios), r.res.p50, r.res.p99, r.res.non2xx, us(r.res.serverCPU), redisCPU, us(r.res.wrkCPU))
 	}
 	if *chart != "" {
 		bars := make([]bar, len(rows))
@@ -340,46 +297,17 @@ done = function() end
 		if *rate <= 0 {
 			return nil
 		}
-		live, err := dbsize(redisPort)
-		if err != nil {
-			return err
+		paths := make([]*loadPath, len(eps))
+		for i, e := range eps {
+			paths[i] = &loadPath{name: e.name, url: e.url, pid: e.pid, floor: e.floor, target: e.target, request: same(e.req)}
 		}
-		fmt.Printf("\nconstant %d requests/s with %d keys in Redis, %d rounds of %v per endpoint (open loop, latency from the scheduled start); each row is its round with the median p99:\n\n",
-			*rate, live, max(*rounds, 1), *rateFor)
-		fmt.Println("| endpoint | sent | errors | p50 | p99 | max | p99, lowest–highest round |")
-		fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
-		cases := []struct {
-			name, url, req string
-			all            []rateResult
-		}{
-			// The bare handler first: the latency floor of this machine at this rate.
-			{name: "bare net/http, fixed JSON", url: bareURL, req: bareRequest},
-			{name: "POST /token", url: issuerURL, req: issueRequest(basic)},
-			{name: "GET /token/validate (hot)", url: issuerURL, req: validateRequest(hot)},
-		}
-		for range max(*rounds, 1) {
-			for i := range cases {
-				req := []byte(cases[i].req)
-				lat, failed, err := constantRate(*rate, *rateFor, strings.TrimPrefix(cases[i].url, "http://"), func(int) []byte { return req })
-				if err != nil {
-					return err
-				}
-				cases[i].all = append(cases[i].all, summarize(lat, failed))
-			}
-		}
-		for _, c := range cases {
-			slices.SortFunc(c.all, func(a, b rateResult) int { return cmp.Compare(a.p99, b.p99) })
-			res := c.all[len(c.all)/2]
-			fmt.Printf("| %s | %d | %d | %v | %v | %v | %v–%v |\n", c.name, res.sent, res.errors, res.p50, res.p99, res.max,
-				c.all[0].p99, c.all[len(c.all)-1].p99)
-		}
-		return nil
+		return rateTable(s, paths)
 	}
 	if err := ratePhase(); err != nil {
 		return err
 	}
 	if *sessions > 0 {
-		if err := sessionsPhase(issuerURL, basic, redisPort, usedEmpty, cold[:probeN], few); err != nil {
+		if err := sessionsPhase(issuerURL, basic, redisPort, usedEmpty, probe, few); err != nil {
 			return err
 		}
 		if err := ratePhase(); err != nil {
@@ -389,7 +317,7 @@ done = function() end
 	if *production {
 		consumerPort, _ := freePort()
 		consumerURL := fmt.Sprintf("http://127.0.0.1:%d", consumerPort)
-		consumer, err := start(dir, consumerBin, nil, "-addr", "127.0.0.1:"+strconv.Itoa(consumerPort), "-issuer", issuerURL)
+		consumer, err := start(dir, bin("consumer"), nil, "-addr", "127.0.0.1:"+strconv.Itoa(consumerPort), "-issuer", issuerURL)
 		if err != nil {
 			return err
 		}
@@ -397,17 +325,44 @@ done = function() end
 		if err := waitHTTP(consumerURL + "/healthz"); err != nil {
 			return err
 		}
-		err = productionRound(servers{
-			issuerURL: issuerURL, bareURL: bareURL, basic: basic,
-			issuerPid: issuerPid, barePid: barePid, redisPid: redisPid, redisPort: redisPort, usedEmpty: usedEmpty,
-			consumerURL: consumerURL, consumerPid: consumer.cmd.Process.Pid,
-		})
-		if err != nil {
+		s.consumerURL, s.consumerPid = consumerURL, consumer.cmd.Process.Pid
+		if err := productionRound(s); err != nil {
 			return err
 		}
 	}
-	fmt.Printf("\nissuer peak RSS (VmHWM): %s\n", peakRSS(issuer.cmd.Process.Pid))
+	fmt.Printf("\nissuer peak RSS (VmHWM): %s\n", peakRSS(s.issuerPid))
 	return nil
+}
+
+// newClient makes a client with scopes read and write by the issuer's own
+// `client new`, and returns its Authorization header value and its
+// clients-file entry.
+func newClient(issuerBin, id string) (basic, entry string, err error) {
+	out, err := exec.Command(issuerBin, "client", "new", "-id", id, "-scopes", "read,write").CombinedOutput()
+	if err != nil {
+		return "", "", fmt.Errorf("client new: %v: %s", err, out)
+	}
+	secret, entry, err := parseClientNew(out)
+	if err != nil {
+		return "", "", err
+	}
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(id+":"+secret)), entry, nil
+}
+
+// withTokenFormat is a clients-file entry with its token_format set to
+// format: `client new` has no flag for it.
+func withTokenFormat(entry, format string) (string, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(entry), &fields); err != nil {
+		return "", fmt.Errorf("client new entry: %w", err)
+	}
+	f, err := json.Marshal(format)
+	if err != nil {
+		return "", err
+	}
+	fields["token_format"] = f
+	b, err := json.Marshal(fields)
+	return string(b), err
 }
 
 func parseClientNew(out []byte) (secret, entry string, err error) {

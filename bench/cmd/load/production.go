@@ -4,11 +4,9 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/snowtoken/snowtoken/client"
-	"github.com/snowtoken/snowtoken/token"
 )
 
 var (
@@ -48,18 +46,6 @@ func mixPath(i int) int {
 	}
 }
 
-// servers is what the production round loads and measures.
-type servers struct {
-	issuerURL, bareURL, basic    string
-	issuerPid, barePid, redisPid int
-	redisPort                    int
-	usedEmpty                    int64 // Redis used_memory before any session
-	// consumerURL is the consumer (cmd/consumer: the bare handler behind
-	// client.Validator in remote mode); empty skips the consumer's paths.
-	consumerURL string
-	consumerPid int
-}
-
 // productionRound fills the issuer's verified-token cache past its size
 // (and the consumer's answer cache past its own), then in each of -rounds
 // rounds runs every path at -production-rate for -rate-d: the bare handler,
@@ -72,32 +58,18 @@ type servers struct {
 // handler's, the issuer's RSS and Redis memory per key.
 func productionRound(s servers) error {
 	rounds := max(*rounds, 1)
-	fill := token.DefaultCacheSize + token.DefaultCacheSize/10
-	fmt.Printf("\nproduction volume: issuing %d tokens and validating each once to fill the verified-token cache (%d entries) past its size\n",
-		fill, token.DefaultCacheSize)
-	filled := make([]string, fill)
-	if err := issueN(s.issuerURL, s.basic, int64(fill), filled); err != nil {
+	fmt.Print("\nproduction volume: ")
+	filled, err := fillCache(s.issuerURL, s.basic)
+	if err != nil {
 		return err
 	}
-	fillCache := func(url string, tokens []string) error {
-		start := time.Now()
-		probe, err := probeValidate(url, tokens, 1, 64)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("(%d validated through %s in %v, 64 clients closed loop: p50 %v, p99 %v)\n", len(tokens), url,
-			time.Since(start).Round(time.Second), probe.p50.Round(time.Microsecond), probe.p99.Round(time.Microsecond))
-		return nil
-	}
-	if err := fillCache(s.issuerURL, filled); err != nil {
-		return err
-	}
+	fill := len(filled)
 	known := filled[fill-knownTokens:]
 	// The consumer's cache is smaller: its known tokens are the last half of
 	// its size, and it is filled with the tokens just before them.
 	consumerKnown := filled[fill-client.DefaultCacheSize/2:]
 	if s.consumerURL != "" {
-		if err := fillCache(s.consumerURL, filled[fill-client.DefaultCacheSize*11/10:]); err != nil {
+		if err := validateEach(s.consumerURL, filled[fill-client.DefaultCacheSize*11/10:]); err != nil {
 			return err
 		}
 	}
@@ -111,9 +83,9 @@ func productionRound(s servers) error {
 	unseen := func(round, i int) string { return pool[round*perRound+i] }
 	unseenRun := func() func(round, i int) []byte {
 		from := take(perRun)
-		return func(round, i int) []byte { return []byte(validateRequest(unseen(round, from+i))) }
+		return func(round, i int) []byte { return []byte(validateRequest(unseen(round, from+i)).raw()) }
 	}
-	issueReq := []byte(issueRequest(s.basic))
+	issueReq := []byte(issueRequest(s.basic).raw())
 	mixRun := func(known []string, issue []byte) func(round, i int) []byte {
 		from := take((perRun/mixOf + 1) * mixUnseen)
 		return func(round, i int) []byte {
@@ -123,27 +95,26 @@ func productionRound(s servers) error {
 					return issue
 				}
 			case mixPathUnseen:
-				return []byte(validateRequest(unseen(round, from+i/mixOf*mixUnseen+i%mixOf-mixIssue)))
+				return []byte(validateRequest(unseen(round, from+i/mixOf*mixUnseen+i%mixOf-mixIssue)).raw())
 			}
-			return []byte(validateRequest(known[i%len(known)]))
+			return []byte(validateRequest(known[i%len(known)]).raw())
 		}
 	}
 	knownRun := func(known []string) func(round, i int) []byte {
-		return func(_, i int) []byte { return []byte(validateRequest(known[i%len(known)])) }
+		return func(_, i int) []byte { return []byte(validateRequest(known[i%len(known)]).raw()) }
 	}
-	bareReq := []byte(bareRequest)
 	paths := []*loadPath{
-		{name: "bare net/http, fixed JSON", url: s.bareURL, pid: s.barePid, floor: "bare", request: func(_, _ int) []byte { return bareReq }},
-		{name: "POST /token", url: s.issuerURL, pid: s.issuerPid, floor: "bare + sign", request: func(_, _ int) []byte { return issueReq }},
-		{name: "GET /token/validate, known tokens", url: s.issuerURL, pid: s.issuerPid, floor: "bare", request: knownRun(known)},
-		{name: "GET /token/validate, never-seen tokens", url: s.issuerURL, pid: s.issuerPid, floor: "bare + verify", request: unseenRun()},
+		{name: "bare net/http, fixed JSON", url: s.bareURL, pid: s.barePid, floor: floorBare, request: same(bareRequest)},
+		{name: "POST /token", url: s.issuerURL, pid: s.issuerPid, floor: floorSign, request: same(issueRequest(s.basic))},
+		{name: "GET /token/validate, known tokens", url: s.issuerURL, pid: s.issuerPid, floor: floorBare, request: knownRun(known)},
+		{name: "GET /token/validate, never-seen tokens", url: s.issuerURL, pid: s.issuerPid, floor: floorVerify, request: unseenRun()},
 		{name: "the mix", url: s.issuerURL, pid: s.issuerPid, path: mixPath, floor: "weighted", request: mixRun(known, issueReq)},
 	}
 	issuerPaths := len(paths)
 	if s.consumerURL != "" {
 		c := func(name string, request func(round, i int) []byte, path func(i int) int) *loadPath {
 			return &loadPath{name: "consumer: " + name, url: s.consumerURL, pid: s.consumerPid, behind: s.issuerPid,
-				floor: "bare", request: request, path: path}
+				floor: floorBare, request: request, path: path}
 		}
 		// The consumer's mix sends a known token where the issuer's issues one.
 		noIssue := func(i int) int { return cmp.Or(mixPath(i), mixPathKnown) }
@@ -157,17 +128,9 @@ func productionRound(s servers) error {
 		return err
 	}
 
-	var signs, verifies []time.Duration
-	for round := range rounds {
-		for _, path := range paths {
-			run, err := path.run(round, s.redisPid)
-			if err != nil {
-				return err
-			}
-			path.runs = append(path.runs, run)
-		}
-		sign, verify := ed25519Cost()
-		signs, verifies = append(signs, sign), append(verifies, verify)
+	signs, verifies, err := runRounds(paths, *productionRate, s.redisPid)
+	if err != nil {
+		return err
 	}
 
 	// Each figure is the median of the rounds, taken figure by figure.
@@ -182,9 +145,9 @@ func productionRound(s servers) error {
 	p99 := func(r pathRun) time.Duration { return r.res.p99 }
 	bareCPU, bareP99 := med(paths[0].runs, cpu), med(paths[0].runs, p99)
 	sign, verify := median(signs), median(verifies)
-	floors := map[string]time.Duration{"bare": bareCPU, "bare + sign": bareCPU + sign, "bare + verify": bareCPU + verify,
-		"weighted": bareCPU + (sign*mixIssue+verify*mixUnseen)/mixOf}
-	live, err := dbsize(s.redisPort)
+	fl := floors(bareCPU, sign, verify)
+	fl["weighted"] = bareCPU + (sign*mixIssue+verify*mixUnseen)/mixOf
+	live, err := dbsize(s.redisPort, 0)
 	if err != nil {
 		return err
 	}
@@ -192,7 +155,6 @@ func productionRound(s servers) error {
 	if err != nil {
 		return err
 	}
-	us := func(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
 	fmt.Printf("\nproduction volume: %d requests/s, %d rounds of %v per path, %d keys in Redis, the verified-token cache filled past its size; "+
 		"each figure is the median of the rounds; one Ed25519 signature %s, verification %s (CPU in this process, median of the rounds):\n\n",
 		*productionRate, rounds, *rateFor, live, us(sign), us(verify))
@@ -208,7 +170,7 @@ func productionRound(s servers) error {
 		for _, r := range path.runs {
 			errs += r.res.errors
 		}
-		floor := floors[path.floor]
+		floor := fl[path.floor]
 		fmt.Printf("| %s | %s | %s (%s) | %.2f× | %s | %s | %v | %v | %.2f× | %d |\n", path.name, us(c), us(floor), path.floor,
 			float64(c)/float64(floor), behind, us(med(path.runs, func(r pathRun) time.Duration { return r.redisCPU })),
 			med(path.runs, func(r pathRun) time.Duration { return r.res.p50 }), med(path.runs, p99),
@@ -231,10 +193,4 @@ func productionRound(s servers) error {
 	fmt.Printf("\nissuer RSS after the round: %s (peak %s); Redis used_memory %d B, %.1f B per key above the empty Redis (%d keys)\n",
 		procStatus(s.issuerPid, "VmRSS"), peakRSS(s.issuerPid), used, float64(used-s.usedEmpty)/float64(live), live)
 	return nil
-}
-
-// median is the middle of xs; it sorts xs.
-func median[T cmp.Ordered](xs []T) T {
-	slices.Sort(xs)
-	return xs[len(xs)/2]
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -13,17 +14,63 @@ import (
 	"time"
 )
 
-// The requests of the constant-rate runs, written by hand.
-const bareRequest = "GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
-
-func issueRequest(basic string) string {
-	const body = "grant_type=client_credentials&scope=read"
-	return "POST /token HTTP/1.1\r\nHost: bench\r\nAuthorization: " + basic +
-		"\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+// httpReq is one HTTP/1.1 request, as a wrk script (lua) and as the bytes
+// that constantRate writes by hand (raw), so that the wrk and the
+// constant-rate tables send the same.
+type httpReq struct {
+	method, path, body string
+	header             [][2]string // name, value
 }
 
-func validateRequest(token string) string {
-	return "GET /token/validate HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer " + token + "\r\n\r\n"
+// lua is a wrk script that sends r (to the URL's host).
+func (r httpReq) lua() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "wrk.method = %q\nwrk.path = %q\n", r.method, r.path)
+	if r.body != "" {
+		fmt.Fprintf(&b, "wrk.body = %q\n", r.body)
+	}
+	for _, h := range r.header {
+		fmt.Fprintf(&b, "wrk.headers[%q] = %q\n", h[0], h[1])
+	}
+	return b.String()
+}
+
+// raw is r as it goes on the wire.
+func (r httpReq) raw() string {
+	var b strings.Builder
+	b.WriteString(r.method + " " + r.path + " HTTP/1.1\r\nHost: bench\r\n")
+	for _, h := range r.header {
+		b.WriteString(h[0] + ": " + h[1] + "\r\n")
+	}
+	if r.body != "" {
+		b.WriteString("Content-Length: " + strconv.Itoa(len(r.body)) + "\r\n")
+	}
+	b.WriteString("\r\n" + r.body)
+	return b.String()
+}
+
+// bareRequest is the bare handler's request.
+var bareRequest = httpReq{method: "GET", path: "/"}
+
+// issueRequest is POST /token with the client credentials grant for
+// scope read, as client basic (an Authorization header value).
+func issueRequest(basic string) httpReq {
+	return httpReq{method: "POST", path: "/token", body: "grant_type=client_credentials&scope=read",
+		header: [][2]string{{"Authorization", basic}, {"Content-Type", "application/x-www-form-urlencoded"}}}
+}
+
+// introspectRequest is POST /token/introspect of token, as client basic.
+func introspectRequest(basic, token string) httpReq {
+	return httpReq{method: "POST", path: "/token/introspect", body: "token=" + token,
+		header: [][2]string{{"Authorization", basic}, {"Content-Type", "application/x-www-form-urlencoded"}}}
+}
+
+// validateRequest is GET /token/validate of token.
+func validateRequest(token string) httpReq { return bearerRequest("/token/validate", token) }
+
+// bearerRequest is a GET of path with token as its bearer token.
+func bearerRequest(path, token string) httpReq {
+	return httpReq{method: "GET", path: path, header: [][2]string{{"Authorization", "Bearer " + token}}}
 }
 
 type rateResult struct {
@@ -132,8 +179,8 @@ func readResponse(r *bufio.Reader) error {
 	return nil
 }
 
-// loadPath is one path of the production round: what it sends and where,
-// and its runs.
+// loadPath is one path of a constant-rate table (the production round's
+// too): what it sends and where, and its runs.
 type loadPath struct {
 	name    string
 	url     string
@@ -142,7 +189,68 @@ type loadPath struct {
 	request func(round, i int) []byte
 	path    func(i int) int // the path of the i-th request of a mix, as mixPath (nil: not a mix)
 	floor   string
+	target  float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
 	runs    []pathRun
+	floors  []time.Duration // round by round (rateTable)
+}
+
+// same is a loadPath's request function that sends req every time.
+func same(req httpReq) func(round, i int) []byte {
+	b := []byte(req.raw())
+	return func(_, _ int) []byte { return b }
+}
+
+// runRounds runs -rounds rounds of every path at rate requests/s, one
+// path after another, the bare handler (paths[0]) first; after each round,
+// with the servers idle, it measures one Ed25519 signature and verification
+// in this process and keeps each path's floor of the round. It returns the
+// Ed25519 costs, round by round.
+func runRounds(paths []*loadPath, rate, redisPid int) (signs, verifies []time.Duration, err error) {
+	for round := range max(*rounds, 1) {
+		for _, path := range paths {
+			run, err := path.run(round, rate, redisPid)
+			if err != nil {
+				return nil, nil, err
+			}
+			path.runs = append(path.runs, run)
+		}
+		sign, verify := ed25519Cost()
+		signs, verifies = append(signs, sign), append(verifies, verify)
+		fl := floors(paths[0].runs[round].serverCPU, sign, verify)
+		for _, path := range paths {
+			path.floors = append(path.floors, fl[path.floor])
+		}
+	}
+	return signs, verifies, nil
+}
+
+// rateTable runs -rounds rounds of every path at -rate requests/s for
+// -rate-d, one after another, the bare handler (paths[0]) first, and
+// prints the table: each row its round with the median p99, and its
+// server CPU per request against its floor in that round.
+func rateTable(s servers, paths []*loadPath) error {
+	live, err := dbsize(s.redisPort, 0)
+	if err != nil {
+		return err
+	}
+	signs, verifies, err := runRounds(paths, *rate, s.redisPid)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nconstant %d requests/s with %d keys in Redis db 0, %d rounds of %v per endpoint (open loop, latency from the scheduled start); "+
+		"each row is its round with the median p99; floors as in the wrk table, at this rate (Ed25519 signature %s, verification %s: medians):\n\n",
+		*rate, live, max(*rounds, 1), *rateFor, us(median(signs)), us(median(verifies)))
+	fmt.Println("| endpoint | sent | errors | p50 | p99 | max | p99, lowest–highest round | server CPU/req | floor | ÷ floor (target) | Redis CPU/req |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, path := range paths {
+		order := roundsBy(len(path.runs), func(a, b int) int { return cmp.Compare(path.runs[a].res.p99, path.runs[b].res.p99) })
+		run, floor := path.runs[order[len(order)/2]], path.floors[order[len(order)/2]]
+		res := run.res
+		fmt.Printf("| %s | %d | %d | %v | %v | %v | %v–%v | %s | %s (%s) | %s | %s |\n", path.name, res.sent, res.errors, res.p50, res.p99, res.max,
+			path.runs[order[0]].res.p99, path.runs[order[len(order)-1]].res.p99,
+			us(run.serverCPU), us(floor), path.floor, vsFloor(run.serverCPU, floor, path.target), us(run.redisCPU))
+	}
+	return nil
 }
 
 // pathRun is one constant-rate run of a loadPath.
@@ -152,9 +260,9 @@ type pathRun struct {
 	parts                          []rateResult // the mix, by mixPath
 }
 
-// run sends path's requests at -production-rate for -rate-d and measures
-// the CPU its server, the issuer behind it and Redis use meanwhile.
-func (path *loadPath) run(round, redisPid int) (pathRun, error) {
+// run sends path's requests at rate requests/s for -rate-d and measures the
+// CPU its server, the issuer behind it and Redis use meanwhile.
+func (path *loadPath) run(round, rate, redisPid int) (pathRun, error) {
 	pids := []int{path.pid, redisPid, path.behind}
 	before, after := make([]time.Duration, 3), make([]time.Duration, 3)
 	measure := func(into []time.Duration) error {
@@ -172,7 +280,7 @@ func (path *loadPath) run(round, redisPid int) (pathRun, error) {
 	if err := measure(before); err != nil {
 		return pathRun{}, err
 	}
-	lat, failed, err := constantRate(*productionRate, *rateFor, strings.TrimPrefix(path.url, "http://"),
+	lat, failed, err := constantRate(rate, *rateFor, strings.TrimPrefix(path.url, "http://"),
 		func(i int) []byte { return path.request(round, i) })
 	if err != nil {
 		return pathRun{}, err

@@ -81,7 +81,7 @@ func sessionsPhase(issuerURL, basic string, redisPort int, usedEmpty int64, prob
 		if used, err = usedMemory(redisPort); err != nil {
 			return 0, 0, err
 		}
-		keys, err = dbsize(redisPort)
+		keys, err = dbsize(redisPort, 0)
 		return used, keys, err
 	}
 	used0, keys0, err := info()
@@ -142,9 +142,10 @@ func waitRedis(redisPort int) error {
 	return errors.New("redis-server did not answer PING")
 }
 
-// dbsize is the number of keys in the benchmark's Redis.
-func dbsize(redisPort int) (int64, error) {
-	out, err := exec.Command("redis-cli", "-p", strconv.Itoa(redisPort), "DBSIZE").Output()
+// dbsize is the number of keys in db of the benchmark's Redis (the
+// issuer's is 0).
+func dbsize(redisPort, db int) (int64, error) {
+	out, err := exec.Command("redis-cli", "-p", strconv.Itoa(redisPort), "-n", strconv.Itoa(db), "DBSIZE").Output()
 	if err != nil {
 		return 0, fmt.Errorf("redis-cli: %w", err)
 	}

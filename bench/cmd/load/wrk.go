@@ -1,20 +1,120 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 )
 
+// wrkThreads is wrk's -t: each thread has connections/wrkThreads of the
+// connections and a Lua state of its own.
+const wrkThreads = 2
+
+// wrkResult is what one wrk run measured.
 type wrkResult struct {
 	rps      float64
 	p50, p99 string
 	non2xx   int
 	// CPU time per request of the server under test, of Redis and of wrk.
 	serverCPU, redisCPU, wrkCPU time.Duration
+}
+
+// row is one endpoint of the wrk table and its runs.
+type row struct {
+	name, url, script string
+	server, redis     int     // pids whose CPU time the run measures (redis 0: none)
+	floor             string  // floorBare, floorSign or floorVerify
+	target            float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
+	// prepare, if set, writes the row's script for a round, before the
+	// round's run and unmeasured (the never-seen pool), and check checks
+	// wrk's output of that run; such a row has no warm-up.
+	prepare func(round int) (script string, err error)
+	check   func(out []byte) error
+
+	res    wrkResult       // of the median round by ratio to bare
+	ratio  float64         // to bare, median of the rounds
+	ratios []float64       // to bare, round by round
+	all    []wrkResult     // round by round
+	floors []time.Duration // round by round
+	floorN time.Duration   // of the median round
+}
+
+// wrkTable warms every row up, runs -rounds rounds of every row, one after
+// another, and prints the table: each row its median round by requests/s
+// relative to the bare handler (rows[0]) in the same round, and its server
+// CPU per request against its floor in that round.
+func wrkTable(dir string, rows []*row) error {
+	for _, r := range rows {
+		if r.prepare == nil {
+			if _, err := runWrk(dir, r.url, r.script, 2*time.Second, r.server, r.redis, nil); err != nil {
+				return err
+			}
+		}
+	}
+	// Rounds: every endpoint right after the baseline, so that each ratio
+	// compares runs minutes apart at most; noise that lasts a round moves
+	// that round's ratios, and the median round leaves it out. After each
+	// round, with the servers idle, one Ed25519 signature and verification
+	// in this process give the round's floors.
+	var signs, verifies []time.Duration
+	for round := range max(*rounds, 1) {
+		for _, r := range rows {
+			script := r.script
+			if r.prepare != nil {
+				var err error
+				if script, err = r.prepare(round); err != nil {
+					return err
+				}
+			}
+			res, err := runWrk(dir, r.url, script, *duration, r.server, r.redis, r.check)
+			if err != nil {
+				return err
+			}
+			r.all = append(r.all, res)
+			r.ratios = append(r.ratios, res.rps/rows[0].all[round].rps)
+		}
+		sign, verify := ed25519Cost()
+		signs, verifies = append(signs, sign), append(verifies, verify)
+		fl := floors(rows[0].all[round].serverCPU, sign, verify)
+		for _, r := range rows {
+			r.floors = append(r.floors, fl[r.floor])
+		}
+	}
+	for _, r := range rows {
+		order := roundsBy(len(r.all), func(a, b int) int { return cmp.Compare(r.ratios[a], r.ratios[b]) })
+		if r == rows[0] { // all ratios 1: the median round by requests/s
+			order = roundsBy(len(r.all), func(a, b int) int { return cmp.Compare(r.all[a].rps, r.all[b].rps) })
+		}
+		mid := order[len(order)/2]
+		r.res, r.ratio, r.floorN = r.all[mid], r.ratios[mid], r.floors[mid]
+	}
+	fmt.Printf("wrk, %d connections, %d rounds of %v per endpoint, one run (%s); each row is its median round; "+
+		"floor: the bare handler's server CPU/req in the same round, plus one Ed25519 signature (median %s) or verification (median %s), "+
+		"CPU in this process after the round:\n\n",
+		*connections, len(rows[0].all), *duration, time.Now().UTC().Format(time.RFC3339), us(median(signs)), us(median(verifies)))
+	fmt.Println("| endpoint | requests/s | ratio to bare | ratio, lowest–highest round | p50 | p99 | non-2xx | server CPU/req | floor | ÷ floor (target) | ÷ floor, lowest–highest round | Redis CPU/req | wrk CPU/req |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		redisCPU := "—"
+		if r.redis != 0 {
+			redisCPU = us(r.res.redisCPU)
+		}
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for i, res := range r.all {
+			x := float64(res.serverCPU) / float64(r.floors[i])
+			lo, hi = min(lo, x), max(hi, x)
+		}
+		fmt.Printf("| %s | %.0f | %.2f× | %.2f–%.2f | %s | %s | %d | %s | %s (%s) | %s | %.2f–%.2f | %s | %s |\n", r.name, r.res.rps, r.ratio,
+			slices.Min(r.ratios), slices.Max(r.ratios), r.res.p50, r.res.p99, r.res.non2xx, us(r.res.serverCPU),
+			us(r.floorN), r.floor, vsFloor(r.res.serverCPU, r.floorN, r.target), lo, hi, redisCPU, us(r.res.wrkCPU))
+	}
+	return nil
 }
 
 var (
@@ -24,9 +124,10 @@ var (
 )
 
 // runWrk runs wrk against url and measures the CPU time that server (the
-// process under test) and redis (0 for none) use meanwhile.
-func runWrk(dir, url, script string, d time.Duration, server, redis int) (wrkResult, error) {
-	args := []string{"-t2", "-c" + strconv.Itoa(*connections), "-d" + strconv.Itoa(int(d.Seconds())) + "s", "--latency"}
+// process under test) and redis (0 for none) use meanwhile. check, if not
+// nil, checks wrk's output first.
+func runWrk(dir, url, script string, d time.Duration, server, redis int, check func(out []byte) error) (wrkResult, error) {
+	args := []string{"-t" + strconv.Itoa(wrkThreads), "-c" + strconv.Itoa(*connections), "-d" + strconv.Itoa(int(d.Seconds())) + "s", "--latency"}
 	if script != "" {
 		args = append(args, "-s", filepath.Join(dir, script))
 	}
@@ -53,6 +154,11 @@ func runWrk(dir, url, script string, d time.Duration, server, redis int) (wrkRes
 	if redis != 0 {
 		if redisAfter, err = cpuTime(redis); err != nil {
 			return wrkResult{}, err
+		}
+	}
+	if check != nil {
+		if err := check(out); err != nil {
+			return wrkResult{}, fmt.Errorf("wrk %s: %w", url, err)
 		}
 	}
 	m := rpsRe.FindSubmatch(out)

@@ -1,0 +1,69 @@
+package main
+
+// servers is what the run loads and measures.
+type servers struct {
+	issuerURL, bareURL           string
+	basic, opaqueBasic           string // Authorization of the JWT client and of the opaque one
+	issuerPid, barePid, redisPid int
+	redisPort                    int
+	usedEmpty                    int64 // Redis used_memory before any session
+	// peer is the go-oauth2 peer (peer.go); nil skips its rows.
+	peer *peer
+	// consumerURL is the consumer (cmd/consumer: the bare handler behind
+	// client.Validator in remote mode); empty skips the consumer's paths.
+	consumerURL string
+	consumerPid int
+}
+
+// endpoint is one request, sent again and again to one server, that both
+// the wrk table and the constant-rate table measure.
+type endpoint struct {
+	name       string
+	url        string // the server's
+	req        httpReq
+	pid, redis int // of the server, and of Redis if the server uses it (else 0)
+	floor      string
+	target     float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
+}
+
+// hotJWT is the index of hot JWT validation among endpoints: the
+// never-seen row follows it.
+const hotJWT = 2
+
+// endpoints are the rows of both tables, the bare handler first, with
+// issue 16's targets; each validation and introspection uses one token
+// issued now, again and again (hot).
+func (s servers) endpoints() ([]endpoint, error) {
+	hot, err := issue(s.issuerURL, s.basic)
+	if err != nil {
+		return nil, err
+	}
+	opaqueHot, err := issue(s.issuerURL, s.opaqueBasic)
+	if err != nil {
+		return nil, err
+	}
+	issuer := func(name string, req httpReq, floor string, target float64) endpoint {
+		return endpoint{name: name, url: s.issuerURL, req: req, pid: s.issuerPid, redis: s.redisPid, floor: floor, target: target}
+	}
+	eps := []endpoint{
+		{name: "bare net/http, fixed JSON", url: s.bareURL, req: bareRequest, pid: s.barePid, floor: floorBare},
+		issuer("POST /token (JWT)", issueRequest(s.basic), floorSign, 1.4),
+		hotJWT: issuer("GET /token/validate, hot (same JWT)", validateRequest(hot), floorBare, 1.6),
+		issuer("POST /token/introspect (JWT)", introspectRequest(s.basic, hot), floorBare, 0),
+		issuer("POST /token (opaque)", issueRequest(s.opaqueBasic), floorBare, 1.5),
+		issuer("GET /token/validate, hot (same opaque token)", validateRequest(opaqueHot), floorBare, 1.6),
+	}
+	if s.peer != nil {
+		peerHot, err := issue(s.peer.url, s.peer.basic)
+		if err != nil {
+			return nil, err
+		}
+		peer := func(name string, req httpReq, floor string) endpoint {
+			return endpoint{name: peerPrefix + name, url: s.peer.url, req: req, pid: s.peer.cmd.Process.Pid, redis: s.redisPid, floor: floor}
+		}
+		eps = append(eps,
+			peer("POST /token ("+peerAlg+" JWT)", issueRequest(s.peer.basic), floorSign),
+			peer("GET /validate, hot (same token)", bearerRequest("/validate", peerHot), floorBare))
+	}
+	return eps, nil
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestHTTPReqRaw: the bytes constantRate writes are the request itself.
+func TestHTTPReqRaw(t *testing.T) {
+	for _, r := range []httpReq{bareRequest, issueRequest("Basic YTpi"), validateRequest("tok"), introspectRequest("Basic YTpi", "tok")} {
+		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(r.raw())))
+		if err != nil {
+			t.Fatalf("%s %s: %v", r.method, r.path, err)
+		}
+		body, _ := io.ReadAll(req.Body)
+		if req.Method != r.method || req.URL.Path != r.path || string(body) != r.body {
+			t.Errorf("%q read as %s %s %q", r.raw(), req.Method, req.URL.Path, body)
+		}
+		for _, h := range r.header {
+			if got := req.Header.Get(h[0]); got != h[1] {
+				t.Errorf("%s %s: %s is %q, want %q", r.method, r.path, h[0], got, h[1])
+			}
+		}
+	}
+}
+
+func TestHTTPReqLua(t *testing.T) {
+	got := issueRequest("Basic YTpi").lua()
+	want := `wrk.method = "POST"
+wrk.path = "/token"
+wrk.body = "grant_type=client_credentials&scope=read"
+wrk.headers["Authorization"] = "Basic YTpi"
+wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
+`
+	if got != want {
+		t.Errorf("lua:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestWithTokenFormat(t *testing.T) {
+	got, err := withTokenFormat(`{"id":"b","secret_sha256":"ab","scopes":["read","write"]}`, "opaque")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		ID          string   `json:"id"`
+		Scopes      []string `json:"scopes"`
+		TokenFormat string   `json:"token_format"`
+	}
+	if err := json.Unmarshal([]byte(got), &c); err != nil || c.ID != "b" || len(c.Scopes) != 2 || c.TokenFormat != "opaque" {
+		t.Errorf("withTokenFormat = %s (%+v, %v)", got, c, err)
+	}
+	if _, err := withTokenFormat("client_secret: x", "opaque"); err == nil {
+		t.Error("withTokenFormat took a line that is not JSON")
+	}
+}
+
+func TestVsFloor(t *testing.T) {
+	if got := vsFloor(152, 100, 1.6); got != "1.52× (≤1.6)" {
+		t.Errorf("vsFloor = %q", got)
+	}
+	if got := vsFloor(100, 100, 0); got != "1.00×" {
+		t.Errorf("vsFloor without a target = %q", got)
+	}
+}
