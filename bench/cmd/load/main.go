@@ -232,7 +232,7 @@ func run() error {
 	// Redis bytes per session first, while nothing else has grown Redis.
 	sources := []sessionSource{{name: "snowtoken JWT", url: issuerURL, basic: basic}, {name: "snowtoken opaque", url: issuerURL, basic: opaqueBasic}}
 	if pr != nil {
-		sources = append(sources, sessionSource{name: peerPrefix + peerAlg + " JWT", url: pr.url, basic: pr.basic, db: peerDB})
+		sources = append(sources, sessionSource{name: peerPrefix + peerAlg + " JWT", url: pr.url, basic: pr.basic, db: peerDB, note: peerMemoryNote})
 	}
 	if err := sessionMemory(redisPort, sources); err != nil {
 		return err

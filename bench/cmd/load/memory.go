@@ -17,6 +17,7 @@ var memSessions = flag.Int("mem-sessions", 5000, "sessions of each format (JWT, 
 type sessionSource struct {
 	name, url, basic string
 	db               int
+	note             string // printed under the table, if not empty
 }
 
 // memSample is what Redis holds at one moment: used_memory (the whole
@@ -59,6 +60,12 @@ func sessionMemory(redisPort int, sources []sessionSource) error {
 		amortized := per(used-tables) + float64(after.tables)/float64(max(after.keys, 1))*per(keys)
 		fmt.Printf("| %s | %d | %.2f | %.0f B | %.0f B | %.0f B |\n", src.name, src.db, per(keys), per(used), per(tables), amortized)
 	}
+	for _, src := range sources {
+		if src.note != "" {
+			fmt.Printf("\n%s: %s\n", src.name, src.note)
+		}
+	}
+	fmt.Println()
 	return nil
 }
 

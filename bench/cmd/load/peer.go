@@ -24,6 +24,11 @@ const (
 	// row has the same floor as snowtoken's JWT issue (bare + sign). Its
 	// validation reads its store and verifies no signature: floor bare.
 	peerAlg = "EdDSA"
+	// peerMemoryNote says why the peer's sessions take fewer keys than
+	// its two a token.
+	peerMemoryNote = "each token is a record key and an access-token key, but the library's JWT has no jti nor iat, so the tokens " +
+		"issued to one client within one second are the same string and share one access-token key (cmd/peer's doc comment): " +
+		"the records are per issue, the access-token keys per second"
 	// peerPrefix starts the peer's row names.
 	peerPrefix = "go-oauth2 v4: "
 )
