@@ -115,13 +115,18 @@ func waitHTTP(url string) error {
 	return fmt.Errorf("%s did not become ready", url)
 }
 
-func run() error {
+func run() (err error) {
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "snowtoken-load-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	defer func() {
+		if err != nil {
+			logTails(dir)
+		}
+	}()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		return err
@@ -198,7 +203,8 @@ func run() error {
 		"SNOWTOKEN_ENV=production", "SNOWTOKEN_ADDR=127.0.0.1:" + strconv.Itoa(issuerPort),
 		fmt.Sprintf("SNOWTOKEN_REDIS_URL=redis://127.0.0.1:%d/0", redisPort),
 		"SNOWTOKEN_ISSUER=" + issuerURL, "SNOWTOKEN_SIGNING_KEYS=" + keyPath,
-		"SNOWTOKEN_CLIENTS_FILE=" + clientsPath, "SNOWTOKEN_WORKER_ID=1", "SNOWTOKEN_LOG_LEVEL=error",
+		"SNOWTOKEN_CLIENTS_FILE=" + clientsPath, "SNOWTOKEN_WORKER_ID=1",
+		"SNOWTOKEN_LOG_LEVEL=warn",   // a 503's cause is a warning; a run that goes well logs none
 		"SNOWTOKEN_METRICS_ADDR=off", // not measured; and 9090 may be taken
 	})
 	if err != nil {
@@ -332,6 +338,20 @@ func run() error {
 	}
 	fmt.Printf("\nissuer peak RSS (VmHWM): %s\n", peakRSS(s.issuerPid))
 	return nil
+}
+
+// logTails prints the last lines of the servers' logs in dir, which a
+// failed run removes.
+func logTails(dir string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, name := range logs {
+		b, err := os.ReadFile(name)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		fmt.Fprintf(os.Stderr, "%s, its last lines:\n%s\n", filepath.Base(name), strings.Join(lines[max(0, len(lines)-10):], "\n"))
+	}
 }
 
 // newClient makes a client with scopes read and write by the issuer's own
