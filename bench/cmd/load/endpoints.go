@@ -5,8 +5,12 @@ type servers struct {
 	issuerURL, bareURL           string
 	basic, opaqueBasic           string // Authorization of the JWT client and of the opaque one
 	issuerPid, barePid, redisPid int
-	redisPort                    int
-	usedEmpty                    int64 // Redis used_memory before any session
+	// bareRedis is the bare handler reading one Redis key per request with
+	// plain go-redis (cmd/bare -redis); empty skips its row.
+	bareRedisURL string
+	bareRedisPid int
+	redisPort    int
+	usedEmpty    int64 // Redis used_memory before any session
 	// peer is the go-oauth2 peer (peer.go); nil skips its rows.
 	peer *peer
 	// consumerURL is the consumer (cmd/consumer: the bare handler behind
@@ -52,6 +56,14 @@ func (s servers) endpoints() ([]endpoint, error) {
 		issuer("POST /token/introspect (JWT)", introspectRequest(s.basic, hot), floorBare, 0),
 		issuer("POST /token (opaque)", issueRequest(s.opaqueBasic), floorBare, 1.5),
 		issuer("GET /token/validate, hot (same opaque token)", validateRequest(opaqueHot), floorBare, 1.6),
+	}
+	if s.bareRedisURL != "" {
+		// Not a floor the targets use (Redis's CPU is apart, as in every
+		// row), but what one plain round trip costs a net/http handler: the
+		// goroutine parked and woken, net/http's background read of a
+		// connection whose handler waits, go-redis's own work.
+		eps = append(eps, endpoint{name: "bare net/http + one Redis GET (plain go-redis)", url: s.bareRedisURL, req: bareRequest,
+			pid: s.bareRedisPid, redis: s.redisPid, floor: floorBare})
 	}
 	if s.peer != nil {
 		peerHot, err := issue(s.peer.url, s.peer.basic)

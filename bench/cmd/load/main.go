@@ -216,11 +216,20 @@ func run() (err error) {
 		return err
 	}
 	defer bare.stop()
-	if err := waitHTTP(issuerURL + "/readyz"); err != nil {
+	// The bare handler again, reading one key of Redis (db 2) per request
+	// with plain go-redis: what waiting on one round trip costs a handler.
+	bareRedisPort, _ := freePort()
+	bareRedisURL := fmt.Sprintf("http://127.0.0.1:%d", bareRedisPort)
+	bareRedis, err := start(dir, bin("bare"), nil, "-addr", "127.0.0.1:"+strconv.Itoa(bareRedisPort),
+		"-redis", fmt.Sprintf("redis://127.0.0.1:%d/2", redisPort))
+	if err != nil {
 		return err
 	}
-	if err := waitHTTP(bareURL + "/"); err != nil {
-		return err
+	defer bareRedis.stop()
+	for _, url := range []string{issuerURL + "/readyz", bareURL + "/", bareRedisURL + "/"} {
+		if err := waitHTTP(url); err != nil {
+			return err
+		}
 	}
 	var pr *peer
 	if *withPeer {
@@ -231,6 +240,7 @@ func run() (err error) {
 	}
 	s := servers{
 		issuerURL: issuerURL, bareURL: bareURL, basic: basic, opaqueBasic: opaqueBasic, peer: pr,
+		bareRedisURL: bareRedisURL, bareRedisPid: bareRedis.cmd.Process.Pid,
 		issuerPid: issuer.cmd.Process.Pid, barePid: bare.cmd.Process.Pid, redisPid: redis.cmd.Process.Pid,
 		redisPort: redisPort, usedEmpty: usedEmpty,
 	}
