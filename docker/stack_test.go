@@ -216,7 +216,12 @@ func TestStack(t *testing.T) {
 		}
 	})
 
-	s.compose(ctx, 10*time.Minute, "build")
+	// A cold build compiles the issuer and the consumer from nothing on
+	// the stand-in golang image (no cache mounts with the legacy builder):
+	// about 6 minutes on 2 idle cores, and once 15 with the cores shared
+	// by go test -race of the other packages and a load run. The limit
+	// catches a build that hangs, not a slow one.
+	s.compose(ctx, 20*time.Minute, "build")
 	// up returns once every container has started, after the ones its
 	// depends_on conditions wait for: init done, Redis and the issuers healthy.
 	s.compose(ctx, 5*time.Minute, "up", "-d")
