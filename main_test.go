@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -18,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -673,35 +671,6 @@ func TestHealthcheck(t *testing.T) {
 	}
 	if err := run(t.Context(), []string{"healthcheck"}, hcEnv, io.Discard); err == nil {
 		t.Error("healthcheck succeeded with nothing listening")
-	}
-}
-
-func TestTuneGC(t *testing.T) {
-	// Restore the test binary's own settings afterwards.
-	origPercent := debug.SetGCPercent(100)
-	origLimit := debug.SetMemoryLimit(math.MaxInt64)
-	t.Cleanup(func() { debug.SetGCPercent(origPercent); debug.SetMemoryLimit(origLimit) })
-
-	const untouchedPercent, untouchedLimit = 123, 1 << 40
-	for _, tc := range []struct {
-		env         map[string]string
-		wantPercent int
-		wantLimit   int64
-	}{
-		{nil, defaultGOGC, defaultMemLimit},
-		{map[string]string{"GOGC": "150"}, untouchedPercent, defaultMemLimit},
-		{map[string]string{"GOMEMLIMIT": "1GiB"}, defaultGOGC, untouchedLimit},
-		{map[string]string{"GOGC": "off", "GOMEMLIMIT": "1GiB"}, untouchedPercent, untouchedLimit},
-	} {
-		debug.SetGCPercent(untouchedPercent)
-		debug.SetMemoryLimit(untouchedLimit)
-		tuneGC(tc.env)
-		if got := debug.SetGCPercent(untouchedPercent); got != tc.wantPercent {
-			t.Errorf("env %v: GC percent %d, want %d", tc.env, got, tc.wantPercent)
-		}
-		if got := debug.SetMemoryLimit(-1); got != tc.wantLimit {
-			t.Errorf("env %v: memory limit %d, want %d", tc.env, got, tc.wantLimit)
-		}
 	}
 }
 

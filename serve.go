@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -47,7 +48,12 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	}
 	log := newLogger(stdout, cfg.LogLevel)
 	redis.SetLogger(redisLog{log})
-	tuneGC(env)
+	memLimit := tuneGC(env, memlimit.FromCgroup)
+	if cfg.CacheSize > 0 {
+		if err := checkCacheFits(cfg.CacheSize, memLimit, log); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("SNOWTOKEN_ADDR: %w", err)
@@ -176,7 +182,8 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	ln = newCapListener(ln.(*net.TCPListener), maxConns)
 	log.Info("listening", "addr", ln.Addr().String(), "metrics_addr", metricsAddr, "max_conns", maxConns,
 		"issuer", cfg.Issuer, "worker_id", worker,
-		"bits", cfg.Bits.String(), "epoch", cfg.Epoch, "signing_kid", keys.SigningKeyID(), "production", cfg.Production)
+		"bits", cfg.Bits.String(), "epoch", cfg.Epoch, "signing_kid", keys.SigningKeyID(), "production", cfg.Production,
+		"memory_limit_bytes", memLimit.bytes, "memory_limit_from", memLimit.from, "cache_size", cfg.CacheSize)
 	if !cfg.Production {
 		printDevBanner(stdout, cfg, ln.Addr().String(), keys.SigningKeyID(), worker, devSecret)
 	}
@@ -307,29 +314,6 @@ type redisLog struct{ log *slog.Logger }
 
 func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
 	r.log.WarnContext(ctx, "redis client", "err", fmt.Sprintf(format, v...))
-}
-
-// The garbage collector's defaults for the issuer, unless GOGC and
-// GOMEMLIMIT say otherwise. The live heap is small (keys, clients, the
-// verified-token cache), so with Go's GOGC=100 the collector runs every few
-// megabytes of allocation, many times a second under load. GOGC=400 makes it
-// run a quarter as often: with wrk on validate it cut the issuer's CPU per
-// request by about a tenth (BENCHMARKS.md). The soft limit keeps a full
-// verified-token cache (100,000 tokens, tens of MB) from growing the heap to
-// five times its size.
-const (
-	defaultGOGC     = 400
-	defaultMemLimit = 256 << 20
-)
-
-// tuneGC applies defaultGOGC and defaultMemLimit where the environment sets nothing.
-func tuneGC(env map[string]string) {
-	if env["GOGC"] == "" {
-		debug.SetGCPercent(defaultGOGC)
-	}
-	if env["GOMEMLIMIT"] == "" {
-		debug.SetMemoryLimit(defaultMemLimit)
-	}
 }
 
 // openRedis connects to the configured Redis deployment, or in dev mode

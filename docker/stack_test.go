@@ -229,6 +229,9 @@ func TestStack(t *testing.T) {
 	// The limits and the read-only roots are in force: docker-compose 1.29
 	// applies deploy.resources.limits without --compatibility.
 	s.checkContainers(ctx)
+	// Each issuer read its container's limit from the cgroup: its soft
+	// memory limit is under the OOM killer's (memory.go's tuneGC).
+	s.checkIssuerMemoryLimit(ctx)
 
 	// docker cp, since docker-compose 1.29 has no cp.
 	dir := t.TempDir()
@@ -331,6 +334,37 @@ func (s *stack) checkContainers(ctx context.Context) {
 	}
 	if got, want := slices.Sorted(maps.Keys(seen)), slices.Sorted(maps.Keys(p.Services)); !slices.Equal(got, want) {
 		s.t.Errorf("the stack's containers are of services %v, want %v", got, want)
+	}
+}
+
+// checkIssuerMemoryLimit reads each issuer's "listening" log line: the
+// soft memory limit it set is 90% of its container's, read from the cgroup
+// inside the real container, not the 256 MiB it takes outside one, which
+// equals Compose's limit and would let a full cache reach the OOM killer.
+func (s *stack) checkIssuerMemoryLimit(ctx context.Context) {
+	s.t.Helper()
+	limit := service(s.t, loadCompose(s.t, true), "issuer").Deploy.Resources.Limits.MemoryBytes
+	want := int64(float64(limit) * 0.9)
+	for _, id := range s.running(ctx, "issuer") {
+		var line struct {
+			Msg   string `json:"msg"`
+			Bytes int64  `json:"memory_limit_bytes"`
+			From  string `json:"memory_limit_from"`
+		}
+		for l := range strings.Lines(s.run(ctx, time.Minute, "docker", "logs", id)) {
+			if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "listening" {
+				break
+			}
+			line.Msg = ""
+		}
+		if line.Msg == "" {
+			s.t.Errorf("issuer %s logged no listening line", id)
+			continue
+		}
+		if line.From != "container" || line.Bytes != want {
+			s.t.Errorf("issuer %s: soft memory limit %d bytes from %q; want %d (90%% of the container's %d) from \"container\"",
+				id, line.Bytes, line.From, want, int64(limit))
+		}
 	}
 }
 

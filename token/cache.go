@@ -15,9 +15,9 @@ import (
 // O(1), and reads take no lock that a writer holds, so a full cache costs
 // what an empty one does (BenchmarkVerifiedCache: a put into a full cache of
 // 100,000 took 38.9 µs with the sharded maps this replaced, which scanned a
-// whole shard under its write lock). At most size entries, about 640 bytes
-// of heap each with their Verified (TestVerifiedCacheMemory): 61 MiB at the
-// default 100,000.
+// whole shard under its write lock). At most size entries, at most
+// CacheEntryBytes of heap each with their Verified (TestVerifiedCacheMemory):
+// 69 MiB at the default 100,000.
 type verifiedCache struct {
 	c *otter.Cache[[sha256.Size]byte, *Verified]
 }
