@@ -3,6 +3,7 @@ module github.com/snowtoken/snowtoken
 go 1.26.8
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/KimMachineGun/automemlimit v1.0.1
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/compose-spec/compose-go/v2 v2.16.2

@@ -12,6 +12,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/snowtoken/snowtoken/internal/edverify"
 )
 
 // Key is an Ed25519 key pair (or, for a retired key kept only to verify, a
@@ -61,6 +63,8 @@ type setKey struct {
 	// retired is when the key stopped signing; zero for a key that is not
 	// retired, or that verifies as long as it is listed (a plain list).
 	retired time.Time
+	// verifier is Public decoded once, for parseOwn.
+	verifier *edverify.Key
 }
 
 // NewKeySet returns a set whose first key signs and the others verify, as a
@@ -90,6 +94,9 @@ func newKeySet(keys []*setKey) (*KeySet, error) {
 		}
 		header, err := headerSegment(k.ID)
 		if err != nil {
+			return nil, fmt.Errorf("%w: key %s: %w", ErrKey, k.ID, err)
+		}
+		if k.verifier, err = edverify.NewKey(k.Public); err != nil {
 			return nil, fmt.Errorf("%w: key %s: %w", ErrKey, k.ID, err)
 		}
 		ks.byID[k.ID], ks.byHeader[header] = k, k

@@ -91,7 +91,7 @@ func (s *Service) parseOwn(p policy, raw string, claims *Claims) (ok bool, err e
 	if !s.verifies(k, s.opts.Now()) {
 		return true, fmt.Errorf("%w: %w", jwt.ErrTokenUnverifiable, errDroppedKid)
 	}
-	if !ed25519.Verify(k.Public, bytesOf(raw[:len(header)+1+len(payload)]), signature[:]) {
+	if !k.verifier.Verify(bytesOf(raw[:len(header)+1+len(payload)]), signature[:]) {
 		return true, fmt.Errorf("%w: %w", jwt.ErrTokenSignatureInvalid, jwt.ErrEd25519Verification)
 	}
 	if p.validator != nil {
