@@ -113,6 +113,10 @@ func TestNewKeySet(t *testing.T) {
 		{"none", nil},
 		{"public key first", []Key{oldPub}},
 		{"public key before the private one", []Key{oldPub, signer}},
+		// 32 bytes that x509 parses as an Ed25519 key but that are no
+		// point of the curve (y = 2): refused when the set is made, not
+		// found out by every token failing to verify.
+		{"public key off the curve", []Key{signer, {ID: "off-curve", Public: append([]byte{2}, make([]byte, 31)...)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := NewKeySet(tc.keys...); !errors.Is(err, ErrKey) {
