@@ -18,6 +18,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/extra/redisotel/v9 v9.23.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/snowtoken/snowtoken/bitsalloc v0.0.0
 	github.com/snowtoken/snowtoken/client v0.0.0
 	go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin v0.65.0
 	go.opentelemetry.io/otel v1.47.0
@@ -97,8 +98,14 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-// The client module (client/go.mod) is developed beside the issuer, which
-// imports its stdlib-only packages: always the working tree's copy. Modules
-// that require this one ignore the replace: a release tags client/vX.Y.Z
-// first and requires that version here.
-replace github.com/snowtoken/snowtoken/client => ./client
+// bitsalloc/ (stdlib only: the Snowflake ID layout) and client/ (golang-jwt
+// and bitsalloc: the consuming services' library) are modules of their own,
+// developed beside the issuer: always the working tree's copies. Modules that
+// require this one ignore these replaces, so a release tags in this order,
+// each requiring the versions tagged before it: bitsalloc/vX.Y.Z, then
+// client/vX.Y.Z (its go.mod requiring that bitsalloc), then vX.Y.Z here
+// (requiring both). See docs/modules.md.
+replace (
+	github.com/snowtoken/snowtoken/bitsalloc => ./bitsalloc
+	github.com/snowtoken/snowtoken/client => ./client
+)

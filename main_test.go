@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/bitsalloc"
 	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"

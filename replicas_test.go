@@ -36,7 +36,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/bitsalloc"
 	"github.com/snowtoken/snowtoken/internal/logtest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/lease"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/bitsalloc"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 

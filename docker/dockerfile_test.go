@@ -692,6 +692,8 @@ func TestDockerignore(t *testing.T) {
 		"main.go":                     false,
 		"token/service.go":            false,
 		"client/go.mod":               false,
+		"bitsalloc/go.mod":            false,
+		"bitsalloc/bitsalloc.go":      false,
 		".git/HEAD":                   true,
 		"main_test.go":                true,
 		"token/service_test.go":       true,

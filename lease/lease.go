@@ -99,7 +99,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/bitsalloc"
 )
 
 // Defaults for the zero values of Options.

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/bitsalloc"
 )
 
 // ID is a Snowflake ID. In JSON it is a quoted decimal string, because

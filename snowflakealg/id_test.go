@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/bitsalloc"
 )
 
 func TestParseID(t *testing.T) {

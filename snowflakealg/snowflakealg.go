@@ -35,7 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/bitsalloc"
 )
 
 // DefaultEpoch is the epoch used when Settings.Epoch is zero: 2026-01-01 UTC, a

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/bitsalloc"
 	"github.com/snowtoken/snowtoken/internal/clocktest"
 )
 

@@ -6,7 +6,7 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/bitsalloc"
 )
 
 // Errors returned by WorkerIDFromIPv4.

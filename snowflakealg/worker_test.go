@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/snowtoken/snowtoken/client/bitsalloc"
+	"github.com/snowtoken/snowtoken/bitsalloc"
 )
 
 func addrs(ss ...string) []netip.Addr {

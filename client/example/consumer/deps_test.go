@@ -9,9 +9,14 @@ import (
 	"testing"
 )
 
-// lightModules are all the modules the client module may need: itself and
-// golang-jwt. No gin, go-redis, quic-go, otter or anything else.
-var lightModules = []string{"github.com/snowtoken/snowtoken/client", "github.com/golang-jwt/jwt/v5"}
+// lightModules are all the modules the client module may need: itself,
+// golang-jwt and bitsalloc (standard library only; the ID layout). No gin,
+// go-redis, quic-go, otter or anything else.
+var lightModules = []string{
+	"github.com/snowtoken/snowtoken/client",
+	"github.com/golang-jwt/jwt/v5",
+	"github.com/snowtoken/snowtoken/bitsalloc",
+}
 
 // TestBuildsFromTheClientModuleAlone builds the consumer as a consuming
 // service does, from the client module alone (no workspace, go.mod as it
