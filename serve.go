@@ -141,7 +141,8 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	authLimit, err := authlimit.New(rdb, authlimit.Settings{Failures: cfg.AuthFailures, Window: cfg.AuthWindow})
+	authLimit, err := authlimit.New(rdb, authlimit.Settings{Failures: cfg.AuthFailures, Window: cfg.AuthWindow,
+		IPv4Prefix: cfg.AuthIPv4Prefix, IPv6Prefix: cfg.AuthIPv6Prefix})
 	if err != nil {
 		return fmt.Errorf("SNOWTOKEN_AUTH_FAILURES: %w", err)
 	}

@@ -4,6 +4,12 @@
 // may fail Settings.Failures times in a burst, then once per
 // Window/Failures, so no more than Failures+1 times in any Window.
 //
+// A source address counts as its network: IPv4 by /32 and IPv6 by /64 unless
+// Settings say otherwise (Settings.IPv4Prefix, Settings.IPv6Prefix), and an
+// IPv4-mapped IPv6 address (::ffff:192.0.2.1) as the IPv4 address it maps.
+// An IPv6 customer gets a /64 (RFC 6177), so keying by the whole address
+// would give one attacker 2^64 budgets.
+//
 // A successful authentication costs no Redis command: only a failure is
 // recorded (Fail), and the answer that a key is limited is kept in this
 // process until Redis says the key may fail again, so that the next
@@ -16,7 +22,10 @@
 // With the default Prefix "st:" (the token store's own):
 //
 //	rate:st:authfail:client:{sha256 of the ID, base64url}   string  GCRA "theoretical arrival time"  EX until reset
-//	rate:st:authfail:address:{IP}                            string  the same                          EX until reset
+//	rate:st:authfail:address:{network}                       string  the same                          EX until reset
+//
+// where {network} is the address's prefix in CIDR notation, such as
+// 192.0.2.1/32 or 2001:db8:1:2::/64.
 //
 // redis_rate writes them ("rate:" is its own prefix) and sets each to expire
 // when the key is back to its full burst. A key that disappears (evicted by a
@@ -31,6 +40,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -44,6 +54,16 @@ const (
 	DefaultFailures = 10
 	DefaultWindow   = time.Minute
 	DefaultPrefix   = "st:"
+	// DefaultIPv4Prefix and DefaultIPv6Prefix are the networks a source
+	// address counts as: one IPv4 address, one IPv6 /64 (what a customer
+	// gets, RFC 6177).
+	DefaultIPv4Prefix = 32
+	DefaultIPv6Prefix = 64
+	// MinIPv4Prefix and MinIPv6Prefix bound the networks from below: a
+	// shorter prefix would hold many unrelated customers (an IPv6 /32 is a
+	// whole ISP's allocation), whom one guesser could then lock out at once.
+	MinIPv4Prefix = 16
+	MinIPv6Prefix = 32
 	// maxEntries bounds the limited keys kept in memory before the expired
 	// ones are swept.
 	maxEntries = 10000
@@ -55,8 +75,13 @@ const (
 	Address = "address"
 )
 
-// ErrLimited is wrapped by every *LimitedError.
-var ErrLimited = errors.New("too many failed authentications")
+// Errors of this package.
+var (
+	// ErrLimited is wrapped by every *LimitedError.
+	ErrLimited = errors.New("too many failed authentications")
+	// ErrSettings is wrapped by New's refusal of Settings.
+	ErrSettings = errors.New("authlimit: bad settings")
+)
 
 // Settings configures a Limiter. The zero value means 10 failures a minute.
 type Settings struct {
@@ -69,12 +94,20 @@ type Settings struct {
 	// Prefix goes before every key, after redis_rate's "rate:". Empty means
 	// DefaultPrefix.
 	Prefix string
+	// IPv4Prefix is the length of the IPv4 network an Address key counts
+	// as, MinIPv4Prefix to 32. Zero means DefaultIPv4Prefix (one address).
+	IPv4Prefix int
+	// IPv6Prefix is the length of the IPv6 network an Address key counts
+	// as, MinIPv6Prefix to 128. Zero means DefaultIPv6Prefix (a /64).
+	IPv6Prefix int
 	// Now reads the clock of the in-process state. Nil means time.Now.
 	// Redis keeps the limit's own time (TIME in its script).
 	Now func() time.Time
 }
 
 // Key is what failures count against: a client ID or a source address.
+// The Limiter counts an Address by its network (see the package doc), and
+// names that network in a LimitedError's Key.
 type Key struct {
 	Kind string // Client or Address
 	Name string
@@ -116,7 +149,7 @@ type entry struct {
 }
 
 // New returns a Limiter keeping its counts in rdb. It refuses a negative
-// Failures, and a Window shorter than a second.
+// Failures, a Window shorter than a second, and prefix lengths out of range.
 func New(rdb redis.UniversalClient, s Settings) (*Limiter, error) {
 	if s.Failures == 0 {
 		s.Failures = DefaultFailures
@@ -125,7 +158,18 @@ func New(rdb redis.UniversalClient, s Settings) (*Limiter, error) {
 		s.Window = DefaultWindow
 	}
 	if s.Failures < 0 || s.Window < time.Second {
-		return nil, fmt.Errorf("authlimit: want at least 1 failure per at least 1s, got %d/%s", s.Failures, s.Window)
+		return nil, fmt.Errorf("%w: want at least 1 failure per at least 1s, got %d/%s", ErrSettings, s.Failures, s.Window)
+	}
+	if s.IPv4Prefix != 0 && (s.IPv4Prefix < MinIPv4Prefix || s.IPv4Prefix > 32) ||
+		s.IPv6Prefix != 0 && (s.IPv6Prefix < MinIPv6Prefix || s.IPv6Prefix > 128) {
+		return nil, fmt.Errorf("%w: want an IPv4 prefix length from %d to 32 and an IPv6 one from %d to 128, got /%d and /%d",
+			ErrSettings, MinIPv4Prefix, MinIPv6Prefix, s.IPv4Prefix, s.IPv6Prefix)
+	}
+	if s.IPv4Prefix == 0 {
+		s.IPv4Prefix = DefaultIPv4Prefix
+	}
+	if s.IPv6Prefix == 0 {
+		s.IPv6Prefix = DefaultIPv6Prefix
 	}
 	if s.Prefix == "" {
 		s.Prefix = DefaultPrefix
@@ -151,6 +195,7 @@ func (l *Limiter) Blocked(keys ...Key) error {
 		return nil
 	}
 	for _, k := range keys {
+		k = l.network(k)
 		if e := l.limited[k]; e != nil && now.Before(e.until) {
 			return &LimitedError{Key: k, Wait: e.until.Sub(now)}
 		}
@@ -165,6 +210,7 @@ func (l *Limiter) Blocked(keys ...Key) error {
 func (l *Limiter) Fail(ctx context.Context, keys ...Key) error {
 	var limited []*LimitedError
 	for _, k := range keys {
+		k = l.network(k)
 		res, err := l.rl.Allow(ctx, l.redisKey(k), l.limit)
 		if err != nil {
 			return fmt.Errorf("authlimit: recording a failure: %w", err)
@@ -205,6 +251,30 @@ func (l *Limiter) sweep(now time.Time) {
 			delete(l.limited, k)
 		}
 	}
+}
+
+// network returns k with an Address replaced by its network in CIDR
+// notation: an IPv4-mapped IPv6 address as IPv4, IPv4 by IPv4Prefix, IPv6 by
+// IPv6Prefix (its zone dropped). A name that is no IP address, which the
+// handlers never give, stays a key of its own.
+func (l *Limiter) network(k Key) Key {
+	if k.Kind != Address {
+		return k
+	}
+	ip, err := netip.ParseAddr(k.Name)
+	if err != nil {
+		return k
+	}
+	ip = ip.Unmap().WithZone("")
+	bits := l.s.IPv6Prefix
+	if ip.Is4() {
+		bits = l.s.IPv4Prefix
+	}
+	p, err := ip.Prefix(bits) // cannot fail: bits is checked by New
+	if err != nil {
+		return k
+	}
+	return Key{Kind: Address, Name: p.String()}
 }
 
 // redisKey names k's key; a client ID is hashed, so that any ID makes a

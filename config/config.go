@@ -27,6 +27,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/snowtoken/snowtoken/authlimit"
 	"github.com/snowtoken/snowtoken/bitsalloc"
 	"github.com/snowtoken/snowtoken/redisconf"
 	"github.com/snowtoken/snowtoken/snowflakealg"
@@ -80,7 +81,9 @@ var Vars = []Var{
 	{"SNOWTOKEN_WORKER_INTERFACE", "(first up, non-loopback interface)", "network interface whose IPv4 last octet is the worker ID"},
 	{"SNOWTOKEN_EPOCH", "2026-01-01T00:00:00Z", "RFC 3339 epoch of the ID timestamps; never change it once IDs exist"},
 	{"SNOWTOKEN_BITS", "41/10/12", "timestamp/worker/sequence widths, summing to 63"},
-	{"SNOWTOKEN_AUTH_FAILURES", "10/1m", "failed client authentications allowed per client ID and per source address (the TCP peer; X-Forwarded-For is not read) in a burst, then one per window/N; past it 429 with Retry-After, even for the right secret"},
+	{"SNOWTOKEN_AUTH_FAILURES", "10/1m", "failed client authentications allowed per client ID and per source network (see the two below; the TCP peer, or X-Forwarded-For from SNOWTOKEN_TRUSTED_PROXIES) in a burst, then one per window/N; past it 429 with Retry-After, even for the right secret"},
+	{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX", "32", "prefix length of the IPv4 network that counts as one source address for SNOWTOKEN_AUTH_FAILURES, 16 to 32; an IPv4-mapped IPv6 address counts as IPv4"},
+	{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX", "64", "prefix length of the IPv6 network that counts as one source address for SNOWTOKEN_AUTH_FAILURES, 32 to 128; 64: every address of a customer's /64 shares one budget"},
 	{"SNOWTOKEN_TRUSTED_PROXIES", "(none: the TCP peer is the client)", "comma-separated proxy addresses or CIDRs (10.0.0.5, 10.0.0.0/8) whose X-Forwarded-For names the client's address, for the failed-authentication limit and the audit log; from any other peer the header is ignored"},
 	{"SNOWTOKEN_SHUTDOWN_DRAIN", "1s", "on SIGTERM: fail /readyz and close keep-alive connections for this long before refusing new connections (0s: at once)"},
 	{"SNOWTOKEN_LOG_LEVEL", "info", "debug, info, warn or error"},
@@ -117,6 +120,8 @@ type Config struct {
 	ShutdownDrain   time.Duration
 	AuthFailures    int           // failed authentications per key per AuthWindow (package authlimit)
 	AuthWindow      time.Duration // the period of AuthFailures
+	AuthIPv4Prefix  int           // the IPv4 network of one source address (package authlimit)
+	AuthIPv6Prefix  int           // the IPv6 network of one source address
 	TrustedProxies  []string      // addresses and CIDRs whose X-Forwarded-For is believed
 }
 
@@ -199,6 +204,23 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("SNOWTOKEN_AUTH_FAILURES", v, err)
 		} else {
 			c.AuthFailures, c.AuthWindow = n, w
+		}
+	}
+	c.AuthIPv4Prefix, c.AuthIPv6Prefix = authlimit.DefaultIPv4Prefix, authlimit.DefaultIPv6Prefix
+	for _, p := range []struct {
+		name     string
+		bits     *int
+		min, max int
+	}{
+		{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX", &c.AuthIPv4Prefix, authlimit.MinIPv4Prefix, 32},
+		{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX", &c.AuthIPv6Prefix, authlimit.MinIPv6Prefix, 128},
+	} {
+		if v := getenv(p.name); v != "" {
+			if n, err := strconv.Atoi(v); err != nil || n < p.min || n > p.max {
+				bad(p.name, v, fmt.Errorf("want a prefix length from %d to %d", p.min, p.max))
+			} else {
+				*p.bits = n
+			}
 		}
 	}
 	c.TrustedProxies = list(getenv("SNOWTOKEN_TRUSTED_PROXIES"))

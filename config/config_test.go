@@ -67,6 +67,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"RedisTimeout", c.RedisTimeout, 2 * time.Second},
 		{"AuthFailures", c.AuthFailures, 10},
 		{"AuthWindow", c.AuthWindow, time.Minute},
+		{"AuthIPv4Prefix", c.AuthIPv4Prefix, 32},
+		{"AuthIPv6Prefix", c.AuthIPv6Prefix, 64},
 		{"TrustedProxies", len(c.TrustedProxies), 0},
 	} {
 		if tc.got != tc.want {
@@ -80,6 +82,7 @@ func TestLoadDefaults(t *testing.T) {
 		"SNOWTOKEN_ADDR", "SNOWTOKEN_METRICS_ADDR", "SNOWTOKEN_ENV", "SNOWTOKEN_ISSUER", "SNOWTOKEN_TOKEN_TTL",
 		"SNOWTOKEN_MAX_TOKEN_TTL", "SNOWTOKEN_EPOCH", "SNOWTOKEN_BITS", "SNOWTOKEN_LOG_LEVEL", "SNOWTOKEN_REDIS_TIMEOUT",
 		"SNOWTOKEN_AUTH_FAILURES", "SNOWTOKEN_CACHE_SIZE", "SNOWTOKEN_PPROF",
+		"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX", "SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX",
 	} {
 		doc := documented(t, name)
 		got, err := Load(envOf(map[string]string{name: doc}))
@@ -128,6 +131,9 @@ func TestLoadValues(t *testing.T) {
 		"SNOWTOKEN_REDIS_TIMEOUT":    "750ms",
 		"SNOWTOKEN_AUTH_FAILURES":    "3/90s",
 		"SNOWTOKEN_TRUSTED_PROXIES":  "10.0.0.5, 172.16.0.0/12,fd00::/8",
+
+		"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX": "24",
+		"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX": "48",
 	})
 	for _, tc := range []struct {
 		name      string
@@ -157,6 +163,8 @@ func TestLoadValues(t *testing.T) {
 		{"RedisTimeout", c.RedisTimeout, 750 * time.Millisecond},
 		{"AuthFailures", c.AuthFailures, 3},
 		{"AuthWindow", c.AuthWindow, 90 * time.Second},
+		{"AuthIPv4Prefix", c.AuthIPv4Prefix, 24},
+		{"AuthIPv6Prefix", c.AuthIPv6Prefix, 48},
 		{"TrustedProxies", strings.Join(c.TrustedProxies, "|"), "10.0.0.5|172.16.0.0/12|fd00::/8"},
 	} {
 		if tc.got != tc.want {
@@ -221,6 +229,14 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_AUTH_FAILURES": "10/minute"}, "SNOWTOKEN_AUTH_FAILURES"},
 		{map[string]string{"SNOWTOKEN_TRUSTED_PROXIES": "nginx"}, "SNOWTOKEN_TRUSTED_PROXIES"},
 		{map[string]string{"SNOWTOKEN_TRUSTED_PROXIES": "10.0.0.0/33"}, "SNOWTOKEN_TRUSTED_PROXIES"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX": "15"}, "SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX": "33"}, "SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX": "0"}, "SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX": "/32"}, "SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX": "31"}, "SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX": "129"}, "SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX": "-64"}, "SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX"},
+		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX": "64 "}, "SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX"},
 	} {
 		mustReject(t, tc.env, tc.name)
 	}
