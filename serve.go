@@ -47,6 +47,9 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		return err
 	}
 	log := newLogger(stdout, cfg.LogLevel)
+	if cfg.IssuerAsSet != "" {
+		log.Warn("SNOWTOKEN_ISSUER is taken in its canonical form, the iss of every token and the issuer of the metadata; set it so", "set", cfg.IssuerAsSet, "issuer", cfg.Issuer)
+	}
 	redis.SetLogger(redisLog{log})
 	memLimit := tuneGC(env, memlimit.FromCgroup)
 	if cfg.CacheSize > 0 {

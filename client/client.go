@@ -57,7 +57,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -129,7 +128,8 @@ const (
 // only IssuerURL is required.
 type Options struct {
 	// IssuerURL is the issuer's base URL as this service reaches it, such as
-	// "http://issuer:8080". Required; http or https, no query.
+	// "http://issuer:8080". Required; http or https, no query. A trailing
+	// slash makes no difference.
 	IssuerURL string
 
 	// Mode is Remote (zero) or Local.
@@ -139,9 +139,12 @@ type Options struct {
 	// before choosing it.
 	RevocationCheck RevocationCheck
 
-	// Issuer is the iss a token must carry. Empty means IssuerURL in Local
-	// mode; in Remote mode it means no check here (the issuer accepts only its
-	// own iss).
+	// Issuer is the iss a token must carry: the issuer's SNOWTOKEN_ISSUER.
+	// Empty means IssuerURL in Local mode; in Remote mode it means no check
+	// here (the issuer accepts only its own iss). Like IssuerURL it is taken
+	// in its canonical form (jwtpolicy.Issuer: no trailing slash, scheme and
+	// host in lower case), the form the issuer signs, so either spelling
+	// matches.
 	Issuer string
 
 	// Audience, if set, names this service: it must be one of the token's aud
@@ -215,11 +218,15 @@ type Validator struct {
 // New returns a Validator configured by opts. It does no I/O: Local mode
 // fetches the JWKS when the first token arrives.
 func New(opts Options) (*Validator, error) {
-	u, err := url.Parse(opts.IssuerURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	base, err := jwtpolicy.Issuer(opts.IssuerURL)
+	if err != nil {
 		return nil, fmt.Errorf("%w: IssuerURL %.100q must be an http(s) base URL such as http://issuer:8080", ErrOptions, opts.IssuerURL)
 	}
-	base := strings.TrimRight(u.String(), "/")
+	if opts.Issuer != "" {
+		if opts.Issuer, err = jwtpolicy.Issuer(opts.Issuer); err != nil {
+			return nil, fmt.Errorf("%w: Issuer: %w", ErrOptions, err)
+		}
+	}
 	switch {
 	case opts.Mode != Remote && opts.Mode != Local:
 		return nil, fmt.Errorf("%w: unknown Mode %d", ErrOptions, opts.Mode)

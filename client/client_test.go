@@ -162,6 +162,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{IssuerURL: "http://issuer", CacheTTL: -time.Second},
 		{IssuerURL: "http://issuer", Timeout: -time.Second},
 		{IssuerURL: "http://issuer", Realm: `a"b`},
+		{IssuerURL: "http://issuer#top"},
+		{IssuerURL: "http://admin@issuer"},
+		{IssuerURL: "http://issuer", Issuer: "issuer"},
+		{IssuerURL: "http://issuer", Issuer: "https://auth.example.com/?tenant=1"},
 	} {
 		if _, err := client.New(o); !errors.Is(err, client.ErrOptions) {
 			t.Errorf("New(%+v): got %v, want ErrOptions", o, err)

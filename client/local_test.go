@@ -194,3 +194,34 @@ func FuzzValidateLocal(f *testing.F) {
 		}
 	})
 }
+
+// TestLocalIssuerSpellings: the iss the issuer signs has no trailing slash
+// (jwtpolicy.Issuer), and a service may write its IssuerURL or Issuer with
+// one or without: each spelling accepts the token, none accepts another
+// issuer's.
+func TestLocalIssuerSpellings(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	f := newFakeJWKS(t)
+	tok := f.sign(t, f.claims(now, "orders:read"))
+	for _, opts := range []client.Options{
+		{IssuerURL: f.URL + "/"},
+		{IssuerURL: f.URL, Issuer: f.URL + "/"},
+		{IssuerURL: f.URL + "/", Issuer: strings.ToUpper(f.URL[:4]) + f.URL[4:] + "//"},
+	} {
+		opts.Mode, opts.RevocationCheck = client.Local, client.Skip
+		opts.Now, opts.Logger = func() time.Time { return now }, slog.New(slog.DiscardHandler)
+		v, err := client.New(opts)
+		if err != nil {
+			t.Fatalf("New(IssuerURL %q, Issuer %q): %v", opts.IssuerURL, opts.Issuer, err)
+		}
+		if _, err := v.Validate(t.Context(), tok); err != nil {
+			t.Errorf("IssuerURL %q, Issuer %q: %v, want the token valid", opts.IssuerURL, opts.Issuer, err)
+		}
+		other := f.claims(now, "orders:read")
+		other.Issuer += "/tenant"
+		if _, err := v.Validate(t.Context(), f.sign(t, other)); !errors.Is(err, client.ErrInvalidToken) {
+			t.Errorf("IssuerURL %q, Issuer %q, a token of %s: %v, want ErrInvalidToken", opts.IssuerURL, opts.Issuer, other.Issuer, err)
+		}
+	}
+}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/authlimit"
 	"github.com/snowtoken/snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/redisconf"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
@@ -67,7 +68,7 @@ var Vars = []Var{
 	{"SNOWTOKEN_REDIS_TLS_CA_FILE", "(the system's CAs)", "PEM file of the CA certificates that verify the Redis servers of a rediss:// URL"},
 	{"SNOWTOKEN_REDIS_TIMEOUT", "2s", "longest wait for one Redis command, retries and reconnecting included; also the dial, read and write timeout"},
 	{"SNOWTOKEN_REDIS_ACCEPT_RISK", "(none)", "comma-separated Redis settings whose unsafe values you accept instead of a failing /readyz: maxmemory-policy, persistence (docs/redis.md)"},
-	{"SNOWTOKEN_ISSUER", "http://localhost:8080", "iss of every token, and the base URL in the metadata; required in production"},
+	{"SNOWTOKEN_ISSUER", "http://localhost:8080", "iss of every token, and the base URL in the metadata: an http(s) URL with no query or fragment, taken in its canonical form (no trailing slash, scheme and host in lower case), which clients derive too; required in production"},
 	{"SNOWTOKEN_AUDIENCE", "(none)", "aud of the tokens of clients that list no audiences, and the one audience they may ask for; 1 to 256 printable ASCII bytes, no space, quote or backslash"},
 	{"SNOWTOKEN_TOKEN_TTL", "1h", "lifetime of a token when the client does not ask"},
 	{"SNOWTOKEN_MAX_TOKEN_TTL", "24h", "longest lifetime any token may have"},
@@ -100,7 +101,8 @@ type Config struct {
 	Redis           Redis         // zero in dev: embedded Redis
 	RedisTimeout    time.Duration // bounds one Redis command
 	RedisAcceptRisk []string      // redisconf settings whose unsafe values are accepted
-	Issuer          string
+	Issuer          string        // canonical (jwtpolicy.Issuer)
+	IssuerAsSet     string        // SNOWTOKEN_ISSUER as set, when that is not its canonical form
 	IssuerDefaulted bool
 	Audience        string
 	TokenTTL        time.Duration
@@ -164,6 +166,10 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	if c.Issuer == "" {
 		c.Issuer, c.IssuerDefaulted = "http://localhost"+portOf(c.Addr), true
+	} else if iss, err := jwtpolicy.Issuer(c.Issuer); err != nil {
+		bad("SNOWTOKEN_ISSUER", c.Issuer, err)
+	} else if iss != c.Issuer {
+		c.IssuerAsSet, c.Issuer = c.Issuer, iss
 	}
 	var redisErrs []error
 	c.Redis, c.RedisTimeout, redisErrs = loadRedis(getenv)

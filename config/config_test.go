@@ -237,6 +237,12 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX": "129"}, "SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX"},
 		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX": "-64"}, "SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX"},
 		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX": "64 "}, "SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX"},
+		{map[string]string{"SNOWTOKEN_ISSUER": "auth.example.com"}, "SNOWTOKEN_ISSUER"},
+		{map[string]string{"SNOWTOKEN_ISSUER": "ftp://auth.example.com"}, "SNOWTOKEN_ISSUER"},
+		{map[string]string{"SNOWTOKEN_ISSUER": "https://"}, "SNOWTOKEN_ISSUER"},
+		{map[string]string{"SNOWTOKEN_ISSUER": "https://auth.example.com/?tenant=1"}, "SNOWTOKEN_ISSUER"},
+		{map[string]string{"SNOWTOKEN_ISSUER": "https://auth.example.com/#"}, "SNOWTOKEN_ISSUER"},
+		{map[string]string{"SNOWTOKEN_ISSUER": "https://admin@auth.example.com"}, "SNOWTOKEN_ISSUER"},
 	} {
 		mustReject(t, tc.env, tc.name)
 	}
@@ -499,6 +505,24 @@ func TestLoadCacheSize(t *testing.T) {
 	for v, want := range map[string]int{"": token.DefaultCacheSize, "0": 0, "500": 500} {
 		if got := mustLoad(t, map[string]string{"SNOWTOKEN_CACHE_SIZE": v}).CacheSize; got != want {
 			t.Errorf("SNOWTOKEN_CACHE_SIZE=%q: CacheSize %d, want %d", v, got, want)
+		}
+	}
+}
+
+// TestIssuerCanonical: SNOWTOKEN_ISSUER is taken in the canonical form that
+// clients derive too (jwtpolicy.Issuer), and the spelling as set is kept
+// for start-up's warning when it differs.
+func TestIssuerCanonical(t *testing.T) {
+	for _, tc := range []struct{ set, issuer, asSet string }{
+		{"https://auth.example.com", "https://auth.example.com", ""},
+		{"https://auth.example.com/", "https://auth.example.com", "https://auth.example.com/"},
+		{"http://host:8080//", "http://host:8080", "http://host:8080//"},
+		{"HTTPS://Auth.Example.com/Tenant/", "https://auth.example.com/Tenant", "HTTPS://Auth.Example.com/Tenant/"},
+		{"http://[2001:DB8::1]:8080/", "http://[2001:db8::1]:8080", "http://[2001:DB8::1]:8080/"},
+	} {
+		c := mustLoad(t, map[string]string{"SNOWTOKEN_ISSUER": tc.set})
+		if c.Issuer != tc.issuer || c.IssuerAsSet != tc.asSet || c.IssuerDefaulted {
+			t.Errorf("SNOWTOKEN_ISSUER=%s: Issuer %q, IssuerAsSet %q, want %q and %q", tc.set, c.Issuer, c.IssuerAsSet, tc.issuer, tc.asSet)
 		}
 	}
 }
