@@ -11,8 +11,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/client"
 	"github.com/snowtoken/snowtoken/internal/atomicfile"
+	"github.com/snowtoken/snowtoken/internal/watch/watchtest"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -194,9 +197,22 @@ func backdate(tb testing.TB, dir string, d time.Duration) {
 	}
 }
 
+// keysDirFleet returns the binary, a Redis, credentials and a keys directory
+// that starts from the credentials' key, as the replicas used it as a list.
+func keysDirFleet(tb testing.TB) (bin, redisURL string, creds fleetCreds, keysDir string) {
+	tb.Helper()
+	bin = fleetBinary(tb)
+	redisURL, _ = fleetRedis(tb)
+	creds = newFleetCreds(tb, bin)
+	keysDir = filepath.Join(tb.TempDir(), "keys")
+	fleetCommand(tb, bin, "keys", "rotate", "-dir", keysDir, "-adopt", creds.keyPath)
+	return bin, redisURL, creds, keysDir
+}
+
 // TestReloadUnderLoad rotates the signing key of a running replica under a
 // load of issuing and validating, through `snowtoken keys rotate` and the
-// watcher, changes the clients file where only SIGHUP can tell, and breaks
+// watcher, changes the clients file where only SIGHUP can tell (in place
+// through a hard link in a directory not watched), and breaks
 // the keys and the clients file on purpose: no valid token is ever rejected, by the issuer or by
 // a consumer that verifies locally through the client package's JWKS cache
 // (with its default cache lifetime), and the broken set is refused with one
@@ -206,19 +222,18 @@ func backdate(tb testing.TB, dir string, d time.Duration) {
 // keys.json are moved back by token.KeyPublishDelay and the consumer's clock
 // forward by as much, as if the time had passed for both.
 func TestReloadUnderLoad(t *testing.T) {
-	bin := fleetBinary(t)
-	redisURL, _ := fleetRedis(t)
-	creds := newFleetCreds(t, bin)
-
-	// The keys directory starts from the key the replicas used as a list.
-	keysDir := filepath.Join(t.TempDir(), "keys")
-	fleetCommand(t, bin, "keys", "rotate", "-dir", keysDir, "-adopt", creds.keyPath)
+	bin, redisURL, creds, keysDir := keysDirFleet(t)
 	// The clients file is a link to a file elsewhere, as a mounted Secret's
-	// files are: a change of the file behind it happens in a directory the
-	// replica does not watch, so only SIGHUP tells it.
+	// files are. The file also has a hard link in a third directory: a
+	// change made in place through it is one no directory watch sees
+	// (inotify tells that directory alone), so only SIGHUP tells.
 	clientsTarget := creds.clientsPath
 	clientsLink := filepath.Join(t.TempDir(), "clients.json")
 	if err := os.Symlink(clientsTarget, clientsLink); err != nil {
+		t.Fatal(err)
+	}
+	clientsHardLink := filepath.Join(t.TempDir(), "clients.json")
+	if err := os.Link(clientsTarget, clientsHardLink); err != nil {
 		t.Fatal(err)
 	}
 	creds.clientsPath = clientsLink
@@ -307,7 +322,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := atomicfile.Replace(clientsTarget, doc); err != nil {
+		if err := os.WriteFile(clientsHardLink, doc, 0o600); err != nil { // in place, through the hard link
 			t.Fatal(err)
 		}
 		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -352,8 +367,8 @@ func TestReloadUnderLoad(t *testing.T) {
 			}
 		}
 	}
-	if got := p.readyConfig(t); fmt.Sprint(got) != fmt.Sprint(before) {
-		t.Errorf("/readyz config after a refused set: %v, want the set in force %v", got, before)
+	if got := p.readyConfig(t); got["clients"] != before["clients"] || got["keys"] != before["keys"] || got["refused"] == nil {
+		t.Errorf("/readyz config after a refused set: %v, want the set in force %v and the keys refused", got, before)
 	}
 	if err := atomicfile.Replace(manifest, good); err != nil {
 		t.Fatal(err)
@@ -438,4 +453,290 @@ func TestSIGHUPInDevMode(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("/healthz after SIGHUP: %d", resp.StatusCode)
 	}
+}
+
+// until401 polls the validation of tok at p until it answers 401 and returns
+// how long that took; it fails tb if it does not within fleetWait, a
+// deadline for a reload that never happens, not a timing.
+func (p *fleetProc) until401(tb testing.TB, tok fleetToken, why string) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	for {
+		status, _ := p.validate(tb, tok)
+		if status == http.StatusUnauthorized {
+			return time.Since(start)
+		}
+		if status != http.StatusOK {
+			tb.Fatalf("token %d %s: %d, want 200 and then 401", tok.TokenID, why, status)
+		}
+		if time.Since(start) > fleetWait {
+			tb.Fatalf("token %d still validates %s (waited %v): the replica did not reload the clients file", tok.TokenID, why, fleetWait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReloadLayouts disables a client, as an operator does, in each layout a
+// clients file comes in, with a replica watching it: a plain file changed by
+// `snowtoken client disable`; a symlink to a file in another directory (the
+// command writes the target); a Kubernetes Secret mount, updated as the
+// kubelet does (a swap of ..data); a plain file in a directory that another
+// program writes every 20 ms. In each, the client's token answers 401 with
+// no restart and no SIGHUP. It logs how long that took, from the end of the
+// change (figures, not a check: time is for benchmarks).
+func TestReloadLayouts(t *testing.T) {
+	bin := fleetBinary(t)
+	redisURL, _ := fleetRedis(t)
+	creds := newFleetCreds(t, bin)
+	disable := func(file string) { fleetCommand(t, bin, "client", "disable", "-file", file, "-id", creds.svc.id) }
+	copyTo := func(path string) string {
+		data, err := os.ReadFile(creds.clientsPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for i, layout := range []struct {
+		name string
+		// setup lays the clients file out and returns SNOWTOKEN_CLIENTS_FILE
+		// and the change that disables svc.
+		setup func(t *testing.T) (string, func())
+	}{
+		{"plain file", func(t *testing.T) (string, func()) {
+			path := copyTo(filepath.Join(t.TempDir(), "clients.json"))
+			return path, func() { disable(path) }
+		}},
+		{"symlink to a file in another directory", func(t *testing.T) (string, func()) {
+			target := copyTo(filepath.Join(t.TempDir(), "clients.json"))
+			link := filepath.Join(t.TempDir(), "clients.json")
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			return link, func() { disable(link) }
+		}},
+		{"kubernetes ..data swap", func(t *testing.T) (string, func()) {
+			mount := t.TempDir()
+			staged := copyTo(filepath.Join(t.TempDir(), "clients.json"))
+			data, _ := os.ReadFile(staged)
+			watchtest.KubeletWrite(t, mount, "clients.json", data)
+			return filepath.Join(mount, "clients.json"), func() {
+				disable(staged)
+				data, err := os.ReadFile(staged)
+				if err != nil {
+					t.Fatal(err)
+				}
+				watchtest.KubeletWrite(t, mount, "clients.json", data)
+			}
+		}},
+		{"plain file in a directory written every 20 ms", func(t *testing.T) (string, func()) {
+			dir := t.TempDir()
+			path := copyTo(filepath.Join(dir, "clients.json"))
+			ctx, stop := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for i := 0; ctx.Err() == nil; i++ {
+					_ = os.WriteFile(filepath.Join(dir, "app.log"), []byte(strconv.Itoa(i)), 0o600)
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+			t.Cleanup(func() { stop(); <-done })
+			return path, func() { disable(path) }
+		}},
+	} {
+		t.Run(layout.name, func(t *testing.T) {
+			clients, change := layout.setup(t)
+			ip := fmt.Sprintf("127.0.0.%d", 51+i)
+			p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
+				fleetAddr(t, ip), ip, "SNOWTOKEN_CLIENTS_FILE", clients))
+			tok := p.issue(t, creds.svc, "")
+			p.mustValidate(t, tok, p.worker(t))
+			change()
+			took := p.until401(t, tok, "after `client disable`")
+			t.Logf("%s: the disabled client's token answered 401 %v after the change", layout.name, took.Round(time.Millisecond))
+			p.waitClientsFile(t, clients)
+		})
+	}
+}
+
+// TestReloadSourcesApart breaks the keys directory of a running replica and
+// then disables a client: the clients file still reloads (the client's
+// token answers 401), and the refused keys show where operators look while
+// the set in force keeps serving: /readyz stays 200 and names them in
+// config.refused with the reason, snowtoken_reload_refused{source="keys"}
+// is 1 and the failure counted, and the error is logged once. Fixing the
+// keys clears it all.
+func TestReloadSourcesApart(t *testing.T) {
+	bin, redisURL, creds, keysDir := keysDirFleet(t)
+	p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
+		fleetAddr(t, "127.0.0.55"), "127.0.0.55", "SNOWTOKEN_SIGNING_KEYS", keysDir))
+	tok := p.issue(t, creds.svc, "")
+	keysInForce := p.readyConfig(t)["keys"]
+
+	manifest := filepath.Join(keysDir, token.KeysManifest)
+	good, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := atomicfile.Replace(manifest, []byte(`{"keys": [`)); err != nil {
+		t.Fatal(err)
+	}
+	p.waitEvents(t, "config.reload_refused", 1)
+	fleetCommand(t, bin, "client", "disable", "-file", creds.clientsPath, "-id", creds.svc.id)
+	p.until401(t, tok, "after `client disable` with the keys directory broken")
+	p.waitClientsFile(t, creds.clientsPath)
+
+	got := p.readyConfig(t)
+	if got["keys"] != keysInForce {
+		t.Errorf("/readyz keys %v with keys.json broken, want the keys in force %v", got["keys"], keysInForce)
+	}
+	refused, _ := got["refused"].(map[string]any)
+	keys, _ := refused["keys"].(map[string]any)
+	since, err := time.Parse(time.RFC3339Nano, fmt.Sprint(keys["since"]))
+	if reason := fmt.Sprint(keys["reason"]); !strings.Contains(reason, manifest) || err != nil || time.Since(since) > fleetWait || len(refused) != 1 {
+		t.Errorf("/readyz config.refused %v, want only keys, with a reason naming %s and a time", got["refused"], manifest)
+	}
+	for series, want := range map[string]float64{
+		`snowtoken_reload_refused{source="keys"}`:    1,
+		`snowtoken_reload_refused{source="clients"}`: 0,
+	} {
+		if v := p.metric(t, series); v != want {
+			t.Errorf("%s = %v, want %v", series, v, want)
+		}
+	}
+	if v := p.metric(t, `snowtoken_reload_failures_total{source="keys"}`); v < 1 {
+		t.Errorf(`snowtoken_reload_failures_total{source="keys"} = %v, want 1 or more`, v)
+	}
+	if v := p.metric(t, `snowtoken_reload_failures_total{source="clients"}`); v != 0 {
+		t.Errorf(`snowtoken_reload_failures_total{source="clients"} = %v, want 0`, v)
+	}
+	for _, r := range p.records() {
+		if r["event"] == "config.reload_refused" && (r["level"] != "ERROR" || r["source"] != "keys") {
+			t.Errorf("refusal logged as %v, source %v; want ERROR, keys", r["level"], r["source"])
+		}
+	}
+	if n := p.events("config.reload_refused"); n != 1 {
+		t.Errorf("%d log lines for one broken keys.json, want 1", n)
+	}
+
+	if err := atomicfile.Replace(manifest, good); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(fleetWait)
+	for p.metric(t, `snowtoken_reload_refused{source="keys"}`) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal(`snowtoken_reload_refused{source="keys"} still 1 after keys.json was fixed`)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := p.readyConfig(t); got["refused"] != nil || got["keys"] != keysInForce {
+		t.Errorf("/readyz config after keys.json was fixed: %v, want keys %v and nothing refused", got, keysInForce)
+	}
+}
+
+// TestReloadOnModeChange replaces the clients file of a running replica with
+// one that disables a client but that the replica cannot read (mode 0000,
+// as a file left behind by root's umask or another owner would be): the
+// reload is refused, shown in /readyz and snowtoken_reload_refused, and the
+// client keeps its tokens. Then the mode alone is fixed (chmod 0600, as an
+// operator does): the watcher takes that change too and the file loads,
+// with no SIGHUP. As root, which reads any file, the replica runs as the
+// user nobody (65534, through setpriv) and owns the files.
+func TestReloadOnModeChange(t *testing.T) {
+	bin := fleetBinary(t)
+	redisURL, _ := fleetRedis(t)
+	creds := newFleetCreds(t, bin)
+	var asUser []string // the command that runs the replica
+	uid := os.Geteuid()
+	if uid == 0 {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			t.Skip("as root, needs setpriv (util-linux) to run the replica as a user whom a file mode can refuse")
+		}
+		uid = 65534
+		asUser = []string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}
+	}
+	dir, err := os.MkdirTemp("", "snowtoken-mode-") // t.TempDir is 0700: not for another user
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	place := func(from, name string, mode os.FileMode) string {
+		t.Helper()
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+		if err := os.Lchown(path, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	keyPath := place(creds.keyPath, "signing.pem", 0o600)
+	clients := place(creds.clientsPath, "clients.json", 0o600)
+	env := withMetricsAddr(creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}, fleetAddr(t, "127.0.0.56"), "127.0.0.56",
+		"SNOWTOKEN_SIGNING_KEYS", keyPath, "SNOWTOKEN_CLIENTS_FILE", clients))
+	p := spawnFleetProc(t, "replica", env, append(asUser, bin)[0], append(asUser, bin)[1:]...)
+	p.addr = env["SNOWTOKEN_ADDR"]
+	p.waitLog(t, "listening")
+	waitReady(t, p.url("/readyz"), fleetWait)
+	tok := p.issue(t, creds.svc, "")
+	inForce := p.readyConfig(t)["clients"]
+
+	// The new file: svc disabled, unreadable, renamed over the old one.
+	staged := filepath.Join(t.TempDir(), "clients.json")
+	if err := os.WriteFile(staged, mustRead(t, clients), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fleetCommand(t, bin, "client", "disable", "-file", staged, "-id", creds.svc.id)
+	next := place(staged, "clients.json.new", 0)
+	if err := os.Rename(next, clients); err != nil {
+		t.Fatal(err)
+	}
+	p.waitEvents(t, "config.reload_refused", 1)
+	if status, _ := p.validate(t, tok); status != http.StatusOK {
+		t.Errorf("svc's token while the new file is refused: %d, want 200 (the set in force)", status)
+	}
+	got := p.readyConfig(t)
+	refused, _ := got["refused"].(map[string]any)
+	if c, _ := refused["clients"].(map[string]any); got["clients"] != inForce || !strings.Contains(fmt.Sprint(c["reason"]), "permission denied") {
+		t.Errorf("/readyz config with the file unreadable: %v, want clients %v and clients refused for permission denied", got, inForce)
+	}
+	if v := p.metric(t, `snowtoken_reload_refused{source="clients"}`); v != 1 {
+		t.Errorf(`snowtoken_reload_refused{source="clients"} = %v, want 1`, v)
+	}
+
+	if err := os.Chmod(clients, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.until401(t, tok, "after the clients file was made readable")
+	p.waitClientsFile(t, clients)
+	if v := p.metric(t, `snowtoken_reload_refused{source="clients"}`); v != 0 {
+		t.Errorf(`snowtoken_reload_refused{source="clients"} = %v after the file loaded, want 0`, v)
+	}
+	if got := p.readyConfig(t); got["refused"] != nil {
+		t.Errorf("/readyz config.refused %v after the file loaded, want none", got["refused"])
+	}
+}
+
+func mustRead(tb testing.TB, path string) []byte {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
 }

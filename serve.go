@@ -150,13 +150,14 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		return fmt.Errorf("SNOWTOKEN_AUTH_FAILURES: %w", err)
 	}
 	var draining atomic.Bool
+	refused := new(refusals)
 	h, err := handlers.NewServer(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
 		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit, TrustedProxies: cfg.TrustedProxies,
-		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}})
+		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}, Refused: refused.load})
 	if err != nil {
 		return err
 	}
-	reload, err := newReloader(cfg, log, reg, h, svc, clients)
+	reload, err := newReloader(cfg, log, reg, h, svc, clients, refused)
 	if err != nil {
 		return err
 	}

@@ -81,6 +81,11 @@ type Options struct {
 	// Version names the files Service's keys and Clients were read from, for
 	// /readyz. Zero means none (dev mode generates both).
 	Version Version
+	// Refused, if set, returns the sources (such as "clients", "keys")
+	// whose last reload was refused, for /readyz's config.refused. They do
+	// not fail readiness: the set in force (Version) still serves, and a
+	// bad file rolled out to every replica must not take them all out.
+	Refused func() map[string]Refusal
 	// TrustedProxies are the addresses and CIDRs of proxies whose
 	// X-Forwarded-For names the client's address (clientAddr). Nil means
 	// none: the TCP peer is the client.
@@ -121,6 +126,20 @@ type Server struct {
 type Version struct {
 	Clients string `json:"clients"`
 	Keys    string `json:"keys"`
+}
+
+// Refusal is why a source of the set was refused on reload, and since when
+// it has been (the first refusal since it last loaded).
+type Refusal struct {
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+}
+
+// configState is /readyz's config: the set in force, and the sources on
+// disk that were refused.
+type configState struct {
+	Version
+	Refused map[string]Refusal `json:"refused,omitempty"`
 }
 
 // New returns the gin engine serving every route.
@@ -688,9 +707,13 @@ func (s *Server) ready(c *gin.Context) {
 	if err := s.ids.Health(); err != nil {
 		notReady(err.Error(), err)
 	}
+	config := configState{Version: s.version}
+	if s.opts.Refused != nil {
+		config.Refused = s.opts.Refused()
+	}
 	if len(reasons) > 0 {
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": strings.Join(reasons, "; "), "config": s.version})
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": strings.Join(reasons, "; "), "config": config})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready", "config": s.version})
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "config": config})
 }
