@@ -722,7 +722,8 @@ func TestReloadOnModeChange(t *testing.T) {
 	if err := os.Chmod(clients, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p.until401(t, tok, "after the clients file was made readable")
+	took := p.until401(t, tok, "after the clients file was made readable")
+	t.Logf("the disabled client's token answered 401 %v after the chmod", took.Round(time.Millisecond))
 	p.waitClientsFile(t, clients)
 	if v := p.metric(t, `snowtoken_reload_refused{source="clients"}`); v != 0 {
 		t.Errorf(`snowtoken_reload_refused{source="clients"} = %v after the file loaded, want 0`, v)

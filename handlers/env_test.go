@@ -87,6 +87,7 @@ type envConfig struct {
 	proxies []string
 	tracer  trace.TracerProvider
 	ready   func(context.Context) error
+	refused func() map[string]handlers.Refusal
 }
 
 type envOption func(*envConfig)
@@ -124,6 +125,11 @@ func withTracing(tp trace.TracerProvider) envOption {
 // withReady adds the readiness check ready.
 func withReady(ready func(context.Context) error) envOption {
 	return func(c *envConfig) { c.ready = ready }
+}
+
+// withRefused shows refused reloads in /readyz.
+func withRefused(refused func() map[string]handlers.Refusal) envOption {
+	return func(c *envConfig) { c.refused = refused }
 }
 
 // newEnv starts an issuer for tb; everything stops when tb ends.
@@ -190,6 +196,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		Logger: cfg.log, AuthLimiter: cfg.limiter, TrustedProxies: cfg.proxies, Registry: e.Metrics,
 		TracerProvider: cfg.tracer,
 		Ready:          cfg.ready,
+		Refused:        cfg.refused,
 	})
 	if err != nil {
 		tb.Fatal(err)

@@ -1,16 +1,20 @@
 package handlers_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 )
 
@@ -125,5 +129,49 @@ func waitFor(tb testing.TB, cond func() bool) {
 		if time.Now().After(deadline) {
 			tb.Fatal("condition not reached in 10s")
 		}
+	}
+}
+
+// TestReadyzShowsRefusedReloads: a source whose reload was refused shows in
+// /readyz's config.refused, with its reason and since when, and does not
+// fail readiness (the set in force serves); when something else does, the
+// 503 shows it too. Nothing refused: no config.refused.
+func TestReadyzShowsRefusedReloads(t *testing.T) {
+	since := time.Date(2026, 11, 25, 18, 40, 2, 0, time.UTC)
+	var refused atomic.Pointer[map[string]handlers.Refusal]
+	var notReady atomic.Bool
+	e := newEnv(t,
+		withRefused(func() map[string]handlers.Refusal {
+			if m := refused.Load(); m != nil {
+				return *m
+			}
+			return nil
+		}),
+		withReady(func(context.Context) error {
+			if notReady.Load() {
+				return errors.New("unsafe redis settings")
+			}
+			return nil
+		}))
+	config := func(want int) map[string]any {
+		t.Helper()
+		r := e.do(t, http.MethodGet, "/readyz", nil, nil)
+		if r.Status != want {
+			t.Fatalf("/readyz %d %s, want %d", r.Status, r.Body, want)
+		}
+		c, _ := r.object(t)["config"].(map[string]any)
+		return c
+	}
+	if c := config(http.StatusOK); c["refused"] != nil || c["clients"] == nil {
+		t.Errorf("config %v with nothing refused, want clients, keys and no refused", c)
+	}
+	refused.Store(&map[string]handlers.Refusal{"keys": {Reason: "keys.json: unexpected end of JSON input", Since: since}})
+	want := `map[keys:map[reason:keys.json: unexpected end of JSON input since:2026-11-25T18:40:02Z]]`
+	if c := config(http.StatusOK); fmt.Sprint(c["refused"]) != want {
+		t.Errorf("config.refused %v, want %s", c["refused"], want)
+	}
+	notReady.Store(true)
+	if c := config(http.StatusServiceUnavailable); fmt.Sprint(c["refused"]) != want {
+		t.Errorf("config.refused %v when not ready, want %s", c["refused"], want)
 	}
 }
