@@ -38,10 +38,10 @@ type reloader struct {
 	refusals *refusals
 	hup      chan os.Signal
 
-	info     *prometheus.GaugeVec
-	reloads  *prometheus.CounterVec
-	failures *prometheus.CounterVec
-	refused  *prometheus.GaugeVec
+	info         *prometheus.GaugeVec
+	reloads      *prometheus.CounterVec
+	failures     *prometheus.CounterVec
+	refusedGauge *prometheus.GaugeVec
 }
 
 // The sources a reload reads, as the metrics' source label and /readyz's
@@ -82,12 +82,12 @@ func newReloader(cfg config.Config, log *slog.Logger, reg *prometheus.Registry, 
 			Name: "snowtoken_reload_failures_total",
 			Help: "Reloads refused, by source (clients: the clients file; keys: the signing keys): the source's set in force keeps serving.",
 		}, []string{"source"}),
-		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		refusedGauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "snowtoken_reload_refused",
 			Help: "1 while the last reload of the source (clients, keys) was refused: the file on disk is not the set in force; 0 once one loads.",
 		}, []string{"source"}),
 	}
-	for _, c := range []prometheus.Collector{r.info, r.reloads, r.failures, r.refused} {
+	for _, c := range []prometheus.Collector{r.info, r.reloads, r.failures, r.refusedGauge} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -96,7 +96,7 @@ func newReloader(cfg config.Config, log *slog.Logger, reg *prometheus.Registry, 
 	r.reloads.WithLabelValues("refused")
 	for _, src := range []string{sourceClients, sourceKeys} {
 		r.failures.WithLabelValues(src)
-		r.refused.WithLabelValues(src).Set(0)
+		r.refusedGauge.WithLabelValues(src).Set(0)
 	}
 	v := r.version()
 	r.info.WithLabelValues(v.Clients, v.Keys).Set(1)
@@ -189,7 +189,7 @@ func (r *reloader) reload(trigger string) {
 func (r *reloader) refuse(trigger, source, variable, file string, err error) {
 	r.reloads.WithLabelValues("refused").Inc()
 	r.failures.WithLabelValues(source).Inc()
-	r.refused.WithLabelValues(source).Set(1)
+	r.refusedGauge.WithLabelValues(source).Set(1)
 	m := maps.Clone(r.refusals.load())
 	if m == nil {
 		m = map[string]handlers.Refusal{}
@@ -217,7 +217,7 @@ func (r *reloader) accept(source string) {
 	m = maps.Clone(m)
 	delete(m, source)
 	r.refusals.p.Store(&m)
-	r.refused.WithLabelValues(source).Set(0)
+	r.refusedGauge.WithLabelValues(source).Set(0)
 	r.log.Info("reload: a refused source loads again", "source", source)
 }
 
