@@ -418,55 +418,21 @@ func checkScopes(scopes []string) error {
 // OpaquePrefix starts every opaque token (the issuer's token_format
 // "opaque"): OpaquePrefix and 32 base64url characters, no dot. Only the
 // issuer can check one: Remote mode sends it there, Local mode refuses it.
-const OpaquePrefix = "st_"
-
-// opaqueLen is the length of an opaque token: the prefix and the base64url
-// of an 8-byte ID and a 16-byte secret.
-const opaqueLen = len(OpaquePrefix) + 32
+const OpaquePrefix = jwtpolicy.OpaquePrefix
 
 // checkSyntax rejects, without a network call, anything that is shaped
 // neither like a compact JWS (three non-empty base64url segments) nor like
-// an opaque token, which it reports.
+// an opaque token, which it reports: jwtpolicy.CheckSyntax, the issuer's
+// own check, so a token with a line break or any byte outside base64url
+// and its dots is refused here as there.
 func checkSyntax(raw string) (opaque bool, err error) {
 	if len(raw) > MaxTokenLen {
 		return false, fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
 	}
-	if rest, ok := strings.CutPrefix(raw, OpaquePrefix); ok && len(raw) == opaqueLen && base64URL(rest) {
-		return true, nil
+	if err := jwtpolicy.CheckSyntax(raw); err != nil {
+		return false, fmt.Errorf("%w: not a JWT: %w", ErrInvalidToken, err)
 	}
-	return false, checkJWS(raw)
-}
-
-// base64URL reports whether s holds only base64url characters.
-func base64URL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-// checkJWS rejects what is not three non-empty base64url segments.
-func checkJWS(raw string) error {
-	segments, start := 0, 0
-	for i := 0; i <= len(raw); i++ {
-		if i == len(raw) || raw[i] == '.' {
-			if i == start {
-				return fmt.Errorf("%w: not a JWT", ErrInvalidToken)
-			}
-			segments++
-			start = i + 1
-			continue
-		}
-		if !base64URL(raw[i : i+1]) {
-			return fmt.Errorf("%w: not a JWT", ErrInvalidToken)
-		}
-	}
-	if segments != 3 {
-		return fmt.Errorf("%w: not a JWT", ErrInvalidToken)
-	}
-	return nil
+	return strings.HasPrefix(raw, OpaquePrefix), nil
 }
 
 // claimsKey keys the claims in a context.Context.

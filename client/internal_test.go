@@ -9,40 +9,30 @@ import (
 	"time"
 )
 
+// TestCheckSyntax covers what checkSyntax adds to jwtpolicy.CheckSyntax
+// (whose own test has the table of shapes and bytes): the length bound, the
+// opaque report, and ErrInvalidToken.
 func TestCheckSyntax(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		raw string
-		ok  bool
+		raw    string
+		ok     bool
+		opaque bool
 	}{
-		{"a.b.c", true},
-		{"eyJ-_0.eyJ9.sig_-", true},
-		{"", false},
-		{"a.b", false},
-		{"a.b.c.d", false},
-		{".b.c", false},
-		{"a..c", false},
-		{"a.b.", false},
-		{"a.b.c=", false},
-		{"a.b.c d", false},
-		{"a.b.c\n", false},
-		{"a.b/.c", false},
-		{strings.Repeat("a", MaxTokenLen-4) + ".b.c", true},
-		{strings.Repeat("a", MaxTokenLen-3) + ".b.c", false},
-		{"st_" + strings.Repeat("A", 32), true},
-		{"st_" + strings.Repeat("-", 31) + "_", true},
-		{"st_" + strings.Repeat("A", 31), false},
-		{"st_" + strings.Repeat("A", 33), false},
-		{"st_" + strings.Repeat("A", 31) + "=", false},
-		{"st_" + strings.Repeat("A", 30) + ".A", false},
-		{"ST_" + strings.Repeat("A", 32), false},
+		{"a.b.c", true, false},
+		{strings.Repeat("a", MaxTokenLen-4) + ".b.c", true, false},
+		{strings.Repeat("a", MaxTokenLen-3) + ".b.c", false, false},
+		{"st_" + strings.Repeat("A", 32), true, true},
+		{"st_" + strings.Repeat("A", 31), false, false},
+		{"a.b.c\n", false, false},
+		{"a.b\r\n.c", false, false},
 	} {
 		opaque, err := checkSyntax(tc.raw)
 		if got := err == nil; got != tc.ok || (err != nil && !errors.Is(err, ErrInvalidToken)) {
 			t.Errorf("checkSyntax(%.20q): got %v, want ok=%v", tc.raw, err, tc.ok)
 		}
-		if want := tc.ok && strings.HasPrefix(tc.raw, "st_"); opaque != want {
-			t.Errorf("checkSyntax(%.20q): opaque %t, want %t", tc.raw, opaque, want)
+		if opaque != tc.opaque {
+			t.Errorf("checkSyntax(%.20q): opaque %t, want %t", tc.raw, opaque, tc.opaque)
 		}
 	}
 }

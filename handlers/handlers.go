@@ -38,6 +38,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/snowtoken/snowtoken/authlimit"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/tracing"
@@ -334,6 +335,15 @@ func (s *Server) tokenForm(c *gin.Context) (string, *token.Client, error) {
 	raw := form.Get("token")
 	if raw == "" {
 		return "", nil, fmt.Errorf("%w: token is required", token.ErrInvalidRequest)
+	}
+	// A byte outside base64url and the dots (a line break, which base64
+	// decoding would skip) is a malformed parameter, not a token that
+	// is "not active" or "not ours": a 400, never a 200 that revoked
+	// nothing. What is merely not in a token's shape is the service's to
+	// call inactive (RFC 7662 §2.2, RFC 7009 §2.2).
+	if err := jwtpolicy.CheckSyntax(raw); errors.Is(err, jwtpolicy.ErrTokenBytes) {
+		return "", nil, token.Describe(fmt.Errorf("%w: token: %w", token.ErrInvalidRequest, err),
+			"the token parameter holds a byte outside base64url and its two dots (a line break, a space, padding)")
 	}
 	return raw, client, nil
 }

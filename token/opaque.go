@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
@@ -41,7 +42,7 @@ const (
 
 // OpaquePrefix starts every opaque token; no JWT starts with it (a JWT
 // starts with the base64url of "{", "ey").
-const OpaquePrefix = "st_"
+const OpaquePrefix = jwtpolicy.OpaquePrefix
 
 const (
 	opaqueSecretLen = 16 // 128 bits from crypto/rand
@@ -63,11 +64,11 @@ func isOpaque(raw string) bool { return strings.HasPrefix(raw, OpaquePrefix) }
 func parseOpaque(raw string) (snowflakealg.ID, [opaqueSecretLen]byte, error) {
 	var b [opaqueRawLen]byte
 	var secret [opaqueSecretLen]byte
-	if len(raw) != opaqueLen || !isOpaque(raw) {
+	if len(raw) != opaqueLen || !isOpaque(raw) || checkSyntax(raw) != nil {
 		return 0, secret, errOpaqueMalformed
 	}
-	// Decode into a fixed array: no allocation. RawURLEncoding refuses
-	// padding and characters outside the URL alphabet.
+	// Decode into a fixed array: no allocation. checkSyntax let only the
+	// URL alphabet through (RawURLEncoding skips CR and LF).
 	if n, err := base64.RawURLEncoding.Decode(b[:], []byte(raw[len(OpaquePrefix):])); err != nil || n != opaqueRawLen {
 		return 0, secret, errOpaqueMalformed
 	}

@@ -307,10 +307,11 @@ func (s *Service) verify(raw string) (*Verified, error) {
 }
 
 // cached returns raw's cache key and its verified token if the cache holds
-// it (nil if not), or an error for a token too long to read.
+// it (nil if not), or checkSyntax's error for a token too long to read or
+// not spelled as a token of ours: the cache is keyed by the exact string.
 func (s *Service) cached(raw string, now time.Time) (sum [sha256.Size]byte, v *Verified, err error) {
-	if len(raw) > MaxTokenLen {
-		return sum, nil, fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+	if err := checkSyntax(raw); err != nil {
+		return sum, nil, err
 	}
 	sum = sha256.Sum256(bytesOf(raw)) // no copy of the token
 	return sum, s.cache.get(&sum, now), nil

@@ -3,6 +3,7 @@ package token
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unsafe"
@@ -100,6 +101,35 @@ func (s *Service) parseOwn(p policy, raw string, claims *Claims) (ok bool, err e
 		}
 	}
 	return true, nil
+}
+
+// The refusals of checkSyntax, made once: refusing costs no allocation.
+var (
+	errTooLong    = fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+	errTokenBytes = Describe(fmt.Errorf("%w: %w", ErrInvalidToken, jwtpolicy.ErrTokenBytes),
+		"the token holds a byte outside base64url and its two dots")
+	errTokenShape = Describe(fmt.Errorf("%w: %w", ErrInvalidToken, jwtpolicy.ErrTokenShape),
+		"the token is not a well-formed JWT")
+)
+
+// checkSyntax is what a presented token passes before any other work on
+// it, JWT or opaque: at most MaxTokenLen bytes, and jwtpolicy.CheckSyntax
+// (only base64url and its two dots, in the shape of a compact JWS or an
+// opaque token), so that no other spelling of a token (a line break, which
+// base64 decoding skips) reaches the cache, base64 or a signature check.
+// It does not allocate.
+func checkSyntax(raw string) error {
+	if len(raw) > MaxTokenLen {
+		return errTooLong
+	}
+	switch err := jwtpolicy.CheckSyntax(raw); {
+	case err == nil:
+		return nil
+	case errors.Is(err, jwtpolicy.ErrTokenBytes):
+		return errTokenBytes
+	default:
+		return errTokenShape
+	}
 }
 
 // bytesOf is s as a byte slice, without a copy: for reading only (base64
