@@ -70,7 +70,8 @@ func (s *Server) fail(c *gin.Context, err error) {
 		c.Header("WWW-Authenticate", `Bearer realm="`+realm+`", error="invalid_token"`)
 	case errors.Is(err, token.ErrInsufficientScope):
 		status, code = http.StatusForbidden, "insufficient_scope"
-		c.Header("WWW-Authenticate", `Bearer realm="`+realm+`", error="insufficient_scope", scope="`+c.Query("scope")+`"`)
+		q, _ := query(c) // it parsed: an insufficient scope comes after it
+		c.Header("WWW-Authenticate", `Bearer realm="`+realm+`", error="insufficient_scope", scope="`+requiredScope(q)+`"`)
 	case errors.Is(err, token.ErrForbidden):
 		status, code = http.StatusForbidden, "unauthorized_client"
 	case errors.Is(err, token.ErrInvalidScope):

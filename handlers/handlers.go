@@ -97,8 +97,9 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
-// MaxQueryLen bounds the query of GET /token/validate: room for a ?scope= of
-// token.MaxScopeLen bytes, every byte percent-encoded.
+// MaxQueryLen bounds the query of every route (GET /token/validate's is the
+// one read): room for a ?scope= of token.MaxScopeLen bytes, every byte
+// percent-encoded.
 const MaxQueryLen = 8192
 
 // Server holds the handlers. A Server is one set of clients and keys (svc
@@ -205,29 +206,77 @@ func NewServer(opts Options) (*Server, error) {
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, oauthError{Error: "invalid_request", Description: "method not allowed"})
 	})
 
-	r.POST("/token", s.route((*Server).issue))
-	r.GET("/token/validate", s.route((*Server).validate))
-	r.HEAD("/token/validate", s.route((*Server).validate))
-	r.POST("/token/introspect", s.route((*Server).introspect))
-	r.POST("/token/revoke", s.route((*Server).revoke))
-	r.DELETE("/subjects/:subject/tokens", s.route((*Server).revokeSubject))
-	r.DELETE("/clients/:client/tokens", s.route((*Server).revokeClient))
-	r.GET("/.well-known/jwks.json", s.route((*Server).jwks))
-	r.GET("/.well-known/oauth-authorization-server", s.route((*Server).metadata))
-	r.GET("/ids/:id", s.route((*Server).decodeID))
-	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	r.GET("/readyz", s.route((*Server).ready))
+	for _, rt := range routes {
+		r.Handle(rt.method, rt.path, s.route(rt.handle, rt.parsesQuery))
+	}
 	m.cacheRoutes(r.Routes())
 	s.engine = r
 	return s, nil
 }
 
+// routes is the route table: every route the engine serves, each through
+// route.
+var routes = [...]struct {
+	method, path string
+	handle       func(*Server, *gin.Context)
+	// parsesQuery is set for a handler that reads its query, through
+	// query and first thing, so that route does not parse it twice.
+	parsesQuery bool
+}{
+	{http.MethodPost, "/token", (*Server).issue, false},
+	{http.MethodGet, "/token/validate", (*Server).validate, true},
+	{http.MethodHead, "/token/validate", (*Server).validate, true},
+	{http.MethodPost, "/token/introspect", (*Server).introspect, false},
+	{http.MethodPost, "/token/revoke", (*Server).revoke, false},
+	{http.MethodDelete, "/subjects/:subject/tokens", (*Server).revokeSubject, false},
+	{http.MethodDelete, "/clients/:client/tokens", (*Server).revokeClient, false},
+	{http.MethodGet, "/.well-known/jwks.json", (*Server).jwks, false},
+	{http.MethodGet, "/.well-known/oauth-authorization-server", (*Server).metadata, false},
+	{http.MethodGet, "/ids/:id", (*Server).decodeID, false},
+	{http.MethodGet, "/healthz", (*Server).healthz, false},
+	{http.MethodGet, "/readyz", (*Server).ready, false},
+}
+
 // Engine returns the gin engine serving every route.
 func (s *Server) Engine() *gin.Engine { return s.engine }
 
-// route runs h on the Server current when the request begins.
-func (s *Server) route(h func(*Server, *gin.Context)) gin.HandlerFunc {
-	return func(c *gin.Context) { h(s.current.Load(), c) }
+// route runs h on the Server current when the request begins. Unless h
+// parses the query itself (parsesQuery), route parses it first (query), so
+// that every route refuses a query that does not parse, whether or not it
+// reads one.
+func (s *Server) route(h func(*Server, *gin.Context), parsesQuery bool) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		cur := s.current.Load()
+		if !parsesQuery {
+			if _, err := query(c); err != nil {
+				cur.fail(c, err)
+				return
+			}
+		}
+		h(cur, c)
+	}
+}
+
+// query returns the request's query parameters, parsed strictly: at most
+// MaxQueryLen bytes, and url.ParseQuery's error (a pair with a ';' or a bad
+// '%' escape) is the request's invalid_request. gin's c.Query and
+// url.URL.Query skip such a pair without a word, so that
+// ?scope=orders:write; asked for no scope at all: no handler reads its
+// query but through query. Without a query it is nil, at no cost.
+func query(c *gin.Context) (url.Values, error) {
+	raw := c.Request.URL.RawQuery
+	if raw == "" {
+		return nil, nil
+	}
+	if len(raw) > MaxQueryLen {
+		return nil, fmt.Errorf("%w: query longer than %d bytes", token.ErrInvalidRequest, MaxQueryLen)
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, token.Describe(fmt.Errorf("%w: query: %w", token.ErrInvalidRequest, err),
+			"the query is not well-formed: a pair with ';' or a malformed '%' escape")
+	}
+	return q, nil
 }
 
 // Swap makes svc and clients, loaded from the files v names, the set of the
@@ -422,12 +471,10 @@ func (s *Server) issue(c *gin.Context) {
 }
 
 // bearer reads the token from Authorization: Bearer only. A token in the URL
-// is refused: URLs end up in logs.
-func bearer(c *gin.Context) (string, error) {
-	if c.Request.URL.RawQuery != "" {
-		if _, inURL := c.GetQuery("access_token"); inURL {
-			return "", fmt.Errorf("%w: a token in the URL is refused (URLs are logged); use Authorization: Bearer", token.ErrInvalidRequest)
-		}
+// (q, the request's query) is refused: URLs end up in logs.
+func bearer(c *gin.Context, q url.Values) (string, error) {
+	if q.Has("access_token") {
+		return "", fmt.Errorf("%w: a token in the URL is refused (URLs are logged); use Authorization: Bearer", token.ErrInvalidRequest)
 	}
 	h := c.GetHeader("Authorization")
 	if h == "" {
@@ -502,14 +549,16 @@ func (s *Server) validate(c *gin.Context) {
 }
 
 // checkBearer validates the request's bearer token, then the audience
-// ?audience= requires and the scopes ?scope= requires: nothing the caller
-// asks for is parsed before its token passes. A token for another audience
-// is invalid here (401), whatever its scopes.
+// ?audience= requires and the scopes ?scope= requires: the query is parsed
+// (query: its syntax, bounded by MaxQueryLen) before the token is looked
+// at, what the caller asks for in it only once its token passes. A token
+// for another audience is invalid here (401), whatever its scopes.
 func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
-	if len(c.Request.URL.RawQuery) > MaxQueryLen { // the one check before the token: its length
-		return nil, fmt.Errorf("%w: query longer than %d bytes", token.ErrInvalidRequest, MaxQueryLen)
+	q, err := query(c)
+	if err != nil {
+		return nil, err
 	}
-	raw, err := bearer(c)
+	raw, err := bearer(c, q)
 	if err != nil {
 		return nil, err
 	}
@@ -517,14 +566,13 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Request.URL.RawQuery == "" { // most calls have no query: skip parsing one
+	if q == nil { // most calls have no query
 		return v, nil
 	}
-	if err := s.checkAudience(c, v); err != nil {
+	if err := s.checkAudience(q, v); err != nil {
 		return nil, err
 	}
-	scope := c.Query("scope")
-	want, err := token.ParseScope(scope)
+	want, err := token.ParseScope(requiredScope(q))
 	if err != nil {
 		// %v, not %w: a bad ?scope= is the caller's invalid_request (RFC 6750
 		// §3.1), not the token endpoint's invalid_scope that fail checks first.
@@ -536,11 +584,27 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	return v, nil
 }
 
-// checkAudience checks the token against ?audience=, if given: one
-// audience, which the token's aud must hold. What the token holds instead
-// goes to the debug log only.
-func (s *Server) checkAudience(c *gin.Context, v *token.Verified) error {
-	want, ok := c.GetQueryArray("audience")
+// requiredScope is what ?scope= asks for: every scope of every value, when
+// it is given more than once (?scope=a&scope=b asks for a and b). A value
+// appended to the query can only make the check stricter; keeping the first
+// value alone would let one that comes first drop the others. The values
+// are joined with a space, so that ParseScope's limits hold for them all
+// and an empty value among several is malformed, as a doubled space is.
+func requiredScope(q url.Values) string {
+	if vs := q["scope"]; len(vs) > 1 {
+		return strings.Join(vs, " ")
+	} else if len(vs) == 1 {
+		return vs[0]
+	}
+	return ""
+}
+
+// checkAudience checks the token against ?audience=, if given (q): one
+// audience, which the token's aud must hold; given twice it is refused, as a
+// token is checked for one. What the token holds instead goes to the debug
+// log only.
+func (s *Server) checkAudience(q url.Values, v *token.Verified) error {
+	want, ok := q["audience"]
 	switch {
 	case !ok:
 		return nil
@@ -662,6 +726,10 @@ var jwksCacheControl = "public, max-age=" + strconv.Itoa(int(token.JWKSMaxAge/ti
 func (s *Server) jwks(c *gin.Context) {
 	c.Header("Cache-Control", jwksCacheControl)
 	c.JSON(http.StatusOK, s.svc.JWKS())
+}
+
+func (s *Server) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
 func (s *Server) metadata(c *gin.Context) {
