@@ -152,6 +152,13 @@ func TestMetricsListener(t *testing.T) {
 		!strings.Contains(body, `snowtoken_validations_total{outcome="valid"} 1`) {
 		t.Errorf("GET /metrics on the metrics listener: %d, want 200 with the counts of one issue and one validation\n%s", status, body)
 	}
+	head, err := http.NewRequest(http.MethodHead, "http://"+p.metricsAddr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, body := doRequest(t, head); status != http.StatusOK || len(body) != 0 {
+		t.Errorf("HEAD /metrics on the metrics listener: %d with %d bytes, want 200 without a body (RFC 9110 §9.3.2)", status, len(body))
+	}
 	if status, _ := get("http://" + p.metricsAddr + "/token/validate"); status != http.StatusNotFound {
 		t.Errorf("GET /token/validate on the metrics listener: %d, want 404", status)
 	}

@@ -207,7 +207,14 @@ func NewServer(opts Options) (*Server, error) {
 	})
 
 	for _, rt := range routes {
-		r.Handle(rt.method, rt.path, s.route(rt.handle, rt.parsesQuery))
+		h := s.route(rt.handle, rt.parsesQuery)
+		r.Handle(rt.method, rt.path, h)
+		if rt.method == http.MethodGet {
+			// RFC 9110 §9.3.2: HEAD wherever GET is served. The handler is
+			// GET's, so status and headers are the same; net/http drops
+			// the body.
+			r.Handle(http.MethodHead, rt.path, h)
+		}
 	}
 	m.cacheRoutes(r.Routes())
 	s.engine = r
@@ -215,7 +222,7 @@ func NewServer(opts Options) (*Server, error) {
 }
 
 // routes is the route table: every route the engine serves, each through
-// route.
+// route. A GET route answers HEAD as well.
 var routes = [...]struct {
 	method, path string
 	handle       func(*Server, *gin.Context)
@@ -225,7 +232,6 @@ var routes = [...]struct {
 }{
 	{http.MethodPost, "/token", (*Server).issue, false},
 	{http.MethodGet, "/token/validate", (*Server).validate, true},
-	{http.MethodHead, "/token/validate", (*Server).validate, true},
 	{http.MethodPost, "/token/introspect", (*Server).introspect, false},
 	{http.MethodPost, "/token/revoke", (*Server).revoke, false},
 	{http.MethodDelete, "/subjects/:subject/tokens", (*Server).revokeSubject, false},

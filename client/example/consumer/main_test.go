@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,17 @@ func TestHealthcheck(t *testing.T) {
 	base := start(t, "http://127.0.0.1:1") // the issuer is not asked about /healthz
 	check := func(addr string) error {
 		return run(t.Context(), []string{"healthcheck"}, func(k string) string { return map[string]string{"CONSUMER_ADDR": addr}[k] }, io.Discard)
+	}
+	// HEAD wherever GET is served (RFC 9110 §9.3.2): the mux's GET patterns match it.
+	for _, path := range []string{"/healthz", "/orders"} {
+		resp, err := http.Head(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode >= 500 {
+			t.Errorf("HEAD %s: %d, want GET's status", path, resp.StatusCode)
+		}
 	}
 	_, port, _ := strings.Cut(strings.TrimPrefix(base, "http://"), ":")
 	for _, addr := range []string{":" + port, "127.0.0.1:" + port, "0.0.0.0:" + port} {
