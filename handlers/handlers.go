@@ -11,6 +11,9 @@
 //	GET    /ids/{id}                                decode a Snowflake ID
 //	GET    /healthz, /readyz
 //
+// Every GET route answers HEAD as well, and every route refuses a query that
+// does not parse (query); both come from the one route table (routes).
+//
 // The metrics are not served here: they go to Options.Registry, which the
 // caller serves on a listener of its own (SNOWTOKEN_METRICS_ADDR), so that
 // the public port does not tell them.
