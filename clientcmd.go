@@ -27,32 +27,39 @@ type clientSub struct {
 }
 
 // clientSubs are the client subcommands, in the order usage lists them.
-// Those that edit a clients file (-file) check the whole result as the
-// issuer does (unknown fields, duplicate IDs, malformed hashes, naming the
-// client and the field) and replace the file atomically, mode 0600
-// (internal/atomicfile), so a replica that reloads it never reads half of it.
+// Those that edit a clients file (-file) hold its lock across the read, the
+// edit and the write, so that two edits at once both land; check the whole
+// result as the issuer does (unknown fields, duplicate IDs, malformed
+// hashes, naming the client and the field); and replace the file
+// atomically with its owner, group and mode (internal/atomicfile), so a
+// replica that reloads it never reads half of it and can still read it.
+// They then say who can read the file and, with -replicas, whether the
+// running replicas loaded it.
 var clientSubs = []clientSub{
-	{"new", "-id ID [-scopes a,b] [-audiences a,b] [-file F] [-secret-valid-for D] [-max-ttl D] [-may-set-subject] [-may-introspect] [-admin] [-description TEXT] [-owner TEXT]",
+	{"new", "-id ID [-scopes a,b] [-audiences a,b] [-file F] [-secret-valid-for D] [-max-ttl D] [-may-set-subject] [-may-introspect] [-admin] [-description TEXT] [-owner TEXT]" + replicasSynopsis,
 		"Make a client and print its secret, once. With -file, add the client to the clients file F\n" +
 			"(created if missing); without, print the entry to add.", clientNewCmd},
-	{"rotate-secret", "-file F -id ID [-old-valid-for 24h] [-secret-valid-for D]",
+	{"rotate-secret", "-file F -id ID [-old-valid-for 24h] [-secret-valid-for D]" + replicasSynopsis,
 		"Give a client a new secret and print it, once. The current secret keeps working until\n" +
 			"-old-valid-for from now (never past its own expiry), written into F as\n" +
 			"previous_secret_expires; -old-valid-for 0 ends it, and any previous one, now (a leaked secret).", clientRotateCmd},
 	{"list", "-file F",
 		"Check the clients file F as the issuer does and list its clients.", clientListCmd},
-	{"disable", "-file F -id ID [-revoke]",
+	{"disable", "-file F -id ID [-revoke]" + replicasSynopsis,
 		"Disable a client in F: once the replicas load F, it cannot authenticate and its tokens stop\n" +
 			"validating. -revoke also revokes its tokens in Redis now, as client revoke does.", clientDisableCmd},
-	{"enable", "-file F -id ID",
+	{"enable", "-file F -id ID" + replicasSynopsis,
 		"Enable a disabled client in F. Its unexpired tokens validate again unless they were revoked.", clientEnableCmd},
-	{"remove", "-file F -id ID [-revoke]",
+	{"remove", "-file F -id ID [-revoke]" + replicasSynopsis,
 		"Remove a client from F. -revoke also revokes its tokens in Redis, so that they stay invalid\n" +
 			"should a client of the same ID be added again.", clientRemoveCmd},
 	{"revoke", "-id ID",
 		"Revoke every token of a client, in the Redis of the issuer's SNOWTOKEN_REDIS_* variables\n" +
 			"(as DELETE /clients/{id}/tokens does): for an operator who has no admin client at hand.", clientRevokeCmd},
 }
+
+// replicasSynopsis is the synopsis of the flags addReplicaFlags defines.
+const replicasSynopsis = " [-replicas URL,URL] [-replicas-wait 5s]"
 
 // clientUsage prints the synopsis of every client subcommand.
 func clientUsage(w io.Writer) {
@@ -85,7 +92,7 @@ func clientCmd(ctx context.Context, args []string, env map[string]string, stdout
 }
 
 // clientNewCmd makes a client: see clientSubs.
-func clientNewCmd(_ context.Context, f *cmdFlags, args []string, _ map[string]string, now time.Time) error {
+func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]string, now time.Time) error {
 	id := f.String("id", "", "client id (required)")
 	scopes := f.String("scopes", "", "comma-separated scopes the client may ask for")
 	audiences := f.String("audiences", "", "comma-separated audiences (aud) the client may ask for, the first its default (none: SNOWTOKEN_AUDIENCE)")
@@ -97,6 +104,7 @@ func clientNewCmd(_ context.Context, f *cmdFlags, args []string, _ map[string]st
 	maxTTL := f.Duration("max-ttl", 0, "longest lifetime of this client's tokens (0: the global maximum)")
 	description := f.String("description", "", "what the client is, for people")
 	owner := f.String("owner", "", "who answers for the client, such as a team or an address")
+	replicas := addReplicaFlags(f)
 	if err := f.parse(args, "id"); err != nil {
 		return err
 	}
@@ -124,7 +132,7 @@ func clientNewCmd(_ context.Context, f *cmdFlags, args []string, _ map[string]st
 		fmt.Fprintf(f.stdout, "\nclients-file entry:\n%s", entry)
 		return nil
 	}
-	err = editClientsFile(f.Name(), *file, true, func(cf *token.ClientsFile) error {
+	w, err := editClientsFile(ctx, f.Name(), *file, true, func(cf *token.ClientsFile) error {
 		if slices.ContainsFunc(cf.Clients, func(o token.Client) bool { return o.ID == c.ID }) {
 			return fmt.Errorf("%s: %s already has a client %q: client rotate-secret gives it a new secret", f.Name(), *file, c.ID)
 		}
@@ -136,14 +144,16 @@ func clientNewCmd(_ context.Context, f *cmdFlags, args []string, _ map[string]st
 	}
 	printSecret(f.stdout, c.ID, secret)
 	fmt.Fprintf(f.stdout, "\nadded client %q to %s\n", c.ID, *file)
+	w.report(ctx, f.stdout, replicas)
 	return nil
 }
 
 // clientRotateCmd gives a client a new secret: see clientSubs.
-func clientRotateCmd(_ context.Context, f *cmdFlags, args []string, _ map[string]string, now time.Time) error {
+func clientRotateCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]string, now time.Time) error {
 	file, id := clientFileFlags(f)
 	oldValidFor := f.Duration("old-valid-for", 24*time.Hour, "how long the current secret keeps working (0: it stops now)")
 	secretValidFor := f.Duration("secret-valid-for", 0, "how long the new secret works, written as secret_expires (0: no expiry); required when the current secret has an expiry")
+	replicas := addReplicaFlags(f)
 	if err := f.parse(args, "file", "id"); err != nil {
 		return err
 	}
@@ -155,7 +165,7 @@ func clientRotateCmd(_ context.Context, f *cmdFlags, args []string, _ map[string
 		return err
 	}
 	var c token.Client
-	err = editClient(f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
+	w, err := editClient(ctx, f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
 		c = cf.Clients[i]
 		if c.PreviousSecretSHA256 != "" && now.Before(c.PreviousSecretExpires) && *oldValidFor > 0 {
 			return fmt.Errorf("%s: client %q still accepts its previous secret until %s, and a client holds two secrets at most: "+
@@ -189,6 +199,7 @@ func clientRotateCmd(_ context.Context, f *cmdFlags, args []string, _ map[string
 	} else {
 		fmt.Fprintf(f.stdout, "\nwrote %s: only the new secret of %q works\n", *file, c.ID)
 	}
+	w.report(ctx, f.stdout, replicas)
 	return nil
 }
 
@@ -236,6 +247,7 @@ func setDisabled(ctx context.Context, f *cmdFlags, args []string, env map[string
 	if disabled {
 		revoke = f.Bool("revoke", false, "also revoke every token of the client in Redis (SNOWTOKEN_REDIS_* variables)")
 	}
+	replicas := addReplicaFlags(f)
 	if err := f.parse(args, "file", "id"); err != nil {
 		return err
 	}
@@ -243,8 +255,8 @@ func setDisabled(ctx context.Context, f *cmdFlags, args []string, env map[string
 	if disabled {
 		done = fmt.Sprintf("disabled client %q in %s", *id, *file)
 	}
-	return withRevoke(ctx, f, env, *id, *revoke, func() error {
-		return editClient(f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
+	return withRevoke(ctx, f, env, *id, *revoke, replicas, func() (*written, error) {
+		return editClient(ctx, f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
 			cf.Clients[i].Disabled = disabled
 			return nil
 		})
@@ -255,11 +267,12 @@ func setDisabled(ctx context.Context, f *cmdFlags, args []string, env map[string
 func clientRemoveCmd(ctx context.Context, f *cmdFlags, args []string, env map[string]string, _ time.Time) error {
 	file, id := clientFileFlags(f)
 	revoke := f.Bool("revoke", false, "also revoke every token of the client in Redis (SNOWTOKEN_REDIS_* variables)")
+	replicas := addReplicaFlags(f)
 	if err := f.parse(args, "file", "id"); err != nil {
 		return err
 	}
-	return withRevoke(ctx, f, env, *id, *revoke, func() error {
-		return editClient(f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
+	return withRevoke(ctx, f, env, *id, *revoke, replicas, func() (*written, error) {
+		return editClient(ctx, f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
 			cf.Clients = slices.Delete(cf.Clients, i, i+1)
 			return nil
 		})
@@ -267,9 +280,10 @@ func clientRemoveCmd(ctx context.Context, f *cmdFlags, args []string, env map[st
 }
 
 // withRevoke runs edit, then, if revoke, revokes the client's tokens in
-// Redis. The Redis settings are checked first, so that a missing one stops
-// the command before the file changes.
-func withRevoke(ctx context.Context, f *cmdFlags, env map[string]string, id string, revoke bool, edit func() error, done string) error {
+// Redis, then reports the file (written.report). The Redis settings are
+// checked first, so that a missing one stops the command before the file
+// changes.
+func withRevoke(ctx context.Context, f *cmdFlags, env map[string]string, id string, revoke bool, replicas *replicaCheck, edit func() (*written, error), done string) error {
 	var revoker *clientRevoker
 	if revoke {
 		var err error
@@ -278,17 +292,18 @@ func withRevoke(ctx context.Context, f *cmdFlags, env map[string]string, id stri
 		}
 		defer revoker.close()
 	}
-	if err := edit(); err != nil {
+	w, err := edit()
+	if err != nil {
 		return err
 	}
 	fmt.Fprintln(f.stdout, done)
-	if revoker == nil {
-		return nil
+	if revoker != nil {
+		if err := revoker.revoke(ctx, id); err != nil {
+			return fmt.Errorf("%w (the file is written: run snowtoken client revoke -id %s to revoke its tokens)", err, id)
+		}
+		fmt.Fprintf(f.stdout, "revoked every token of client %s\n", id)
 	}
-	if err := revoker.revoke(ctx, id); err != nil {
-		return fmt.Errorf("%w (the file is written: run snowtoken client revoke -id %s to revoke its tokens)", err, id)
-	}
-	fmt.Fprintf(f.stdout, "revoked every token of client %s\n", id)
+	w.report(ctx, f.stdout, replicas)
 	return nil
 }
 
@@ -348,8 +363,8 @@ func clientFileFlags(f *cmdFlags) (file, id *string) {
 
 // editClient applies edit to the client id of the clients file path, which
 // it finds at index i.
-func editClient(cmd, path, id string, edit func(cf *token.ClientsFile, i int) error) error {
-	return editClientsFile(cmd, path, false, func(cf *token.ClientsFile) error {
+func editClient(ctx context.Context, cmd, path, id string, edit func(cf *token.ClientsFile, i int) error) (*written, error) {
+	return editClientsFile(ctx, cmd, path, false, func(cf *token.ClientsFile) error {
 		i := slices.IndexFunc(cf.Clients, func(c token.Client) bool { return c.ID == id })
 		if i < 0 {
 			return fmt.Errorf("%s: %s has no client %q", cmd, path, id)
@@ -360,22 +375,31 @@ func editClient(cmd, path, id string, edit func(cf *token.ClientsFile, i int) er
 
 // editClientsFile applies edit to the clients file path (an empty one if
 // path does not exist and create is set), checks the result as the issuer
-// would load it, and replaces the file with it atomically. Errors start
-// with cmd.
-func editClientsFile(cmd, path string, create bool, edit func(cf *token.ClientsFile) error) error {
+// would load it, and replaces the file with it atomically, keeping its
+// owner, group and mode. It holds the file's lock (atomicfile.Lock) from
+// the read to the rename, so that an edit made at the same time by another
+// command waits and then applies to this one's result. Errors start with
+// cmd.
+func editClientsFile(ctx context.Context, cmd, path string, create bool, edit func(cf *token.ClientsFile) error) (*written, error) {
+	unlock, err := atomicfile.Lock(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	defer unlock()
 	cf, err := readClientsFile(cmd, path)
-	if create && errors.Is(err, fs.ErrNotExist) {
+	created := create && errors.Is(err, fs.ErrNotExist)
+	if created {
 		cf, err = token.ClientsFile{}, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := edit(&cf); err != nil {
-		return err
+		return nil, err
 	}
 	data, err := encodeJSON(cf, "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// What is written is read back with the issuer's own decoder and checks.
 	check, err := token.ParseClientsFile(data, path)
@@ -383,12 +407,12 @@ func editClientsFile(cmd, path string, create bool, edit func(cf *token.ClientsF
 		_, err = token.NewClients(check.Clients)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: not writing %s: %w", cmd, path, err)
+		return nil, fmt.Errorf("%s: not writing %s: %w", cmd, path, err)
 	}
 	if err := atomicfile.Replace(path, data); err != nil {
-		return fmt.Errorf("%s: %w", cmd, err)
+		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
-	return nil
+	return &written{path: path, created: created, source: "clients", taken: fileVersion(path, data)}, nil
 }
 
 // encodeJSON is v as JSON, indented by indent unless it is empty, ending in

@@ -5,13 +5,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,20 +47,34 @@ func (d *clientsDir) client(tb testing.TB, args ...string) string {
 }
 
 // load loads the clients file as the issuer does, after checking that it is
-// mode 0600 and alone in its directory (no temporary file left).
+// mode 0600 (as writeClients and client new make it) and alone in its
+// directory but for its lock file (no temporary file left).
 func (d *clientsDir) load(tb testing.TB) *token.Clients {
 	tb.Helper()
 	if fi, err := os.Stat(d.path); err != nil || fi.Mode().Perm() != 0o600 {
 		tb.Fatalf("%s: mode %v (%v), want 0600", d.path, fi.Mode().Perm(), err)
 	}
-	if entries, err := os.ReadDir(d.dir); err != nil || len(entries) != 1 {
-		tb.Errorf("%s holds %v (%v), want the clients file alone", d.dir, entries, err)
-	}
+	d.wantAlone(tb)
 	cs, err := token.LoadClients(d.path)
 	if err != nil {
 		tb.Fatalf("the issuer refuses the file the CLI wrote: %v", err)
 	}
 	return cs
+}
+
+// wantAlone checks that the directory holds the clients file and nothing
+// else but its lock file.
+func (d *clientsDir) wantAlone(tb testing.TB) {
+	tb.Helper()
+	entries, err := os.ReadDir(d.dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != filepath.Base(d.path) && e.Name() != ".clients.json.lock" {
+			tb.Errorf("%s holds %v, want the clients file alone, and its lock file", d.dir, entries)
+		}
+	}
 }
 
 // secretIn returns the secret a command printed.
@@ -223,9 +242,7 @@ func TestClientEditRefusesABadFile(t *testing.T) {
 			if got, _ := os.ReadFile(d.path); string(got) != tc.file {
 				t.Errorf("the file changed to:\n%s", got)
 			}
-			if entries, _ := os.ReadDir(d.dir); len(entries) != 1 {
-				t.Errorf("%s holds %v, want the clients file alone", d.dir, entries)
-			}
+			d.wantAlone(t)
 		})
 	}
 }
@@ -374,10 +391,10 @@ func replicaEnv(redisURL string) map[string]string {
 	}
 }
 
-// writeClients writes a clients file as an operator would, mode 0644.
+// writeClients writes a clients file as an operator would, mode 0600.
 func writeClients(tb testing.TB, path, data string) {
 	tb.Helper()
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -386,4 +403,264 @@ func writeClients(tb testing.TB, path, data string) {
 func sha256Hex(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
+}
+
+// TestClientEditKeepsOwner: an edit by root keeps the clients file's owner,
+// group and mode, so the user the issuer runs as still reads it, and says
+// who can read it (issue 25, finding 11: `client disable` as root left
+// 0:0 0600, the issuer's reload was refused and the client kept its
+// tokens). Run as a user who can neither keep the owner nor is the owner,
+// an edit is refused, naming the problem, and writes nothing.
+func TestClientEditKeepsOwner(t *testing.T) {
+	setpriv := needRoot(t)
+	for _, tc := range []struct {
+		name                string
+		uid, gid            int
+		mode                os.FileMode
+		args                []string
+		reader              []string // setpriv credentials of the issuer's user
+		wantOut, wantClient string
+	}{
+		{"owner", 12345, 12345, 0o600, []string{"disable", "-id", "beta"}, []string{"--reuid", "12345", "--regid", "12345"},
+			"kept its owner 12345:12345 and mode 0600: readable by uid 12345", "beta"},
+		{"group", 0, 12345, 0o640, []string{"new", "-id", "delta"}, []string{"--reuid", "23456", "--regid", "12345"},
+			"kept its owner 0:12345 and mode 0640: readable by root and group 12345", "delta"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := sharedClientsDir(t)
+			writeClients(t, d.path, `{"clients": [{"id": "alpha", "secret_sha256": "`+sha256Hex("a")+`"}, {"id": "beta", "secret_sha256": "`+sha256Hex("b")+`"}]}`)
+			chownFile(t, d.path, tc.uid, tc.gid, tc.mode)
+			out := d.client(t, append(tc.args, "-file", d.path)...)
+			if !strings.Contains(out, tc.wantOut) {
+				t.Errorf("output:\n%s\nwant it to say %q", out, tc.wantOut)
+			}
+			if uid, gid, mode := fileOwner(t, d.path); uid != tc.uid || gid != tc.gid || mode != tc.mode {
+				t.Errorf("after client %s: %d:%d %04o, want %d:%d %04o", tc.args[0], uid, gid, mode, tc.uid, tc.gid, tc.mode)
+			}
+			data, err := exec.Command(setpriv, append(append(tc.reader, "--clear-groups", "cat"), d.path)...).Output()
+			if err != nil {
+				t.Fatalf("the issuer's user %v cannot read the file: %v", tc.reader, err)
+			}
+			cf, err := token.ParseClientsFile(data, d.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(cf.Clients, func(c token.Client) bool { return c.ID == tc.wantClient })
+			if i < 0 || cf.Clients[i].Disabled != (tc.args[0] == "disable") {
+				t.Errorf("the issuer's user reads %+v, want the change to %s", cf.Clients, tc.wantClient)
+			}
+		})
+	}
+
+	t.Run("refused", func(t *testing.T) {
+		d := sharedClientsDir(t)
+		if err := os.Chmod(d.dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		file := `{"clients": [{"id": "alpha", "secret_sha256": "` + sha256Hex("a") + `"}, {"id": "beta", "secret_sha256": "` + sha256Hex("b") + `"}]}`
+		writeClients(t, d.path, file)
+		chownFile(t, d.path, 12345, 12345, 0o644)
+		bin := sharedBinary(t)
+		cmd := exec.Command(setpriv, "--reuid", "23456", "--regid", "23456", "--clear-groups", bin, "client", "disable", "-file", d.path, "-id", "beta")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "cannot keep the file's owner and group 12345:12345") {
+			t.Errorf("client disable as another user: %v\n%s\nwant it refused, naming the owner", err, out)
+		}
+		if got, _ := os.ReadFile(d.path); string(got) != file {
+			t.Errorf("the refused edit changed the file:\n%s", got)
+		}
+		if uid, gid, mode := fileOwner(t, d.path); uid != 12345 || gid != 12345 || mode != 0o644 {
+			t.Errorf("after the refused edit: %d:%d %04o, want 12345:12345 0644", uid, gid, mode)
+		}
+		d.wantAlone(t)
+	})
+}
+
+// TestClientEditsAtOnce: edits by two commands started together both land
+// (issue 25, finding 12: in 50 rounds of disable and new at once, several
+// of each were lost while both said they succeeded). Each round runs the
+// real binary twice: disable -id aN and new -id bN; then every aN is
+// disabled and every bN is in the file.
+func TestClientEditsAtOnce(t *testing.T) {
+	const rounds = 50
+	bin := fleetBinary(t)
+	d := newClientsDir(t)
+	var clients []string
+	for i := range rounds {
+		clients = append(clients, fmt.Sprintf(`{"id": "a%d", "secret_sha256": "%s"}`, i, sha256Hex("a")))
+	}
+	writeClients(t, d.path, `{"clients": [`+strings.Join(clients, ", ")+`]}`)
+	for i := range rounds {
+		runAtOnce(t,
+			exec.Command(bin, "client", "disable", "-file", d.path, "-id", fmt.Sprintf("a%d", i)),
+			exec.Command(bin, "client", "new", "-file", d.path, "-id", fmt.Sprintf("b%d", i)))
+	}
+	byID := map[string]token.Client{}
+	for _, c := range d.load(t).All() {
+		byID[c.ID] = c
+	}
+	var lostDisable, lostNew int
+	for i := range rounds {
+		if c, ok := byID[fmt.Sprintf("a%d", i)]; !ok || !c.Disabled {
+			lostDisable++
+		}
+		if _, ok := byID[fmt.Sprintf("b%d", i)]; !ok {
+			lostNew++
+		}
+	}
+	if lostDisable+lostNew > 0 {
+		t.Errorf("of %d rounds, %d disables and %d new clients were lost, though every command succeeded", rounds, lostDisable, lostNew)
+	}
+}
+
+// runAtOnce starts cmds together and returns what each printed, once all
+// have ended; it fails tb if one fails.
+func runAtOnce(tb testing.TB, cmds ...*exec.Cmd) []string {
+	tb.Helper()
+	outs := make([]bytes.Buffer, len(cmds))
+	for i, c := range cmds {
+		c.Stdout, c.Stderr = &outs[i], &outs[i]
+		if err := c.Start(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	var failed []string
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			failed = append(failed, fmt.Sprintf("%v: %v\n%s", c.Args[1:], err, outs[i].String()))
+		}
+	}
+	if failed != nil {
+		tb.Fatal(strings.Join(failed, "\n"))
+	}
+	printed := make([]string, len(outs))
+	for i := range outs {
+		printed[i] = outs[i].String()
+	}
+	return printed
+}
+
+// needRoot skips the test unless it runs as root with setpriv(1), which it
+// returns: the test gives files to other users and runs as them.
+func needRoot(tb testing.TB) string {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root, to give the clients file to another user (uid 12345)")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		tb.Skip("needs setpriv (util-linux), to read the clients file as another user")
+	}
+	return setpriv
+}
+
+// sharedClientsDir is a clientsDir that every user may enter.
+func sharedClientsDir(tb testing.TB) *clientsDir {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "snowtoken-clients-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return &clientsDir{dir: dir, path: filepath.Join(dir, "clients.json")}
+}
+
+// sharedBinary is a copy of the snowtoken binary that every user may run.
+func sharedBinary(tb testing.TB) string {
+	tb.Helper()
+	data, err := os.ReadFile(fleetBinary(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := sharedClientsDir(tb).dir
+	path := filepath.Join(dir, "snowtoken")
+	if err := os.WriteFile(path, data, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// chownFile gives path an owner, a group and a mode.
+func chownFile(tb testing.TB, path string, uid, gid int, mode os.FileMode) {
+	tb.Helper()
+	if err := os.Chown(path, uid, gid); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// fileOwner returns path's owner, group and permission bits.
+func fileOwner(tb testing.TB, path string) (uid, gid int, mode os.FileMode) {
+	tb.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return int(st.Uid), int(st.Gid), fi.Mode().Perm()
+}
+
+// TestClientEditReplicas: with -replicas, an edit waits until each named
+// replica's /readyz shows the file it wrote, and names those that did not
+// take it, exiting 0 since the file is written (issue 25, finding 3: the CLI
+// warns when the running replicas did not take its change). Replica a
+// reads the file; replica b reads a copy that the edit does not change;
+// the third is not there. keys rotate does the same for keys.json.
+func TestClientEditReplicas(t *testing.T) {
+	srv := redistest.NewServer(t)
+	keysDir := filepath.Join(t.TempDir(), "keys")
+	if err := run(t.Context(), []string{"keys", "rotate", "-dir", keysDir}, nil, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	d, stale := newClientsDir(t), newClientsDir(t)
+	file := `{"clients": [{"id": "gw", "secret_sha256": "` + sha256Hex("a") + `"}, {"id": "svc", "secret_sha256": "` + sha256Hex("b") + `"}]}`
+	writeClients(t, d.path, file)
+	writeClients(t, stale.path, file)
+	var urls []string
+	for i, path := range []string{d.path, stale.path} {
+		env := replicaEnv(srv.URL())
+		env["SNOWTOKEN_ENV"] = "production"
+		env["SNOWTOKEN_ADDR"] = "127.0.0.1:0"
+		env["SNOWTOKEN_CLIENTS_FILE"] = path
+		env["SNOWTOKEN_SIGNING_KEYS"] = keysDir
+		env["SNOWTOKEN_WORKER_ID"] = fmt.Sprint(5 + i)
+		env["SNOWTOKEN_WORKER_LEASE_TTL"] = "1s" // a first claim waits one lease TTL
+		p := startProgram(t, env)
+		waitReady(t, p.url("/readyz"), waitLimit)
+		urls = append(urls, p.url(""))
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + l.Addr().String()
+	l.Close()
+
+	out := d.client(t, "disable", "-file", d.path, "-id", "gw", "-replicas", strings.Join(append(urls, gone), ","), "-replicas-wait", "2s")
+	for _, want := range []string{
+		"replica " + urls[0] + "/readyz loaded the change",
+		"warning: replica " + urls[1] + "/readyz did not load the change within 2s: it serves clients " + shortSum([]byte(file)),
+		"warning: replica " + gone + "/readyz did not load the change within 2s: unreachable",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("client disable -replicas printed:\n%s\nwant a line with %q", out, want)
+		}
+	}
+
+	out = rotateAt(t, keysDir, time.Now(), "-replicas", urls[0], "-replicas-wait", "10s")
+	if want := "replica " + urls[0] + "/readyz loaded the change"; !strings.Contains(out, want) {
+		t.Errorf("keys rotate -replicas printed:\n%s\nwant a line with %q", out, want)
+	}
+
+	for _, bad := range []string{"10.0.0.5:8080", "ftp://h", "http://h/?a=b"} {
+		var ue *usageError
+		if err := run(t.Context(), []string{"client", "enable", "-file", d.path, "-id", "gw", "-replicas", bad}, nil, io.Discard); !errors.As(err, &ue) {
+			t.Errorf("-replicas %q: %v, want a usage error", bad, err)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 
 // keysUsage is the usage of the keys subcommands.
 var keysUsage = fmt.Sprintf(`usage: snowtoken keys new -out FILE
-       snowtoken keys rotate -dir DIR [-max-token-ttl 24h] [-adopt FILE]
+       snowtoken keys rotate -dir DIR [-max-token-ttl 24h] [-adopt FILE] [-replicas URL,URL] [-replicas-wait 5s]
        snowtoken keys list -dir DIR
 
 A keys directory (SNOWTOKEN_SIGNING_KEYS=DIR) holds the signing keys and
@@ -35,9 +36,13 @@ active (signs) or retired (verifies until its tokens have expired). Each
   - in a directory without keys.json, it creates the first key, active at
     once (or -adopt FILE's key: the key a list used to sign with).
 
-Files are written whole (a new file renamed over the old, mode 0600), the
-key files before the manifest that names them, so that a replica reading
-the directory at any moment sees a complete set.
+Files are written whole (a new file renamed over the old, keeping its
+owner, group and mode; a new key file takes keys.json's), the key files
+before the manifest that names them, so that a replica reading the
+directory at any moment sees a complete set. A rotation holds the lock
+file .keys.json.lock in DIR throughout, so two at once run one after the
+other. -replicas URL,URL waits until each running replica's /readyz shows
+the new keys.json and warns about those that do not.
 `, token.DefaultLeeway+token.KeyPropagation, token.KeyPublishDelay, token.JWKSMaxAge)
 
 // keysStateCmd runs the keys subcommands of a keys directory: rotate, list.
@@ -62,16 +67,32 @@ func keysStateCmd(args []string, stdout io.Writer, now func() time.Time) error {
 
 // keysRotateCmd takes one rotation step in a keys directory (keysUsage).
 func keysRotateCmd(args []string, stdout io.Writer, now time.Time) error {
-	fs := newCmdFlags("keys rotate", "-dir DIR [-max-token-ttl 24h] [-adopt FILE]", keysUsage, stdout)
+	fs := newCmdFlags("keys rotate", "-dir DIR [-max-token-ttl 24h] [-adopt FILE]"+replicasSynopsis, keysUsage, stdout)
 	dir := fs.String("dir", "", "the keys directory (SNOWTOKEN_SIGNING_KEYS)")
 	maxTTL := fs.Duration("max-token-ttl", token.DefaultMaxTTL, "the replicas' SNOWTOKEN_MAX_TOKEN_TTL: a retired key is dropped once its tokens have expired")
 	adopt := fs.String("adopt", "", "for the first key of a new directory: the PEM file of the key in use, which stays active")
+	replicas := addReplicaFlags(fs)
 	if err := fs.parse(args, "dir"); err != nil {
 		return err
 	}
+	ctx := context.Background()
+	if err := os.MkdirAll(*dir, 0o700); err != nil {
+		return fmt.Errorf("keys rotate: %w", err)
+	}
+	manifest := filepath.Join(*dir, token.KeysManifest)
+	unlock, err := atomicfile.Lock(ctx, manifest)
+	if err != nil {
+		return fmt.Errorf("keys rotate: %w", err)
+	}
+	defer unlock()
 	m, _, err := token.ReadKeyManifest(*dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return keysCreate(*dir, *adopt, stdout, now)
+		w, err := keysCreate(*dir, *adopt, stdout, now)
+		if err != nil {
+			return err
+		}
+		w.report(ctx, stdout, replicas)
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("keys rotate: %w", err)
@@ -119,11 +140,16 @@ func keysRotateCmd(args []string, stdout io.Writer, now time.Time) error {
 			newEntry.File, newEntry.Kid, stamp(now.Add(token.KeyPublishDelay)))
 	}
 	if newFile != nil {
-		if err := atomicfile.Replace(filepath.Join(*dir, newEntry.File), newFile); err != nil {
+		// A new key file is made readable by whoever reads the manifest.
+		if err := atomicfile.ReplaceLike(filepath.Join(*dir, newEntry.File), newFile, manifest); err != nil {
 			return fmt.Errorf("keys rotate: %w", err)
 		}
 	}
 	if err := writeManifest(*dir, m); err != nil {
+		return err
+	}
+	w, err := manifestWritten(*dir)
+	if err != nil {
 		return err
 	}
 	for _, f := range dropped {
@@ -131,30 +157,33 @@ func keysRotateCmd(args []string, stdout io.Writer, now time.Time) error {
 			return fmt.Errorf("keys rotate: %w", err)
 		}
 	}
+	w.report(ctx, stdout, replicas)
 	return nil
 }
 
-// keysCreate starts a keys directory with one active key: a new one, or
-// the key of the PEM file adopt.
-func keysCreate(dir, adopt string, stdout io.Writer, now time.Time) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("keys rotate: %w", err)
-	}
+// keysCreate starts the keys directory dir, which exists, with one active
+// key: a new one, or the key of the PEM file adopt.
+func keysCreate(dir, adopt string, stdout io.Writer, now time.Time) (*written, error) {
 	pemBytes, e, err := newKeyFile(token.KeyActive, now)
 	if adopt != "" {
 		pemBytes, e, err = adoptKeyFile(adopt, now)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := atomicfile.Replace(filepath.Join(dir, e.File), pemBytes); err != nil {
-		return fmt.Errorf("keys rotate: %w", err)
+		return nil, fmt.Errorf("keys rotate: %w", err)
 	}
 	if err := writeManifest(dir, token.KeyManifest{Keys: []token.KeyEntry{e}}); err != nil {
-		return err
+		return nil, err
 	}
+	w, err := manifestWritten(dir)
+	if err != nil {
+		return nil, err
+	}
+	w.created = true
 	fmt.Fprintf(stdout, "created %s with %s (kid %s), active\n", filepath.Join(dir, token.KeysManifest), e.File, e.Kid)
-	return nil
+	return w, nil
 }
 
 // newKeyFile generates a key in state st, published (and, when active,
@@ -219,7 +248,8 @@ func dropTime(e token.KeyEntry, maxTTL time.Duration) time.Time {
 // stamp writes t for an operator: RFC 3339 in UTC, to the second.
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-// writeManifest writes m as dir's keys.json.
+// writeManifest writes m as dir's keys.json, keeping the file's owner,
+// group and mode.
 func writeManifest(dir string, m token.KeyManifest) error {
 	for i := range m.Keys {
 		e := &m.Keys[i]
@@ -233,6 +263,17 @@ func writeManifest(dir string, m token.KeyManifest) error {
 		return fmt.Errorf("keys rotate: %w", err)
 	}
 	return nil
+}
+
+// manifestWritten is dir's keys.json as a rotation wrote it, for its
+// report; it is read back while the rotation still holds the lock.
+func manifestWritten(dir string) (*written, error) {
+	path := filepath.Join(dir, token.KeysManifest)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("keys rotate: %w", err)
+	}
+	return &written{path: path, source: "keys", taken: fileVersion(path, data)}, nil
 }
 
 // keysListCmd prints the keys of a keys directory, their states and what

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,8 +103,8 @@ func TestKeysRotate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 3 {
-		t.Errorf("%d files in the directory, want keys.json and 2 keys: %v", len(entries), entries)
+	if len(entries) != 4 || entries[0].Name() != ".keys.json.lock" {
+		t.Errorf("%d files in the directory, want keys.json, 2 keys and the lock file: %v", len(entries), entries)
 	}
 	for _, e := range entries {
 		fi, err := e.Info()
@@ -205,4 +206,39 @@ func TestKeysList(t *testing.T) {
 			t.Errorf("keys list printed:\n%s\nwant %q in it", out.String(), want)
 		}
 	}
+}
+
+// TestKeysRotateAtOnce: two `keys rotate` started together on a new
+// directory run one after the other (issue 25, finding 12): the first
+// creates the active key, the second adds a next key, and no key file is
+// left that the manifest does not name. Each round runs the real binary
+// twice.
+func TestKeysRotateAtOnce(t *testing.T) {
+	const rounds = 20
+	bin := fleetBinary(t)
+	for i := range rounds {
+		dir := filepath.Join(t.TempDir(), "keys")
+		outs := runAtOnce(t, exec.Command(bin, "keys", "rotate", "-dir", dir), exec.Command(bin, "keys", "rotate", "-dir", dir))
+		states := keyStates(t, dir)
+		pems, err := filepath.Glob(filepath.Join(dir, "*.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var active, next int
+		for _, st := range states {
+			active += btoi(st == token.KeyActive)
+			next += btoi(st == token.KeyNext)
+		}
+		if active != 1 || next != 1 || len(pems) != 2 {
+			t.Fatalf("round %d: %d active and %d next keys, %d key files; want 1, 1 and 2: one rotation was lost\n%s\n%s",
+				i, active, next, len(pems), outs[0], outs[1])
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
