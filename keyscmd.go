@@ -91,6 +91,7 @@ func keysRotateCmd(args []string, stdout io.Writer, now time.Time) error {
 		if err != nil {
 			return err
 		}
+		unlock() // the wait for the replicas holds up no other rotation
 		w.report(ctx, stdout, replicas)
 		return nil
 	}
@@ -157,6 +158,7 @@ func keysRotateCmd(args []string, stdout io.Writer, now time.Time) error {
 			return fmt.Errorf("keys rotate: %w", err)
 		}
 	}
+	unlock()
 	w.report(ctx, stdout, replicas)
 	return nil
 }

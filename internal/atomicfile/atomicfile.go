@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -113,8 +114,8 @@ func chown(f *os.File, attr Attr) error {
 	}
 	if err := f.Chown(attr.UID, attr.GID); err != nil {
 		if errors.Is(err, fs.ErrPermission) {
-			return fmt.Errorf("%w %d:%d: running as uid %d; run as root or as the file's owner: %w",
-				ErrOwner, attr.UID, attr.GID, os.Geteuid(), err)
+			return fmt.Errorf("%w %d:%d: running as uid %d, which may not give a file that owner and group; "+
+				"run as root, or as the file's owner and a member of its group: %w", ErrOwner, attr.UID, attr.GID, os.Geteuid(), err)
 		}
 		return err
 	}
@@ -191,7 +192,7 @@ func LockPath(path string) string {
 // Lock takes an exclusive flock(2) on path's lock file (LockPath), creating
 // it if need be (with path's owner, group and mode where it can, so that
 // whoever may edit the file may lock it), and returns the
-// function that releases it. It waits while another process holds it,
+// function that releases it (once; more calls do nothing). It waits while another process holds it,
 // until ctx ends or, if ctx has no deadline, DefaultLockWait has passed:
 // then it returns ErrLocked. The lock is released when the process ends,
 // however it ends.
@@ -224,7 +225,7 @@ func Lock(ctx context.Context, path string) (unlock func(), err error) {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
-			return func() { f.Close() }, nil
+			return sync.OnceFunc(func() { f.Close() }), nil
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			f.Close()
