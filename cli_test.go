@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -132,6 +135,43 @@ func TestVersionLine(t *testing.T) {
 		var out bytes.Buffer
 		if err := run(t.Context(), args, nil, &out); err != nil || !strings.HasPrefix(out.String(), "snowtoken ") || !strings.Contains(out.String(), "(revision ") {
 			t.Errorf("%s: %q, %v; want the version line", args[0], out.String(), err)
+		}
+	}
+}
+
+// TestReportReaders: after writing, a command names whom the mode lets read
+// the file, and warns when only root can: the issuer's user, which the CLI
+// cannot know, is then surely shut out unless it is root.
+func TestReportReaders(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "clients.json")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	owner, root := fmt.Sprintf("uid %d", os.Geteuid()), os.Geteuid() == 0
+	if root {
+		owner = "root"
+	}
+	group := fmt.Sprintf("group %d", os.Getegid())
+	for _, tc := range []struct {
+		mode    os.FileMode
+		readers string
+		warn    bool
+	}{
+		{0o600, owner, root},
+		{0o640, owner + " and " + group, false},
+		{0o644, "every user", false},
+		{0o000, "root only", true},
+	} {
+		if err := os.Chmod(path, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		reportReaders(&out, path, false)
+		if want := fmt.Sprintf("mode %04o: readable by %s, as before", uint32(tc.mode), tc.readers); !strings.Contains(out.String(), want) {
+			t.Errorf("mode %04o: %q, want %q", uint32(tc.mode), out.String(), want)
+		}
+		if got := strings.Contains(out.String(), "warning: only root can read"); got != tc.warn {
+			t.Errorf("mode %04o: %q: warned %t, want %t", uint32(tc.mode), out.String(), got, tc.warn)
 		}
 	}
 }

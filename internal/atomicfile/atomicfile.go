@@ -191,11 +191,11 @@ func LockPath(path string) string {
 
 // Lock takes an exclusive flock(2) on path's lock file (LockPath), creating
 // it if need be (with path's owner, group and mode where it can, so that
-// whoever may edit the file may lock it), and returns the
-// function that releases it (once; more calls do nothing). It waits while another process holds it,
-// until ctx ends or, if ctx has no deadline, DefaultLockWait has passed:
-// then it returns ErrLocked. The lock is released when the process ends,
-// however it ends.
+// whoever may edit the file may lock it; a link there is not followed), and
+// returns the function that releases it (once; more calls do nothing). It
+// waits while another process holds it, until ctx ends or, if ctx has no
+// deadline, DefaultLockWait has passed: then it returns ErrLocked. The lock
+// is released when the process ends, however it ends.
 //
 // The lock file stays: removing it would let a waiter lock a file that the
 // next editor no longer sees. It is opened read-only and never written,
@@ -211,7 +211,7 @@ func Lock(ctx context.Context, path string) (unlock func(), err error) {
 	name, start := LockPath(path), time.Now()
 	f, err := os.OpenFile(name, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		f, err = os.OpenFile(name, os.O_RDONLY, 0)
+		f, err = os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	} else if a, serr := Stat(path); err == nil && serr == nil {
 		// Best effort: whoever may edit the file may lock it too.
 		chown(f, a)
