@@ -44,6 +44,13 @@ func (s *Server) fail(c *gin.Context, err error) {
 	desc := description(err)
 	bearer := strings.HasPrefix(c.FullPath(), "/token/validate")
 	switch {
+	case errors.Is(err, token.ErrClientRevoking):
+		// Nothing failed: the client's tokens were revoked moments ago. It
+		// is not counted as the service unavailable nor logged as a warning.
+		status, code = http.StatusServiceUnavailable, "temporarily_unavailable"
+		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
+		s.log.Debug("request deferred", "route", c.FullPath(), "err", err)
+		desc = deferredDescription(err)
 	case errors.Is(err, token.ErrUnavailable):
 		status, code = http.StatusServiceUnavailable, "temporarily_unavailable"
 		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
@@ -100,6 +107,11 @@ func (s *Server) fail(c *gin.Context, err error) {
 	}
 	c.Header("Cache-Control", "no-store")
 	c.AbortWithStatusJSON(status, oauthError{Error: code, Description: desc})
+}
+
+// deferredDescription is what a client is told of ErrClientRevoking.
+func deferredDescription(error) string {
+	return "this client's tokens were revoked moments ago and a token issued now would not validate; retry after Retry-After"
 }
 
 // retryAfterSeconds is how long a client should wait: what the error says

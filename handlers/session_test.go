@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/snowtoken/snowtoken/internal/clocktest"
 )
 
 // TestIntrospect covers RFC 7662.
@@ -332,5 +335,61 @@ func TestRevokeClient(t *testing.T) {
 	}
 	if r := e.validate(t, bystander); r.Status != http.StatusOK {
 		t.Errorf("another client's token: status %d: %s", r.Status, r.Body)
+	}
+}
+
+// TestIssueAfterRevokeClient: right after DELETE /clients/{client}/tokens,
+// POST /token never answers 200 with a token that does not validate: it
+// answers 503 temporarily_unavailable with a Retry-After within the
+// leeway, not counted as the service unavailable, until a new token is past
+// the client's revocation; every token it hands out validates. Tokens are
+// requested every 500 ms for 8 s on the service's and the IDs' clock.
+func TestIssueAfterRevokeClient(t *testing.T) {
+	t.Parallel()
+	clock := clocktest.New(time.Now().Truncate(time.Second))
+	e := newEnv(t, withIDClock(clock.Now))
+	e.Clock.Set(clock.Now())
+	for _, c := range []client{e.Gateway, e.Opaque} {
+		t.Run(c.ID, func(t *testing.T) {
+			old := e.issue(t, c, nil).AccessToken
+			r := e.do(t, http.MethodDelete, "/clients/"+c.ID+"/tokens", nil, http.Header{"Authorization": {basic(e.Admin.ID, e.Admin.Secret)}})
+			if r.Status != http.StatusNoContent {
+				t.Fatalf("revoke: status %d: %s", r.Status, r.Body)
+			}
+			wantError(t, e.validate(t, old), http.StatusUnauthorized, "invalid_token")
+			unavailable := e.metrics(t)["snowtoken_unavailable_total"]
+			refused, handed := 0, 0
+			for i := range 16 {
+				after := time.Duration(i) * 500 * time.Millisecond
+				r := e.post(t, "/token", &c, url.Values{"grant_type": {"client_credentials"}})
+				switch r.Status {
+				case http.StatusOK:
+					handed++
+					var out issued
+					if err := json.Unmarshal(r.Body, &out); err != nil {
+						t.Fatal(err)
+					}
+					if v := e.validate(t, out.AccessToken); v.Status != http.StatusOK {
+						t.Errorf("the token handed out %v after the revocation: validate %d %s", after, v.Status, v.Body)
+					}
+				case http.StatusServiceUnavailable:
+					refused++
+					wantError(t, r, http.StatusServiceUnavailable, "temporarily_unavailable")
+					if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 6 {
+						t.Errorf("%v after: Retry-After %q, want 1 to 6 s", after, r.Header.Get("Retry-After"))
+					}
+				default:
+					t.Fatalf("%v after: status %d: %s", after, r.Status, r.Body)
+				}
+				clock.Add(500 * time.Millisecond)
+				e.Clock.Add(500 * time.Millisecond)
+			}
+			if refused == 0 || handed == 0 {
+				t.Errorf("%d refused, %d handed out: want both (the window, then valid tokens)", refused, handed)
+			}
+			if got := e.metrics(t)["snowtoken_unavailable_total"]; got != unavailable {
+				t.Errorf("snowtoken_unavailable_total %s -> %s: the revocation window counted as unavailable", unavailable, got)
+			}
+		})
 	}
 }

@@ -192,20 +192,14 @@ const markerOnlyLua = markerLua + "return gen\n"
 // record and the marker are in different slots, the marker's script and then
 // a SET NX: two round trips. A revocation of the subject between the two
 // leaves the new record with the old marker, so the token is born revoked:
-// closed, never open. A record that exists already is ErrDuplicateID, as in
-// Create.
+// closed, never open. A record that exists already is ErrDuplicateID, and a
+// token its client's revocation covers ErrClientRevoking, as in Create; on
+// a Cluster the client's revocation time is read with the SET NX.
 func (s *Store) CreateOpaque(ctx context.Context, k keys, ttl time.Duration, head, tail string) error {
 	if !s.cluster {
-		n, err := s.evalInt(ctx, createScript, createLua, []string{k.session, k.gen}, ttl.Milliseconds(), newMarker(), head, tail)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return fmt.Errorf("%w: %w", ErrUnavailable, ErrDuplicateID)
-		}
-		return nil
+		return s.create(ctx, k, ttl, newMarker(), head, tail)
 	}
-	cmd, err := s.eval(ctx, markerOnlyScript, markerOnlyLua, []string{k.gen}, ttl.Milliseconds(), newMarker())
+	cmd, err := s.eval(ctx, nil, markerOnlyScript, markerOnlyLua, []string{k.gen}, ttl.Milliseconds(), newMarker())
 	if err != nil {
 		return unavailable(err)
 	}
@@ -214,13 +208,15 @@ func (s *Store) CreateOpaque(ctx context.Context, k keys, ttl time.Duration, hea
 		return unavailable(err)
 	}
 	set := redis.NewBoolCmd(ctx, "set", k.session, head+gen+tail, "nx", "px", ttl.Milliseconds())
-	if err := s.do(ctx, set); err != nil {
+	client := redis.NewStringCmd(ctx, "get", k.client)
+	if err := s.do(ctx, set, client); err != nil && !errors.Is(err, redis.Nil) {
 		return unavailable(err)
 	}
-	if !set.Val() { // SET NX answers nil, which BoolCmd reads as false
-		return fmt.Errorf("%w: %w", ErrUnavailable, ErrDuplicateID)
+	cut, err := optional(client)
+	if err != nil {
+		return err
 	}
-	return nil
+	return created(set.Val(), k.issued, cut) // SET NX answers nil, which BoolCmd reads as false
 }
 
 // validateOpaqueLua reads the record KEYS[1], then the marker and the
@@ -252,7 +248,7 @@ var validateOpaqueScript = redis.NewScript(validateOpaqueLua)
 // of the record and then, in one pipeline, GETs of the two others.
 func (s *Store) ReadOpaque(ctx context.Context, key string) (rec, gen, client any, err error) {
 	if !s.cluster {
-		cmd, err := s.eval(ctx, validateOpaqueScript, validateOpaqueLua, []string{key}, s.prefix)
+		cmd, err := s.eval(ctx, nil, validateOpaqueScript, validateOpaqueLua, []string{key}, s.prefix)
 		if errors.Is(err, redis.Nil) {
 			return nil, nil, nil, nil
 		}
@@ -307,13 +303,13 @@ func (s *Store) GetOpaque(ctx context.Context, key string) (string, error) {
 
 // issueOpaque writes the session of a new opaque token and returns the
 // token: no signature, one script (two round trips on a Cluster).
-func (s *Service) issueOpaque(ctx context.Context, id snowflakealg.ID, jti, subject, client, scope string, aud []string, iat, exp int64, ttl time.Duration) (string, error) {
+func (s *Service) issueOpaque(ctx context.Context, id snowflakealg.ID, idTime time.Time, subject, client, scope string, aud []string, iat, exp int64, ttl time.Duration) (string, error) {
 	var secret [opaqueSecretLen]byte
 	_, _ = rand.Read(secret[:]) // crypto/rand.Read never fails (Go 1.24)
 	sum := sha256.Sum256(secret[:])
 	head, tail := opaqueRecordParts(&sum, subject, client, scope, aud, iat, exp)
-	k := s.store.keysFor(subject, client, "", time.Time{})
-	k.session = s.store.opaqueKey(jti)
+	k := s.store.keysFor(subject, client, "", idTime)
+	k.session = s.store.opaqueKey(id.String())
 	if err := s.store.CreateOpaque(ctx, k, ttl, head, tail); err != nil {
 		return "", err
 	}

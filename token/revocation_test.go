@@ -283,9 +283,9 @@ func TestRevokeClient(t *testing.T) {
 		wantRevoked(t, svc, raw)
 	}
 	mustValidate(t, svc, other)
-	// Within the leeway, a new token of the client is revoked too (fail
-	// closed against clock skew); after it, new tokens are valid.
-	wantRevoked(t, svc, e.issue(t, svc, "gateway", IssueRequest{Subject: "alice"}).AccessToken)
+	// Within the leeway a new token of the client would be revoked too (the
+	// cutoff allows for clock skew): Issue refuses it (TestIssueAfterRevokeClient);
+	// after it, new tokens are valid.
 	e.clock.Add(DefaultLeeway + time.Millisecond)
 	after := e.issue(t, svc, "gateway", IssueRequest{Subject: "alice"}).AccessToken
 	mustValidate(t, svc, after)
@@ -306,6 +306,57 @@ func TestRevokeClient(t *testing.T) {
 	if err := svc.RevokeClient(ctx, "bad name}"); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("RevokeClient of a bad name: %v, want ErrInvalidRequest", err)
 	}
+}
+
+// TestIssueAfterRevokeClient: right after a client's tokens are revoked,
+// its cutoff (the revoker's clock plus the leeway) covers the IDs this
+// replica draws for a few seconds. Issue never hands out such a token: it
+// fails with ErrUnavailable and ErrClientRevoking, and a wait (RetryAfter)
+// after which a token is past the cutoff; every token it does hand out
+// validates. On a single Redis's paths and a Cluster's, JWT and opaque.
+func TestIssueAfterRevokeClient(t *testing.T) {
+	forLayouts(t, func(t *testing.T, cluster bool) {
+		e := newOpaqueEnv(t, Options{}, cluster)
+		ids, err := snowflakealg.New(snowflakealg.Settings{WorkerID: 9, Now: e.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := e.newService(t, e.keys, ids, Options{})
+		for _, client := range []string{"gateway", "ogateway"} {
+			t.Run(client, func(t *testing.T) {
+				old := e.issue(t, svc, client, IssueRequest{Subject: "alice"}).AccessToken
+				if err := svc.RevokeClient(t.Context(), client); err != nil {
+					t.Fatal(err)
+				}
+				wantRevoked(t, svc, old)
+				refused, handed := 0, 0
+				// Every 500 ms for 8 s: the window is the leeway (5 s).
+				for i := range 16 {
+					iss, err := svc.Issue(t.Context(), e.clients[client], IssueRequest{Subject: "alice"})
+					switch {
+					case err == nil:
+						handed++
+						if _, err := svc.Validate(t.Context(), iss.AccessToken); err != nil {
+							t.Fatalf("token %d handed out %v after the revocation does not validate: %v", i, time.Duration(i)*500*time.Millisecond, err)
+						}
+					case errors.Is(err, ErrUnavailable) && errors.Is(err, ErrClientRevoking):
+						refused++
+						var r interface{ RetryAfter() time.Duration }
+						if !errors.As(err, &r) || r.RetryAfter() <= 0 || r.RetryAfter() > DefaultLeeway+time.Second {
+							t.Fatalf("refusal %d: %v, want a RetryAfter within the leeway", i, err)
+						}
+					default:
+						t.Fatalf("Issue %d: %v", i, err)
+					}
+					e.clock.Add(500 * time.Millisecond)
+				}
+				if refused == 0 || handed == 0 {
+					t.Errorf("%d refused, %d handed out: want both (the window, then valid tokens)", refused, handed)
+				}
+				wantRevoked(t, svc, old)
+			})
+		}
+	})
 }
 
 // TestRevokeClientSurvivesEviction: the client's revocation has no TTL, so

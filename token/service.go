@@ -214,11 +214,17 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	if err != nil {
 		return Issued{}, fmt.Errorf("%w: id generator: %w", ErrUnavailable, err)
 	}
+	// The ID's time, as Validate reads it: what the client's revocation
+	// time is compared with (Store.Create refuses a token it covers).
+	parts, err := s.ids.Decompose(id)
+	if err != nil {
+		return Issued{}, fmt.Errorf("id generator: %w", err)
+	}
 	jti := id.String()
 	now := s.opts.Now().Truncate(time.Second)
 	scope := strings.Join(scopes, " ")
 	if c.TokenFormat == FormatOpaque {
-		raw, err := s.issueOpaque(ctx, id, jti, subject, c.ID, scope, aud, now.Unix(), now.Add(ttl).Unix(), ttl)
+		raw, err := s.issueOpaque(ctx, id, parts.Time, subject, c.ID, scope, aud, now.Unix(), now.Add(ttl).Unix(), ttl)
 		if err != nil {
 			return Issued{}, err
 		}
@@ -231,7 +237,7 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	if len(signed) > MaxTokenLen { // never issue a token that Validate refuses
 		return Issued{}, fmt.Errorf("%w: the token would be longer than %d bytes; ask for fewer scopes or audiences", ErrInvalidRequest, MaxTokenLen)
 	}
-	if err := s.store.Create(ctx, s.store.keysFor(subject, c.ID, jti, time.Time{}), ttl); err != nil {
+	if err := s.store.Create(ctx, s.store.keysFor(subject, c.ID, jti, parts.Time), ttl); err != nil {
 		return Issued{}, err
 	}
 	return Issued{AccessToken: signed, ExpiresIn: ttl, Scope: scope, ID: id}, nil
@@ -450,11 +456,25 @@ func (s *Service) signedClaims(raw string) (*Claims, error) {
 }
 
 // RevokeClient ends every live token of the client at once, in O(1) Redis
-// work: every token whose ID's time is at or before now plus the leeway, so
-// that a replica whose clock is up to the leeway ahead of this one is
-// covered too. Tokens the client gets within about twice the leeway after
-// the revocation are revoked as well: the price of comparing the clocks of
-// two replicas, paid on the side of revoking.
+// work: every token whose ID's time is at or before now plus the leeway.
+//
+// What the skew rule needs: the revocation must cover every token handed
+// out before it, and a token's only time is its Snowflake ID's, read on the
+// clock of the replica that issued it. A replica whose clock is up to the
+// leeway ahead of this one may have handed out, just before, a token whose
+// ID is up to the leeway in this clock's future: hence the leeway, the one
+// bound on the skew between replicas the service has (as for exp and iat).
+// A replica cannot tell from an ID how skewed its issuer's clock was (the
+// worker in the ID names the replica, not its clock), so the leeway cannot
+// be narrowed per token. The price is that the revocation also covers the
+// IDs replicas draw for up to the leeway (twice it, with a clock behind)
+// after it. Issue never hands out such a token: the script that writes its
+// record reads the client's revocation time in the same round trip, and
+// Issue answers ErrClientRevoking with the wait until its IDs are past it,
+// never a token that Check refuses. The comparison is the one Check makes,
+// of the same two numbers, so it needs no assumption on clocks. A subject's
+// revocation has no such window: it replaces the subject's marker, which
+// records written after it hold, with no clock involved.
 func (s *Service) RevokeClient(ctx context.Context, client string) error {
 	return s.store.RevokeClient(ctx, client, s.opts.Now().Add(s.opts.Leeway))
 }

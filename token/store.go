@@ -121,14 +121,25 @@ end
 `
 
 // createLua writes the record KEYS[1] with NX, holding the subject's
-// current marker (KEYS[2]) between ARGV[3] and ARGV[4], if given (an opaque
-// token's record holds more than the marker), and makes sure the marker
-// outlives the record.
+// current marker (the last of KEYS) between ARGV[3] and ARGV[4], if given
+// (an opaque token's record holds more than the marker), and makes sure the
+// marker outlives the record. It returns {1} when it wrote the record, {0}
+// when one was there already; with three KEYS (a single Redis or Sentinel,
+// where the client's key may be read with the subject's), {written, the
+// client's revocation time KEYS[2]}, so that Issue learns in the same round
+// trip whether its new token is one the client's revocation covers. A
+// record written for such a token is never handed out and expires with its
+// TTL: writing it first keeps the verdict in Go (revokedByClient), the one
+// Check gives, on every layout.
 const createLua = markerLua + `
-if not redis.call('SET', KEYS[1], (ARGV[3] or '') .. gen .. (ARGV[4] or ''), 'NX', 'PX', ARGV[1]) then
-  return 0
+local n = 0
+if redis.call('SET', KEYS[1], (ARGV[3] or '') .. gen .. (ARGV[4] or ''), 'NX', 'PX', ARGV[1]) then
+  n = 1
 end
-return 1
+if #KEYS == 3 then
+  return {n, redis.call('GET', KEYS[2])}
+end
+return {n}
 `
 
 var createScript = redis.NewScript(createLua)
@@ -143,17 +154,95 @@ func newMarker() string { return strconv.FormatUint(rand.Uint64()>>2|1<<61, 10) 
 // already exists is never overwritten: ErrDuplicateID, wrapped in
 // ErrUnavailable, because the Redis client sends a command again when its
 // reply was lost (EOF), and then finds the record it wrote the first time:
-// the caller should retry with a new ID.
+// the caller should retry with a new ID. A token that its client's
+// revocation covers (k.issued at or before the client's revocation time,
+// which is ahead of the revoker's clock by the leeway) must not be handed
+// out: ErrClientRevoking (clientCutoff). The client's revocation time is
+// read in the same round trip: by the script on a single Redis or Sentinel
+// (one command, as before), in the script's pipeline on a Cluster, where
+// the client's key is in another slot (two commands, one round trip).
 func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
-	n, err := s.evalInt(ctx, createScript, createLua, []string{k.session, k.gen}, ttl.Milliseconds(), newMarker())
+	return s.create(ctx, k, ttl, newMarker())
+}
+
+// create is Create, and CreateOpaque's single Redis path with its record's
+// head and tail.
+func (s *Store) create(ctx context.Context, k keys, ttl time.Duration, args ...any) error {
+	keys := []string{k.session, k.client, k.gen}
+	var with redis.Cmder
+	client := redis.NewStringCmd(ctx, "get", k.client)
+	if s.cluster {
+		keys, with = []string{k.session, k.gen}, client
+	}
+	cmd, err := s.eval(ctx, with, createScript, createLua, keys, append([]any{ttl.Milliseconds()}, args...)...)
 	if err != nil {
 		return err
 	}
-	if n == 0 {
+	vals, err := cmd.Slice()
+	if err != nil || len(vals) == 0 {
+		return unavailable(fmt.Errorf("create script: %v, %v", vals, err))
+	}
+	var cut any
+	if s.cluster {
+		if cut, err = optional(client); err != nil {
+			return err
+		}
+	} else if len(vals) > 1 {
+		cut = vals[1]
+	}
+	return created(vals[0] == int64(1), k.issued, cut)
+}
+
+// created is the verdict of Create and CreateOpaque on a new record:
+// written says whether it was (not: ErrDuplicateID), cut is the client's
+// revocation time (clientCutoff).
+func created(written bool, issued int64, cut any) error {
+	if !written {
 		return fmt.Errorf("%w: %w", ErrUnavailable, ErrDuplicateID)
 	}
-	return nil
+	return clientCutoff(issued, cut)
 }
+
+// optional is the value of a GET, nil when the key is missing.
+func optional(cmd *redis.StringCmd) (any, error) {
+	switch v, err := cmd.Result(); {
+	case err == nil:
+		return v, nil
+	case errors.Is(err, redis.Nil):
+		return nil, nil
+	default:
+		return nil, unavailable(err)
+	}
+}
+
+// clientCutoff is Create's verdict on a new token issued at issued (Unix
+// ms) whose client's revocation time is client (a string, or nil): nil
+// when the revocation does not cover it, else ErrClientRevoking with the
+// wait until a token would be past it, or, when the time does not read
+// (Check fails all the client's tokens closed), ErrUnavailable.
+func clientCutoff(issued int64, client any) error {
+	cutoff, revoked := revokedByClient(issued, client)
+	switch {
+	case !revoked:
+		return nil
+	case cutoff == 0:
+		return unavailable(fmt.Errorf("the client's revocation time %.32q does not read", client))
+	}
+	return &revokingError{wait: time.Duration(cutoff-issued+1) * time.Millisecond}
+}
+
+// revokingError is ErrClientRevoking with the wait until a new token's ID
+// is past the client's revocation time.
+type revokingError struct{ wait time.Duration }
+
+func (e *revokingError) Error() string {
+	return fmt.Sprintf("%v: %v: a token issued now would not validate; retry in %v", ErrUnavailable, ErrClientRevoking, e.wait)
+}
+
+func (e *revokingError) Unwrap() []error { return []error{ErrUnavailable, ErrClientRevoking} }
+
+// RetryAfter is how long until a token issued is past the revocation.
+func (e *revokingError) RetryAfter() time.Duration { return e.wait }
 
 // Check returns nil when the record exists and holds the subject's current
 // marker, and the token's client was not revoked after it was issued;
@@ -189,11 +278,8 @@ func (s *Store) Check(ctx context.Context, k keys) error {
 // (Unix ms): the marker its record holds, the subject's marker and the
 // client's revocation time, each a string, or nil for a missing key.
 func live(issued int64, rec, gen, client any) error {
-	if v, ok := client.(string); ok {
-		before, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || issued <= before {
-			return fmt.Errorf("%w: all tokens of the client were revoked", ErrRevoked)
-		}
+	if _, revoked := revokedByClient(issued, client); revoked {
+		return fmt.Errorf("%w: all tokens of the client were revoked", ErrRevoked)
 	}
 	r, ok := rec.(string)
 	if !ok {
@@ -208,6 +294,22 @@ func live(issued int64, rec, gen, client any) error {
 		return fmt.Errorf("%w: all tokens of the subject were revoked", ErrRevoked)
 	}
 	return nil
+}
+
+// revokedByClient reports whether the client's revocation time client (a
+// string of Unix ms, or nil for none) covers a token issued at issued (Unix
+// ms), and the time; a time that does not read covers every token (fail
+// closed), with cutoff 0.
+func revokedByClient(issued int64, client any) (cutoff int64, revoked bool) {
+	v, ok := client.(string)
+	if !ok {
+		return 0, false
+	}
+	cutoff, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, true
+	}
+	return cutoff, issued <= cutoff
 }
 
 // Delete removes one record. Deleting a missing record is not an error.
@@ -259,7 +361,7 @@ func (s *Store) RevokeClient(ctx context.Context, client string, before time.Tim
 
 // evalInt runs a script that returns an integer; see eval.
 func (s *Store) evalInt(ctx context.Context, sc *redis.Script, src string, keys []string, args ...any) (int64, error) {
-	cmd, err := s.eval(ctx, sc, src, keys, args...)
+	cmd, err := s.eval(ctx, nil, sc, src, keys, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -267,21 +369,33 @@ func (s *Store) evalInt(ctx context.Context, sc *redis.Script, src string, keys 
 }
 
 // eval runs a script through the batcher by its SHA, and by its source
-// when Redis does not have it (restarted, or SCRIPT FLUSH). A nil reply is
-// redis.Nil, unwrapped; any other failure wraps ErrUnavailable.
-func (s *Store) eval(ctx context.Context, sc *redis.Script, src string, keys []string, args ...any) (*redis.Cmd, error) {
+// when Redis does not have it (restarted, or SCRIPT FLUSH), with also, if
+// it is not nil, the command with in the same pipeline (its result is in
+// it). A nil reply is redis.Nil, unwrapped; any other failure wraps
+// ErrUnavailable.
+func (s *Store) eval(ctx context.Context, with redis.Cmder, sc *redis.Script, src string, keys []string, args ...any) (*redis.Cmd, error) {
 	argv := make([]any, 0, 3+len(keys)+len(args))
 	argv = append(argv, "evalsha", sc.Hash(), len(keys))
 	for _, k := range keys {
 		argv = append(argv, k)
 	}
 	argv = append(argv, args...)
+	send := func(cmd *redis.Cmd) error {
+		if with == nil {
+			return s.do(ctx, cmd)
+		}
+		// The pipeline's error may be with's (a GET's redis.Nil).
+		if err := s.do(ctx, cmd, with); err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		return cmd.Err()
+	}
 	cmd := redis.NewCmd(ctx, argv...)
-	err := s.do(ctx, cmd)
+	err := send(cmd)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") { // HasErrorPrefix allocates, even for nil
 		argv[0], argv[1] = "eval", src
 		cmd = redis.NewCmd(ctx, argv...)
-		err = s.do(ctx, cmd)
+		err = send(cmd)
 	}
 	switch {
 	case errors.Is(err, redis.Nil):

@@ -136,9 +136,14 @@ var (
 	ErrInsufficientScope = errors.New("token: insufficient scope")
 	ErrForbidden         = errors.New("token: not allowed for this client")
 	ErrUnavailable       = errors.New("token: temporarily unavailable")
-	ErrDuplicateID       = errors.New("token: session for this id already exists")
-	ErrMarkerLost        = errors.New("token: the subject's revocation marker is missing")
-	ErrOptions           = errors.New("token: bad options")
+	// ErrClientRevoking comes with ErrUnavailable from Issue for a client
+	// whose tokens were revoked moments ago: a token issued now would be
+	// covered by the revocation (see RevokeClient), so none is; the error
+	// says when one will not be (RetryAfter).
+	ErrClientRevoking = errors.New("token: the client's tokens were revoked moments ago")
+	ErrDuplicateID    = errors.New("token: session for this id already exists")
+	ErrMarkerLost     = errors.New("token: the subject's revocation marker is missing")
+	ErrOptions        = errors.New("token: bad options")
 
 	errStoreClosed = errors.New("token: session store closed")
 )
