@@ -28,7 +28,8 @@ active (signs) or retired (verifies until its tokens have expired). Each
 
   - it drops the retired keys whose tokens have all expired: retired at
     least -max-token-ttl plus %v (the leeway, and time for every replica
-    to load the set that retired it) ago;
+    to load the set that retired it) ago, keeping each one's key ID in
+    keys.json ("dropped"), so that revoking its tokens answers 200;
   - then, if a next key has been published for %v (time for every
     replica to load it, then the JWKS max-age of %v), it makes it active
     and retires the active key;
@@ -109,6 +110,9 @@ func keysRotateCmd(args []string, stdout io.Writer, now time.Time) error {
 	m.Keys = slices.DeleteFunc(m.Keys, func(e token.KeyEntry) bool {
 		if e.State == token.KeyRetired && !now.Before(dropTime(e, *maxTTL)) {
 			dropped = append(dropped, e.File)
+			// Its tombstone: a revocation of its tokens answers 200 on
+			// every replica, whatever else it knows (token.KeyManifest).
+			m.Dropped = append(m.Dropped, token.DroppedKey{Kid: e.Kid, Dropped: now})
 			fmt.Fprintf(stdout, "dropped %s (kid %s): every token it signed has expired\n", e.File, e.Kid)
 			return true
 		}
@@ -257,6 +261,9 @@ func writeManifest(dir string, m token.KeyManifest) error {
 		e := &m.Keys[i]
 		e.Published, e.Activated, e.Retired = e.Published.UTC(), e.Activated.UTC(), e.Retired.UTC()
 	}
+	for i := range m.Dropped {
+		m.Dropped[i].Dropped = m.Dropped[i].Dropped.UTC()
+	}
 	doc, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
@@ -315,6 +322,9 @@ func keysListCmd(args []string, stdout io.Writer, now time.Time) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if n := len(m.Dropped); n > 0 {
+		fmt.Fprintf(stdout, "%d dropped key IDs kept as tombstones: their tokens revoke with 200\n", n)
 	}
 	ks, err := token.LoadKeyDir(*dir)
 	if err != nil {

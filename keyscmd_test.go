@@ -98,6 +98,16 @@ func TestKeysRotate(t *testing.T) {
 	if got := keyStates(t, dir); len(got) != 2 || got[first] != "" {
 		t.Errorf("once its tokens expired: states %v, want the retired key dropped (%s)", got, out)
 	}
+	m, _, err := token.ReadKeyManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Dropped) != 1 || m.Dropped[0].Kid != first || !m.Dropped[0].Dropped.Equal(drop) {
+		t.Errorf("tombstones %+v, want the dropped key %s at %s", m.Dropped, first, drop)
+	}
+	if ks, err := token.LoadKeyDir(dir); err != nil || !ks.Dropped(first) {
+		t.Errorf("the set does not know the dropped key's tombstone (%v)", err)
+	}
 
 	entries, err := os.ReadDir(dir)
 	if err != nil {

@@ -44,9 +44,11 @@ func (s *Server) fail(c *gin.Context, err error) {
 	desc := description(err)
 	bearer := strings.HasPrefix(c.FullPath(), "/token/validate")
 	switch {
-	case errors.Is(err, token.ErrClientRevoking):
-		// Nothing failed: the client's tokens were revoked moments ago. It
-		// is not counted as the service unavailable nor logged as a warning.
+	case errors.Is(err, token.ErrClientRevoking), errors.Is(err, token.ErrKeysUndecided):
+		// Nothing failed: the client's tokens were revoked moments ago, or a
+		// token's kid is unknown while the keys are not known to be current.
+		// A client (or anyone, with a made-up kid) causes these: they are
+		// not counted as the service unavailable nor logged as a warning.
 		status, code = http.StatusServiceUnavailable, "temporarily_unavailable"
 		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
 		s.log.Debug("request deferred", "route", c.FullPath(), "err", err)
@@ -109,9 +111,13 @@ func (s *Server) fail(c *gin.Context, err error) {
 	c.AbortWithStatusJSON(status, oauthError{Error: code, Description: desc})
 }
 
-// deferredDescription is what a client is told of ErrClientRevoking.
-func deferredDescription(error) string {
-	return "this client's tokens were revoked moments ago and a token issued now would not validate; retry after Retry-After"
+// deferredDescription is what a client is told of ErrClientRevoking and
+// ErrKeysUndecided.
+func deferredDescription(err error) string {
+	if errors.Is(err, token.ErrClientRevoking) {
+		return "this client's tokens were revoked moments ago and a token issued now would not validate; retry after Retry-After"
+	}
+	return "this replica cannot yet tell whether the token's signing key is one of the issuer's; retry later"
 }
 
 // retryAfterSeconds is how long a client should wait: what the error says

@@ -4,12 +4,16 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // TestIntrospect covers RFC 7662.
@@ -391,5 +395,82 @@ func TestIssueAfterRevokeClient(t *testing.T) {
 				t.Errorf("snowtoken_unavailable_total %s -> %s: the revocation window counted as unavailable", unavailable, got)
 			}
 		})
+	}
+}
+
+// TestRevokeUnknownKid: POST /token/revoke of a token whose kid the
+// replica does not hold answers 200 for a dropped key's tombstone and, once
+// the replica's keys are known current (a keys directory whose keys.json is
+// the one in force), for any made-up kid; 503 temporarily_unavailable only
+// when it cannot tell (keys made in memory, keys.json changed since it was
+// loaded). None of it counts in snowtoken_unavailable_total: anyone can
+// send a made-up kid.
+func TestRevokeUnknownKid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tok := e.issue(t, e.Normal, nil).AccessToken
+	gone := otherKey(t)
+	dropped := resign(t, tok, gone.Private, func(h, _ map[string]any) { h["kid"] = gone.ID })
+	madeUp := resign(t, tok, otherKey(t).Private, func(h, _ map[string]any) { h["kid"] = "made-up" })
+	revoke := func(t *testing.T, raw string) *response {
+		t.Helper()
+		return e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {raw}})
+	}
+	unavailable := e.metrics(t)["snowtoken_unavailable_total"]
+
+	// The env's keys are made in memory, as a plain list's: undecidable.
+	r := revoke(t, madeUp)
+	wantError(t, r, http.StatusServiceUnavailable, "temporarily_unavailable")
+	if r.Header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+
+	// A keys directory with e.Key active and gone's tombstone.
+	dir := t.TempDir()
+	pemBytes, err := e.Key.MarshalPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	manifest, err := json.Marshal(token.KeyManifest{
+		Keys:    []token.KeyEntry{{File: "k.pem", Kid: e.Key.ID, State: token.KeyActive, Published: now, Activated: now}},
+		Dropped: []token.DroppedKey{{Kid: gone.ID, Dropped: now.Add(-time.Hour)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"k.pem": pemBytes, token.KeysManifest: manifest} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ks, err := token.LoadKeyDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := e.Svc.WithKeys(ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Server.Swap(svc, e.Clients, handlers.Version{Keys: ks.Version()})
+	for name, raw := range map[string]string{"dropped key": dropped, "made-up kid": madeUp} {
+		if r := revoke(t, raw); r.Status != http.StatusOK {
+			t.Errorf("%s with current keys: status %d %s, want 200", name, r.Status, r.Body)
+		}
+	}
+	if r := e.validate(t, tok); r.Status != http.StatusOK {
+		t.Errorf("the real token after the revocations of its look-alikes: %d %s", r.Status, r.Body)
+	}
+
+	// keys.json changed and not loaded (a reload pending or refused).
+	if err := os.WriteFile(filepath.Join(dir, token.KeysManifest), append(manifest, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, revoke(t, madeUp), http.StatusServiceUnavailable, "temporarily_unavailable")
+	if r := revoke(t, dropped); r.Status != http.StatusOK {
+		t.Errorf("dropped key with keys.json changed: status %d %s, want 200 (its tombstone is loaded)", r.Status, r.Body)
+	}
+	if got := e.metrics(t)["snowtoken_unavailable_total"]; got != unavailable {
+		t.Errorf("snowtoken_unavailable_total %s -> %s: unknown kids counted as the service unavailable", unavailable, got)
 	}
 }

@@ -2,6 +2,7 @@ package token
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,7 +22,14 @@ import (
 //	   "published": "2026-11-23T06:00:00Z", "activated": "2026-11-23T06:10:00Z"},
 //	  {"file": "k-20261124T0600Z.pem", "kid": "…", "state": "next",
 //	   "published": "2026-11-24T06:00:00Z"}
-//	]}
+//	 ],
+//	 "dropped": [{"kid": "…", "dropped": "2026-10-02T06:00:00Z"}]}
+//
+// dropped keeps a tombstone of every key ID that left the set once every
+// token it signed had expired (snowtoken keys rotate writes it): a token of
+// such a key is known to be of ours and expired, so revoking it answers 200
+// (RFC 7009) whatever else the replica knows, and validating it says it
+// has expired.
 //
 // The states and times live in the files the deployment mounts (a
 // Kubernetes Secret, a Compose bind mount), never in Redis: they are part
@@ -58,6 +66,15 @@ const (
 // KeyManifest is the document of KeysManifest.
 type KeyManifest struct {
 	Keys []KeyEntry `json:"keys"`
+	// Dropped are the tombstones of the keys dropped from Keys.
+	Dropped []DroppedKey `json:"dropped,omitempty"`
+}
+
+// DroppedKey is the tombstone of a key dropped from a KeyManifest.
+type DroppedKey struct {
+	Kid string `json:"kid"`
+	// Dropped is when it left the set. Required.
+	Dropped time.Time `json:"dropped"`
 }
 
 // KeyEntry is one key of a KeyManifest.
@@ -127,9 +144,48 @@ func LoadKeyDir(dir string) (*KeySet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	sum := sha256.Sum256(data)
-	ks.version = shortSum(sum[:])
+	ks.dropped = make(map[string]bool, len(m.Dropped))
+	for i, d := range m.Dropped {
+		_, listed := ks.byID[d.Kid]
+		switch {
+		case d.Kid == "" || d.Dropped.IsZero():
+			return nil, fmt.Errorf("%w: %s: dropped %d: a kid and its dropped time are required", ErrKey, path, i)
+		case listed:
+			return nil, fmt.Errorf("%w: %s: dropped %d: the key %s is listed in keys too", ErrKey, path, i, d.Kid)
+		case ks.dropped[d.Kid]:
+			return nil, fmt.Errorf("%w: %s: dropped %d: the key %s is dropped twice", ErrKey, path, i, d.Kid)
+		}
+		ks.dropped[d.Kid] = true
+	}
+	ks.dir, ks.sum = dir, sha256.Sum256(data)
+	ks.version = shortSum(ks.sum[:])
 	return ks, nil
+}
+
+// Current returns nil when the set is known to be current, so that a kid
+// it does not hold is no key of this issuer's: the set was read from a keys
+// directory, whose rotation publishes every key as next for
+// KeyPublishDelay before it signs (longer than KeyPropagation, the time
+// every replica takes to load it), and the directory's KeysManifest is now
+// the very file the set was read from (its SHA-256), so that no change is
+// waiting to be loaded or was refused. It reads the manifest each time:
+// what it tells depends on the file now. Otherwise it says why it cannot
+// tell: a plain list of key files or a set made in memory (a key could be
+// added to another replica's list at any time, and signs at once), a
+// manifest that changed since (a reload pending or refused), or one that
+// does not read.
+func (ks *KeySet) Current() error {
+	if ks.dir == "" {
+		return errors.New("the keys are not a keys directory with a manifest")
+	}
+	data, err := os.ReadFile(filepath.Join(ks.dir, KeysManifest))
+	if err != nil {
+		return err
+	}
+	if sha256.Sum256(data) != ks.sum {
+		return fmt.Errorf("%s changed since the set in force was loaded from it: a reload is pending or was refused", KeysManifest)
+	}
+	return nil
 }
 
 // check checks one entry on its own.

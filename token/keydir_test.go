@@ -248,3 +248,138 @@ func TestWithKeys(t *testing.T) {
 	}
 	mustValidate(t, e.svc, tok.AccessToken)
 }
+
+// TestRevokeUnknownKid: revoking a token whose kid the set does not hold is
+// 200 (nil) when the kid is a dropped key's tombstone, whatever else, and
+// when the set is known current (read from a keys directory whose
+// keys.json is still the file it was read from); ErrUnavailable with
+// ErrKeysUndecided only when it cannot be told: a plain list, a set made in
+// memory, a keys.json changed (a reload pending or refused) or unreadable.
+func TestRevokeUnknownKid(t *testing.T) {
+	e := newEnv(t, Options{CacheSize: -1})
+	now := e.clock.Now()
+	f := newKeyDirFixture(t, now)
+	gone := mustKey(t)
+	f.manifest.Dropped = []DroppedKey{{Kid: gone.ID, Dropped: now.Add(-time.Hour)}}
+	dir := f.write(t)
+	ks, err := LoadKeyDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := mustWithKeys(t, e.svc, ks)
+	claims := mustValidate(t, e.svc, e.issue(t, e.svc, "svc", IssueRequest{}).AccessToken).Claims
+	dropped := signed(t, gone, map[string]any{"kid": gone.ID, "typ": "at+jwt"}, claims)
+	madeUp := signed(t, mustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, claims)
+	noKid := signed(t, mustKey(t), map[string]any{"typ": "at+jwt"}, claims)
+	revoke := func(t *testing.T, svc *Service, raw string) error {
+		t.Helper()
+		jti, err := svc.Revoke(t.Context(), e.clients["svc"], raw)
+		if jti != "" {
+			t.Errorf("Revoke revoked %s: a token of no key of the set was acted on", jti)
+		}
+		return err
+	}
+	wantRevoked := func(t *testing.T, svc *Service, raws ...string) {
+		t.Helper()
+		for _, raw := range raws {
+			if err := revoke(t, svc, raw); err != nil {
+				t.Errorf("Revoke = %v, want nil (RFC 7009: no token of ours)", err)
+			}
+		}
+	}
+	wantUndecided := func(t *testing.T, svc *Service, raw string) {
+		t.Helper()
+		if err := revoke(t, svc, raw); !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrKeysUndecided) {
+			t.Errorf("Revoke = %v, want ErrUnavailable and ErrKeysUndecided", err)
+		}
+	}
+
+	t.Run("current keys directory", func(t *testing.T) {
+		if err := ks.Current(); err != nil {
+			t.Fatalf("Current = %v", err)
+		}
+		wantRevoked(t, svc, dropped, madeUp, noKid)
+		if _, err := svc.Validate(t.Context(), dropped); !errors.Is(err, ErrInvalidToken) || !strings.Contains(description(err), "expired") {
+			t.Errorf("Validate of a dropped key's token = %v, want ErrInvalidToken, expired", err)
+		}
+	})
+	t.Run("plain list and set in memory", func(t *testing.T) {
+		p, err := e.keys.signer.MarshalPEM()
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "k.pem")
+		if err := os.WriteFile(file, p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		list, err := LoadKeySet(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, set := range []*KeySet{list, e.keys} {
+			wantUndecided(t, mustWithKeys(t, e.svc, set), madeUp)
+		}
+	})
+	t.Run("keys.json changed: reload pending or refused", func(t *testing.T) {
+		path := filepath.Join(dir, KeysManifest)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, append(data, ' '), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		wantUndecided(t, svc, madeUp)
+		wantRevoked(t, svc, dropped) // a tombstone needs no current set
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		wantUndecided(t, svc, madeUp)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		wantRevoked(t, svc, madeUp)
+	})
+}
+
+// mustWithKeys is svc.WithKeys(ks) or fails the test.
+func mustWithKeys(tb testing.TB, svc *Service, ks *KeySet) *Service {
+	tb.Helper()
+	n, err := svc.WithKeys(ks)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// description is the description Describe gave err, or its text.
+func description(err error) string {
+	if d, ok := Description(err); ok {
+		return d
+	}
+	return err.Error()
+}
+
+// TestLoadKeyDirTombstones: a tombstone needs a kid and a time, and names
+// a key neither listed nor dropped twice.
+func TestLoadKeyDirTombstones(t *testing.T) {
+	now := time.Now()
+	for name, dropped := range map[string]func(f *keyDirFixture) []DroppedKey{
+		"no kid":  func(*keyDirFixture) []DroppedKey { return []DroppedKey{{Dropped: now}} },
+		"no time": func(*keyDirFixture) []DroppedKey { return []DroppedKey{{Kid: "x"}} },
+		"listed": func(f *keyDirFixture) []DroppedKey {
+			return []DroppedKey{{Kid: f.files["old.pem"].ID, Dropped: now}}
+		},
+		"twice": func(*keyDirFixture) []DroppedKey {
+			return []DroppedKey{{Kid: "x", Dropped: now}, {Kid: "x", Dropped: now}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newKeyDirFixture(t, now)
+			f.manifest.Dropped = dropped(f)
+			if _, err := LoadKeyDir(f.write(t)); !errors.Is(err, ErrKey) {
+				t.Errorf("LoadKeyDir = %v, want ErrKey", err)
+			}
+		})
+	}
+}

@@ -54,6 +54,13 @@ type KeySet struct {
 	byHeader map[string]*setKey // by the header segment of its tokens (headerSegment)
 	keys     []*setKey          // active first, then next, then retired
 	version  string
+	// dropped holds the tombstones of a keys directory's manifest: the
+	// kids of keys dropped once all their tokens had expired.
+	dropped map[string]bool
+	// dir is the keys directory the set was read from, sum its manifest's
+	// SHA-256 (Current); dir is empty for a list or a set made in memory.
+	dir string
+	sum [sha256.Size]byte
 }
 
 // setKey is a key of a set, with its state.
@@ -237,6 +244,10 @@ func (ks *KeySet) lookup(kid string) (*setKey, bool) {
 	k, ok := ks.byID[kid]
 	return k, ok
 }
+
+// Dropped reports whether kid is the tombstone of a key dropped from the
+// set's keys directory (KeyManifest.Dropped).
+func (ks *KeySet) Dropped(kid string) bool { return ks.dropped[kid] }
 
 // JWK is the public half of a key as RFC 8037 writes an Ed25519 key.
 type JWK struct {

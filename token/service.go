@@ -387,7 +387,8 @@ func jwtReason(err error) string {
 
 // keyFor's errors: a kid the key set does not hold (a key rollout in
 // progress, or not our token), and a retired key dropped once every token
-// it signed had expired (so the token has expired too).
+// it signed had expired (so the token has expired too): one past its time
+// here, or one the keys directory keeps a tombstone of.
 var (
 	errUnknownKid = errors.New("token: unknown kid")
 	errDroppedKid = errors.New("token: the key was retired and every token it signed has expired")
@@ -397,6 +398,8 @@ func (s *Service) keyFor(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
 	k, ok := s.keys.lookup(kid)
 	switch {
+	case !ok && s.keys.Dropped(kid):
+		return nil, errDroppedKid
 	case !ok:
 		return nil, fmt.Errorf("%w %.32q", errUnknownKid, kid)
 	case !s.verifies(k, s.opts.Now()):
@@ -412,11 +415,17 @@ func (s *Service) keyFor(t *jwt.Token) (any, error) {
 // so a replica whose clock is off revokes all the same. What is not a token
 // of ours (malformed, forged, a signature that does not verify, a key
 // retired and dropped once all its tokens had expired) is no error, as
-// RFC 7009 asks, and its claims are never acted on: IDs are guessable. A
-// token whose kid this replica does not hold (a key rollout in progress) or
-// whose record it cannot delete (Redis) cannot be revoked here: the error
-// wraps ErrUnavailable, for the client to retry, never a success that
-// deleted nothing. A client may revoke only its own tokens, unless it is an
+// RFC 7009 asks, and its claims are never acted on: IDs are guessable.
+// The same holds for a kid the key set does not hold once the set is known
+// to be current (KeySet.Current): every key signs only after every replica
+// has loaded it, so such a token validates nowhere, and a made-up kid costs
+// no more than a bad signature. A token whose kid this replica does not
+// hold while its set is not known current (a plain list of key files, a
+// reload pending or refused) cannot be told apart from one of a key it has
+// yet to load: ErrUnavailable with ErrKeysUndecided, for the client to
+// retry. A token whose record it cannot delete (Redis) cannot be revoked
+// here: ErrUnavailable, never a success that deleted nothing. A client
+// may revoke only its own tokens, unless it is an
 // admin: ErrForbidden. It returns the revoked token's jti, for the audit
 // trail, and "" for what is not a token of ours. An opaque token is
 // revoked only once its secret matches its record (revokeOpaque).
@@ -426,7 +435,10 @@ func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) (jti s
 	}
 	claims, err := s.signedClaims(raw)
 	if errors.Is(err, errUnknownKid) {
-		return "", fmt.Errorf("%w: cannot check the signature: %w", ErrUnavailable, err)
+		if cur := s.keys.Current(); cur != nil {
+			return "", fmt.Errorf("%w: %w: %w: %w", ErrUnavailable, ErrKeysUndecided, err, cur)
+		}
+		return "", nil
 	}
 	if err != nil {
 		return "", nil

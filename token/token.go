@@ -141,9 +141,14 @@ var (
 	// covered by the revocation (see RevokeClient), so none is; the error
 	// says when one will not be (RetryAfter).
 	ErrClientRevoking = errors.New("token: the client's tokens were revoked moments ago")
-	ErrDuplicateID    = errors.New("token: session for this id already exists")
-	ErrMarkerLost     = errors.New("token: the subject's revocation marker is missing")
-	ErrOptions        = errors.New("token: bad options")
+	// ErrKeysUndecided comes with ErrUnavailable from Revoke for a token
+	// whose kid this replica does not hold while its key set is not known
+	// to be current (KeySet.Current): whether the kid is one of ours
+	// cannot be told.
+	ErrKeysUndecided = errors.New("token: the token's key is not known here and the key set is not known to be current")
+	ErrDuplicateID   = errors.New("token: session for this id already exists")
+	ErrMarkerLost    = errors.New("token: the subject's revocation marker is missing")
+	ErrOptions       = errors.New("token: bad options")
 
 	errStoreClosed = errors.New("token: session store closed")
 )
