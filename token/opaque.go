@@ -197,7 +197,7 @@ const markerOnlyLua = markerLua + "return gen\n"
 // a Cluster the client's revocation time is read with the SET NX.
 func (s *Store) CreateOpaque(ctx context.Context, k keys, ttl time.Duration, head, tail string) error {
 	if !s.cluster {
-		return s.create(ctx, k, ttl, newMarker(), head, tail)
+		return s.create(ctx, k, ttl, head, tail)
 	}
 	cmd, err := s.eval(ctx, nil, markerOnlyScript, markerOnlyLua, []string{k.gen}, ttl.Milliseconds(), newMarker())
 	if err != nil {
@@ -303,13 +303,13 @@ func (s *Store) GetOpaque(ctx context.Context, key string) (string, error) {
 
 // issueOpaque writes the session of a new opaque token and returns the
 // token: no signature, one script (two round trips on a Cluster).
-func (s *Service) issueOpaque(ctx context.Context, id snowflakealg.ID, idTime time.Time, subject, client, scope string, aud []string, iat, exp int64, ttl time.Duration) (string, error) {
+func (s *Service) issueOpaque(ctx context.Context, id snowflakealg.ID, jti string, idTime time.Time, subject, client, scope string, aud []string, iat, exp int64, ttl time.Duration) (string, error) {
 	var secret [opaqueSecretLen]byte
 	_, _ = rand.Read(secret[:]) // crypto/rand.Read never fails (Go 1.24)
 	sum := sha256.Sum256(secret[:])
 	head, tail := opaqueRecordParts(&sum, subject, client, scope, aud, iat, exp)
 	k := s.store.keysFor(subject, client, "", idTime)
-	k.session = s.store.opaqueKey(id.String())
+	k.session = s.store.opaqueKey(jti)
 	if err := s.store.CreateOpaque(ctx, k, ttl, head, tail); err != nil {
 		return "", err
 	}

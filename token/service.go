@@ -224,7 +224,7 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	now := s.opts.Now().Truncate(time.Second)
 	scope := strings.Join(scopes, " ")
 	if c.TokenFormat == FormatOpaque {
-		raw, err := s.issueOpaque(ctx, id, parts.Time, subject, c.ID, scope, aud, now.Unix(), now.Add(ttl).Unix(), ttl)
+		raw, err := s.issueOpaque(ctx, id, jti, parts.Time, subject, c.ID, scope, aud, now.Unix(), now.Add(ttl).Unix(), ttl)
 		if err != nil {
 			return Issued{}, err
 		}

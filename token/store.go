@@ -121,25 +121,30 @@ end
 `
 
 // createLua writes the record KEYS[1] with NX, holding the subject's
-// current marker (the last of KEYS) between ARGV[3] and ARGV[4], if given
-// (an opaque token's record holds more than the marker), and makes sure the
-// marker outlives the record. It returns {1} when it wrote the record, {0}
-// when one was there already; with three KEYS (a single Redis or Sentinel,
-// where the client's key may be read with the subject's), {written, the
-// client's revocation time KEYS[2]}, so that Issue learns in the same round
-// trip whether its new token is one the client's revocation covers. A
-// record written for such a token is never handed out and expires with its
-// TTL: writing it first keeps the verdict in Go (revokedByClient), the one
-// Check gives, on every layout.
+// current marker (the last of KEYS) between ARGV[3] and ARGV[4] (an opaque
+// token's record holds more than the marker; empty for a JWT's), and makes
+// sure the marker outlives the record. It returns 1 when it wrote the
+// record, 0 when one was there already. With three KEYS (a single Redis or
+// Sentinel, where the client's key may be read with the subject's), it
+// reads the client's revocation time KEYS[2] too and, if there is one,
+// returns {1 or 0, the time}, so that Issue learns in the same round trip
+// whether its new token is one the client's revocation covers (a plain
+// integer when there is none, the common case, costs no more than before).
+// A record written for such a token is never handed out and expires with
+// its TTL: writing it first keeps the verdict in Go (revokedByClient), the
+// one Check gives, on every layout.
 const createLua = markerLua + `
 local n = 0
-if redis.call('SET', KEYS[1], (ARGV[3] or '') .. gen .. (ARGV[4] or ''), 'NX', 'PX', ARGV[1]) then
+if redis.call('SET', KEYS[1], ARGV[3] .. gen .. ARGV[4], 'NX', 'PX', ARGV[1]) then
   n = 1
 end
 if #KEYS == 3 then
-  return {n, redis.call('GET', KEYS[2])}
+  local cut = redis.call('GET', KEYS[2])
+  if cut then
+    return {n, cut}
+  end
 end
-return {n}
+return n
 `
 
 var createScript = redis.NewScript(createLua)
@@ -162,35 +167,41 @@ func newMarker() string { return strconv.FormatUint(rand.Uint64()>>2|1<<61, 10) 
 // (one command, as before), in the script's pipeline on a Cluster, where
 // the client's key is in another slot (two commands, one round trip).
 func (s *Store) Create(ctx context.Context, k keys, ttl time.Duration) error {
-	return s.create(ctx, k, ttl, newMarker())
+	return s.create(ctx, k, ttl, "", "")
 }
 
-// create is Create, and CreateOpaque's single Redis path with its record's
-// head and tail.
-func (s *Store) create(ctx context.Context, k keys, ttl time.Duration, args ...any) error {
+// create is Create, and CreateOpaque's single Redis path, with the record's
+// head and tail around the marker.
+func (s *Store) create(ctx context.Context, k keys, ttl time.Duration, head, tail string) error {
 	keys := []string{k.session, k.client, k.gen}
 	var with redis.Cmder
-	client := redis.NewStringCmd(ctx, "get", k.client)
+	var client *redis.StringCmd // a Cluster's GET of the client's key
 	if s.cluster {
+		client = redis.NewStringCmd(ctx, "get", k.client)
 		keys, with = []string{k.session, k.gen}, client
 	}
-	cmd, err := s.eval(ctx, with, createScript, createLua, keys, append([]any{ttl.Milliseconds()}, args...)...)
+	cmd, err := s.eval(ctx, with, createScript, createLua, keys, ttl.Milliseconds(), newMarker(), head, tail)
 	if err != nil {
 		return err
 	}
-	vals, err := cmd.Slice()
-	if err != nil || len(vals) == 0 {
-		return unavailable(fmt.Errorf("create script: %v, %v", vals, err))
+	var n, cut any
+	switch v := cmd.Val().(type) {
+	case int64:
+		n = v
+	case []any:
+		if len(v) == 2 {
+			n, cut = v[0], v[1]
+		}
 	}
-	var cut any
-	if s.cluster {
+	if n == nil {
+		return unavailable(fmt.Errorf("create script answered %v", cmd.Val()))
+	}
+	if client != nil {
 		if cut, err = optional(client); err != nil {
 			return err
 		}
-	} else if len(vals) > 1 {
-		cut = vals[1]
 	}
-	return created(vals[0] == int64(1), k.issued, cut)
+	return created(n == int64(1), k.issued, cut)
 }
 
 // created is the verdict of Create and CreateOpaque on a new record:
