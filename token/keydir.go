@@ -26,10 +26,11 @@ import (
 //	 "dropped": [{"kid": "…", "dropped": "2026-10-02T06:00:00Z"}]}
 //
 // dropped keeps a tombstone of every key ID that left the set once every
-// token it signed had expired (snowtoken keys rotate writes it): a token of
-// such a key is known to be of ours and expired, so revoking it answers 200
-// (RFC 7009) whatever else the replica knows, and validating it says it
-// has expired.
+// token it signed had expired (snowtoken keys rotate writes it): a token
+// under such a kid, whether the key signed it or not, validates nowhere
+// (the key's tokens have expired, and it verifies no other), so revoking it
+// answers 200 (RFC 7009) whatever else the replica knows, and validating
+// it says it has expired.
 //
 // The states and times live in the files the deployment mounts (a
 // Kubernetes Secret, a Compose bind mount), never in Redis: they are part
