@@ -397,3 +397,29 @@ func TestClientKeyUnreadable(t *testing.T) {
 	wantRevoked(t, e.svc, iss.AccessToken)
 	mustValidate(t, e.svc, other.AccessToken)
 }
+
+// TestIssueAfterScriptFlush: a Redis that lost the scripts (restarted,
+// SCRIPT FLUSH) is sent the create script's source again, and the client's
+// revocation time read with it (in its pipeline on a Cluster) still comes
+// back: before a revocation a token, right after it ErrClientRevoking.
+func TestIssueAfterScriptFlush(t *testing.T) {
+	forLayouts(t, func(t *testing.T, cluster bool) {
+		e := newOpaqueEnv(t, Options{}, cluster)
+		flush := func() {
+			if err := e.redis.Client.ScriptFlush(t.Context()).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, client := range []string{"gateway", "ogateway"} {
+			flush()
+			mustValidate(t, e.svc, e.issue(t, e.svc, client, IssueRequest{Subject: "alice"}).AccessToken)
+			if err := e.svc.RevokeClient(t.Context(), client); err != nil {
+				t.Fatal(err)
+			}
+			flush()
+			if _, err := e.svc.Issue(t.Context(), e.clients[client], IssueRequest{Subject: "alice"}); !errors.Is(err, ErrClientRevoking) {
+				t.Errorf("%s: Issue right after the revocation, scripts flushed: %v, want ErrClientRevoking", client, err)
+			}
+		}
+	})
+}
