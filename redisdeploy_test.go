@@ -271,6 +271,19 @@ func deployExercise(tb testing.TB, p *fleetProc, creds fleetCreds, worker int64,
 	}
 	p.mustReject(tb, adminTok, "after all of its client's tokens were revoked")
 	p.mustValidate(tb, svcTok, worker)
+	// Until its IDs are past the revocation (the leeway, 5 s), the client
+	// gets 503 with Retry-After, never a token that would not validate.
+	deployWait(tb, "a token for the client past its revocation", func() error {
+		status, h, tok, body := p.tryIssue(tb, creds.admin, "")
+		switch {
+		case status == http.StatusOK:
+			p.mustValidate(tb, tok, worker)
+			return nil
+		case status != http.StatusServiceUnavailable || h.Get("Retry-After") == "":
+			tb.Fatalf("POST /token right after the client's revocation: %d %s, want 503 with Retry-After or a token that validates", status, body)
+		}
+		return fmt.Errorf("POST /token: %d %s", status, body)
+	})
 }
 
 // TestRedisClusterDeployment runs snowtoken on a three-master Redis Cluster
