@@ -33,7 +33,10 @@
 // and holds the subject's current marker, and its client was not revoked
 // after the time of its ID: one MGET of the three keys on a single Redis or
 // Sentinel; on a Cluster, where the client key has a slot of its own, an
-// MGET and a GET in one pipeline.
+// MGET and a GET in one pipeline. Issue reads the client key too, in the
+// script that writes the record (in its pipeline on a Cluster), and hands
+// out no token whose ID the client's revocation covers (ErrClientRevoking):
+// no round trip more.
 //
 // An opaque token carries its ID and secret only, so its record (st:o:) is
 // found by the ID and names the subject and client whose keys decide the
