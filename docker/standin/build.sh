@@ -26,22 +26,29 @@
 # SHA-256). A real image of the same name, pulled from a registry, is never
 # replaced. Needs docker, go, busybox (busybox-static), redis-server,
 # redis-cli, nginx and setpriv on this host.
-# Usage: docker/standin/build.sh [-f] (-f: rebuild every stand-in)
+# Usage: docker/standin/build.sh [-f | -check] (-f: rebuild every stand-in;
+# -check: build nothing, only say which of those is missing, and exit 1 if any)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-force=false
-if [ "${1:-}" = -f ]; then
-  force=true
-fi
+force=false check=false
+case "${1:-}" in
+-f) force=true ;;
+-check) check=true ;;
+esac
 
 export PATH="$PATH:/usr/sbin"
+missing=()
 for bin in docker go busybox redis-server redis-cli nginx setpriv; do
-  if ! command -v "$bin" >/dev/null 2>&1; then
-    echo "standin: $bin not found on this host" >&2
-    exit 1
-  fi
+  command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
 done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "standin: ${missing[*]} not found on this host (Debian: busybox-static, redis-server, redis-tools, nginx-light, util-linux)" >&2
+  exit 1
+fi
+if $check; then
+  exit 0
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
