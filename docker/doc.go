@@ -12,13 +12,15 @@
 //   - nginx_test.go runs nginx/default.conf in a real nginx in front of the
 //     real issuer and consumer; resolve_test.go with a DNS server of its own,
 //     to show nginx resolves issuer again without a reload.
-//   - stack_test.go, where `docker info` answers and Compose is installed
-//     (`docker compose`, v2, or else Debian's docker-compose 1.29;
-//     SNOWTOKEN_TEST_COMPOSE picks one), builds the images and brings docker-compose.yml up for real
-//     (as project snowtoken-stacktest, on 127.0.0.1:8080): a token issued
-//     through nginx, accepted by the consumer; three replicas with distinct
-//     worker IDs; one of them killed, the others serving. Elsewhere it skips,
-//     and fails under SNOWTOKEN_TEST_REQUIRE_DOCKER=1 (as CI runs it).
+//   - stack_test.go, under SNOWTOKEN_TEST_REQUIRE_DOCKER=1 (as CI runs it),
+//     builds the images and brings docker-compose.yml up for real (as
+//     project snowtoken-stacktest, on 127.0.0.1:8080, with `docker compose`,
+//     v2, or else Debian's docker-compose 1.29; SNOWTOKEN_TEST_COMPOSE picks
+//     one): a token issued through nginx, accepted by the consumer; three
+//     replicas with distinct worker IDs; one of them cut off from Redis, no
+//     request through nginx failing; that one killed, the others serving.
+//     Without the variable it skips, naming what it needs; with it, a missing
+//     engine, Compose or tool of standin/build.sh fails it by name.
 //
 // The stack test builds with what the Dockerfile and the Compose file name,
 // as they are. Of the pinned base images (golang, distroless, redis,

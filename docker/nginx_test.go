@@ -8,13 +8,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -50,7 +53,47 @@ func nginxBinary(tb testing.TB) string {
 	if !strings.Contains(string(out), "http_auth_request_module") {
 		missing("this nginx has no auth_request module")
 	}
+	// startNginx logs with -e, which nginx has since 1.19.5.
+	if v, ok := nginxVersion(string(out)); !ok || slices.Compare(v, []int{1, 19, 5}) < 0 {
+		missing(fmt.Sprintf("this nginx (%s) is older than 1.19.5, which the test needs for -e", strings.Trim(strings.ReplaceAll(fmt.Sprint(v), " ", "."), "[]")))
+	}
 	return bin
+}
+
+// nginxVersion reads the version out of nginx -V's "nginx version: nginx/1.22.1".
+func nginxVersion(v string) ([]int, bool) {
+	_, rest, ok := strings.Cut(v, "nginx version: nginx/")
+	rest, _, _ = strings.Cut(rest, "\n")
+	rest, _, _ = strings.Cut(rest, " ")
+	if !ok || rest == "" {
+		return nil, false
+	}
+	var out []int
+	for f := range strings.SplitSeq(rest, ".") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, n)
+	}
+	return out, len(out) == 3
+}
+
+func TestNginxVersion(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []int
+	}{
+		{"nginx version: nginx/1.22.1\nbuilt with OpenSSL", []int{1, 22, 1}},
+		{"nginx version: nginx/1.18.0 (Ubuntu)\n", []int{1, 18, 0}},
+		{"nginx version: openresty/1.21.4.1\n", nil},
+		{"", nil},
+		{"nginx version: nginx/", nil},
+	} {
+		if got, ok := nginxVersion(c.in); !slices.Equal(got, c.want) || ok != (c.want != nil) {
+			t.Errorf("nginxVersion(%q) = %v, %v; want %v", c.in, got, ok, c.want)
+		}
+	}
 }
 
 // nginxHosts are the host-specific strings of nginx/default.conf: Docker's
@@ -292,6 +335,32 @@ func waitOK(tb testing.TB, url string, exited <-chan struct{}, output func() str
 	}
 }
 
+// callGateway sends a request to nginx at base, a form body (if any) with
+// its Content-Type, and returns the response with its body read.
+func callGateway(tb testing.TB, c *http.Client, base, method, path string, header http.Header, body string) (*http.Response, string) {
+	tb.Helper()
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp, string(b)
+}
+
 // TestNginxGateway runs nginx/default.conf in a real nginx in front of the
 // real issuer and the real consumer, and checks what a client and the
 // consumer see.
@@ -316,26 +385,7 @@ func TestNginxGateway(t *testing.T) {
 
 	do := func(t *testing.T, method, path string, header http.Header, body string) (*http.Response, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, gw+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range header {
-			req.Header[k] = v
-		}
-		if body != "" {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, string(b)
+		return callGateway(t, client, gw, method, path, header, body)
 	}
 	bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
 	type issued struct {
@@ -552,4 +602,129 @@ func TestNginxGateway(t *testing.T) {
 			wantJSONError(t, resp, body, "temporarily_unavailable")
 		}
 	})
+}
+
+// fakeIssuer is one replica as nginx sees it: it answers what the gateway's
+// routes need (POST /token, GET /token/validate, GET /.well-known/jwks.json)
+// with 200, or, refusing, everything with the issuer's 503 (its Redis is
+// unreachable). It counts the requests it got.
+type fakeIssuer struct {
+	refusing bool
+	hits     atomic.Int64
+}
+
+func (f *fakeIssuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.hits.Add(1)
+	body, _ := io.ReadAll(r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	if f.refusing {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":"temporarily_unavailable","error_description":"the token store is unavailable"}`)
+		return
+	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/token":
+		// A retried POST reaches the next replica with its body.
+		if form, err := url.ParseQuery(string(body)); err != nil || form.Get("grant_type") != "client_credentials" {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"error":"invalid_request","error_description":"body %q"}`, body)
+			return
+		}
+		io.WriteString(w, `{"access_token":"t","token_type":"Bearer"}`)
+	case r.Method == http.MethodGet && r.URL.Path == "/token/validate":
+		w.Header().Set("X-Auth-Subject", "demo")
+		io.WriteString(w, `{"active":true}`)
+	case r.Method == http.MethodGet && r.URL.Path == "/.well-known/jwks.json":
+		io.WriteString(w, `{"keys":[]}`)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+// TestNginxRetriesRefusingReplica runs nginx/default.conf in front of three
+// replicas named "issuer" (a DNS server of the test's own in place of
+// Docker's), one of which refuses every request with 503 as a replica cut off
+// from Redis does: no request through nginx fails, POST /token and the
+// auth_request subrequest of /orders included, and the refusing replica was
+// tried (so the requests did meet it). With every replica refusing, nginx
+// tries no more than 3 of them and passes the issuer's 503 on.
+func TestNginxRetriesRefusingReplica(t *testing.T) {
+	nginx := nginxBinary(t)
+	// 127.0.0.2-4 are the three replicas, .3 refusing; .5-.7 refuse too,
+	// for the bound on tries.
+	var addrs []netip.Addr
+	fakes := map[netip.Addr]*fakeIssuer{}
+	for i := range 6 {
+		a := netip.AddrFrom4([4]byte{127, 0, 0, byte(2 + i)})
+		addrs = append(addrs, a)
+		fakes[a] = &fakeIssuer{refusing: i != 0 && i != 2}
+	}
+	hits := func(addrs ...netip.Addr) (n int64) {
+		for _, a := range addrs {
+			n += fakes[a].hits.Load()
+		}
+		return n
+	}
+	port := replicasServing(t, func(a netip.Addr) http.Handler { return fakes[a] }, addrs...)
+	consumer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"orders":[1]}`)
+	}))
+	t.Cleanup(consumer.Close)
+	dns := newDNSServer(t, "issuer.")
+	// Three replicas, the second refusing.
+	dns.set(addrs[:3]...)
+	gw := startNginx(t, nginx, nginxHosts{resolver: dns.Addr(), issuer: "issuer:" + strconv.Itoa(port), consumer: consumer.Listener.Addr().String()})
+	c := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	t.Cleanup(c.CloseIdleConnections)
+
+	call := func(method, path, body string) (int, string) {
+		t.Helper()
+		resp, b := callGateway(t, c, gw, method, path, http.Header{"Authorization": {"Bearer t"}}, body)
+		return resp.StatusCode, b
+	}
+	routes := []struct{ method, path, body string }{
+		{http.MethodPost, "/token", "grant_type=client_credentials&scope=orders%3Aread"},
+		{http.MethodGet, "/orders", ""},
+		{http.MethodGet, "/.well-known/jwks.json", ""},
+	}
+	const rounds = 40
+	failed := map[string]int{}
+	for range rounds {
+		for _, r := range routes {
+			if status, body := call(r.method, r.path, r.body); status != http.StatusOK {
+				failed[r.method+" "+r.path]++
+				if failed[r.method+" "+r.path] == 1 {
+					t.Logf("%s %s: %d %s", r.method, r.path, status, body)
+				}
+			}
+		}
+	}
+	refused := hits(addrs[1])
+	t.Logf("%d requests through nginx, the refusing replica got %d of the %d upstream requests",
+		rounds*len(routes), refused, hits(addrs[:3]...))
+	if len(failed) > 0 {
+		t.Errorf("requests that failed through nginx with one of three replicas answering 503: %v of %d each; want none", failed, rounds)
+	}
+	if refused == 0 {
+		t.Fatal("no request reached the refusing replica: the test proved nothing")
+	}
+
+	// Four replicas, every one refusing: the issuer's own 503, after 3 tries.
+	refusing := []netip.Addr{addrs[1], addrs[3], addrs[4], addrs[5]}
+	dns.set(refusing...)
+	for deadline := time.Now().Add(20 * time.Second); hits(addrs[3:]...) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("nginx did not take the new DNS answer in 20 s (valid=5s)")
+		}
+		call(http.MethodGet, "/.well-known/jwks.json", "")
+	}
+	before := hits(refusing...)
+	status, body := call(http.MethodPost, "/token", routes[0].body)
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "temporarily_unavailable") {
+		t.Errorf("POST /token with every replica refusing: %d %s; want the issuer's 503", status, body)
+	}
+	if tries := hits(refusing...) - before; tries != 3 {
+		t.Errorf("POST /token with four replicas refusing reached them %d times, want 3 (proxy_next_upstream_tries)", tries)
+	}
 }

@@ -124,6 +124,15 @@ func TestDNSServer(t *testing.T) {
 // answering every request with its address; it returns the port.
 func replicas(tb testing.TB, addrs ...netip.Addr) int {
 	tb.Helper()
+	return replicasServing(tb, func(a netip.Addr) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, a.String()) })
+	}, addrs...)
+}
+
+// replicasServing starts one HTTP server per address, all on one port, the
+// one on address a serving handler(a); it returns the port.
+func replicasServing(tb testing.TB, handler func(netip.Addr) http.Handler, addrs ...netip.Addr) int {
+	tb.Helper()
 	for range 20 {
 		port, ok := freePort(tb), true
 		var lns []net.Listener
@@ -142,9 +151,7 @@ func replicas(tb testing.TB, addrs ...netip.Addr) int {
 			continue
 		}
 		for i, ln := range lns {
-			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				io.WriteString(w, addrs[i].String())
-			})}
+			srv := &http.Server{Handler: handler(addrs[i])}
 			go srv.Serve(ln)
 			tb.Cleanup(func() { srv.Close() })
 		}

@@ -113,6 +113,7 @@ type stack struct {
 	t          *testing.T
 	composeCmd []string
 	env        []string
+	since      time.Time // of the last cutFromRedis
 }
 
 // run runs argv within timeout and returns its standard output; a failure
@@ -184,8 +185,9 @@ func (s *stack) issuers(ctx context.Context) map[string]netip.Addr {
 // docker/standin/build.sh, where nothing can be pulled): a token issued
 // through nginx with the secret init wrote is accepted by the consumer; the
 // three issuer replicas have distinct worker IDs, their addresses' last
-// octets; and with one replica killed, the others go on issuing tokens the
-// consumer accepts. It runs only when asked for
+// octets; with one replica cut off from Redis, its readiness fails and no
+// request through nginx fails; and with that replica killed, the others go on
+// issuing tokens the consumer accepts. It runs only when asked for
 // (SNOWTOKEN_TEST_REQUIRE_DOCKER=1, see requireDocker).
 func TestStack(t *testing.T) {
 	composeCmd := requireDocker(t)
@@ -299,8 +301,41 @@ func TestStack(t *testing.T) {
 	}
 	t.Logf("worker IDs %v, tokens per worker %v", slices.Sorted(maps.Keys(want)), workers)
 
-	// Kill one replica: the others go on issuing, and the consumer accepts.
+	// Cut one replica off from Redis: it refuses to issue or validate (503),
+	// and its readiness fails; nginx still routes requests to it (it is in
+	// "issuer"'s DNS answer) and retries each it refuses on another replica,
+	// so none fails through nginx.
 	killed := slices.Sorted(maps.Keys(want))[0]
+	s.cutFromRedis(ctx, want[killed])
+	failed, cutWorkers := 0, map[int64]int{}
+	const cutRequests = 60
+	for range cutRequests {
+		tok, err := g.tryIssue(ctx)
+		if err == nil {
+			err = g.tryValidate(ctx, tok)
+		}
+		if err != nil {
+			if failed++; failed <= 3 {
+				t.Logf("with worker %d's replica cut off from Redis: %v", killed, err)
+			}
+			continue
+		}
+		cutWorkers[tok.JTI.Worker(cfg.Bits)]++
+	}
+	refused := s.logCount(ctx, want[killed], `"msg":"unavailable"`)
+	t.Logf("with worker %d's replica cut off from Redis: %d of %d token requests (each then validated through nginx) failed; tokens per worker %v; the cut-off replica logged %d refusals",
+		killed, failed, cutRequests, cutWorkers, refused)
+	if failed > 0 {
+		t.Errorf("%d of %d requests through nginx failed with one replica of three cut off from Redis, want none: nginx retries a 503 on another replica", failed, cutRequests)
+	}
+	if _, ok := cutWorkers[killed]; ok || len(cutWorkers) != 2 {
+		t.Errorf("with worker %d's replica cut off from Redis, tokens came from workers %v, want each of the two others", killed, slices.Sorted(maps.Keys(cutWorkers)))
+	}
+	if refused == 0 {
+		t.Errorf("worker %d's replica, cut off from Redis, logged no refusal: nginx never sent it a request, and this proved nothing", killed)
+	}
+
+	// Kill that replica: the others go on issuing, and the consumer accepts.
 	s.run(ctx, time.Minute, "docker", "kill", want[killed])
 	delete(want, killed)
 	// nginx may still try the dead address until its DNS answer is 5 s old
@@ -315,6 +350,37 @@ func TestStack(t *testing.T) {
 	if running := s.issuers(ctx); len(running) != 2 {
 		t.Errorf("%d issuer replicas running after the kill, want 2 (restart: unless-stopped does not restart a killed container)", len(running))
 	}
+}
+
+// cutFromRedis disconnects the issuer container id from the data network,
+// its only way to Redis, and waits until its readiness check (the image's
+// HEALTHCHECK command, which asks /readyz as Kubernetes' readinessProbe does)
+// fails.
+func (s *stack) cutFromRedis(ctx context.Context, id string) {
+	s.t.Helper()
+	s.since = time.Now()
+	s.run(ctx, time.Minute, "docker", "network", "disconnect", stackProject+"_data", id)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := s.try(ctx, 30*time.Second, "docker", "exec", id, "/snowtoken", "healthcheck"); err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("issuer %s, cut off from Redis, still passes its readiness check after a minute", id)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// logCount counts the lines container id logged since the last cutFromRedis
+// that hold substr.
+func (s *stack) logCount(ctx context.Context, id, substr string) int {
+	s.t.Helper()
+	out, err := s.try(ctx, time.Minute, "docker", "logs", "--since", s.since.Format(time.RFC3339Nano), id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return strings.Count(out, substr)
 }
 
 // checkContainers checks every container of the stack, init's included,
@@ -425,18 +491,17 @@ func (g *gateway) tryIssue(ctx context.Context) (issued, error) {
 	return tok, nil
 }
 
-// mustValidate calls the consumer through nginx with the token: nginx has the
+// tryValidate calls the consumer through nginx with the token: nginx has the
 // issuer validate it (auth_request), the consumer answers with its orders.
-func (g *gateway) mustValidate(ctx context.Context, tok issued) {
-	g.t.Helper()
+func (g *gateway) tryValidate(ctx context.Context, tok issued) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, stackGateway+"/orders", nil)
 	if err != nil {
-		g.t.Fatal(err)
+		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
 	resp, err := g.http.Do(req)
 	if err != nil {
-		g.t.Fatalf("GET /orders: %v", err)
+		return fmt.Errorf("GET /orders: %w", err)
 	}
 	defer resp.Body.Close()
 	var body struct {
@@ -444,7 +509,16 @@ func (g *gateway) mustValidate(ctx context.Context, tok issued) {
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &body) != nil || len(body.Orders) == 0 {
-		g.t.Fatalf("GET /orders with token %d: %s: %s", tok.JTI, resp.Status, raw)
+		return fmt.Errorf("GET /orders with token %d: %s: %s", tok.JTI, resp.Status, raw)
+	}
+	return nil
+}
+
+// mustValidate is tryValidate, ending the test on an error.
+func (g *gateway) mustValidate(ctx context.Context, tok issued) {
+	g.t.Helper()
+	if err := g.tryValidate(ctx, tok); err != nil {
+		g.t.Fatal(err)
 	}
 }
 
