@@ -64,6 +64,10 @@ func TestREADMEDevExamples(t *testing.T) {
 	if _, err := exec.LookPath("jq"); err != nil {
 		t.Skip("needs jq (Debian: apt-get install jq)")
 	}
+	// The curlrc below says fail-with-body, which curl has since 7.76.
+	if out, err := exec.Command("curl", "--fail-with-body", "--version").CombinedOutput(); err != nil {
+		t.Skipf("needs curl 7.76 or later (--fail-with-body): curl --fail-with-body --version: %v: %s", err, lastLines(string(out), 2))
+	}
 	blocks := readmeDevBlocks(t)
 	if len(blocks) < 5 {
 		t.Fatalf("%d ```sh dev-test blocks in README.md, want the API's examples", len(blocks))

@@ -115,16 +115,66 @@ func base(tb testing.TB) objects {
 	return decode(tb, "base", all.Bytes())
 }
 
-// kustomize renders an overlay with kubectl kustomize. Without kubectl the
-// test skips, unless SNOWTOKEN_TEST_REQUIRE_KUBECTL is set (CI sets it).
+// envRequireKubectl makes a missing kubectl, or one whose kustomize is too
+// old for the manifests, a failure instead of a skip; CI sets it.
+const envRequireKubectl = "SNOWTOKEN_TEST_REQUIRE_KUBECTL"
+
+// kustomizeProbe is a kustomization with what the base and the overlays use
+// (labels without selectors, patches by target): a kubectl whose built-in
+// kustomize cannot render it is present but not enough.
+var kustomizeProbe = map[string]string{
+	"kustomization.yaml": `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+labels:
+  - pairs:
+      probe: "yes"
+    includeSelectors: false
+resources:
+  - cm.yaml
+patches:
+  - target:
+      kind: ConfigMap
+      name: probe
+    patch: |-
+      - op: replace
+        path: /data/k
+        value: patched
+`,
+	"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: probe\ndata:\n  k: v\n",
+}
+
+// requireKubectl skips the test unless kubectl is here with a kustomize that
+// renders kustomizeProbe; under envRequireKubectl it fails instead.
+func requireKubectl(tb testing.TB) {
+	tb.Helper()
+	missing := func(why string) {
+		tb.Helper()
+		if os.Getenv(envRequireKubectl) != "" {
+			tb.Fatalf("%s, and %s is set", why, envRequireKubectl)
+		}
+		tb.Skipf("%s (set %s=1 to make this a failure)", why, envRequireKubectl)
+	}
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		missing("needs kubectl (kubectl kustomize), which is not on PATH")
+	}
+	dir := tb.TempDir()
+	for name, text := range kustomizeProbe {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	out, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "probe: \"yes\"") || !strings.Contains(string(out), "k: patched") {
+		version, _ := exec.Command("kubectl", "version", "--client").CombinedOutput()
+		missing(fmt.Sprintf("this kubectl's kustomize cannot render labels and targeted patches (%v: %s); %s",
+			err, bytes.TrimSpace(out), bytes.TrimSpace(version)))
+	}
+}
+
+// kustomize renders an overlay with kubectl kustomize (see requireKubectl).
 func kustomize(tb testing.TB, dir string) objects {
 	tb.Helper()
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		if os.Getenv("SNOWTOKEN_TEST_REQUIRE_KUBECTL") != "" {
-			tb.Fatal("SNOWTOKEN_TEST_REQUIRE_KUBECTL is set but kubectl is not on PATH")
-		}
-		tb.Skip("needs kubectl (kubectl kustomize)")
-	}
+	requireKubectl(tb)
 	out, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
