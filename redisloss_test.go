@@ -26,12 +26,19 @@ import (
 // load, flushes Redis just after a renewed its lease (so that a goes on
 // issuing for up to a renewal interval before it notices), and starts
 // replica b on worker 11 at once, strict, as an operator's or an
-// orchestrator's fixed worker ID would. Both are loaded until 100,000 tokens
-// are issued: no ID may repeat.
+// orchestrator's fixed worker ID would. Both stay loaded until a has issued
+// flushMinBefore tokens before the flush and b flushMinAfter after it, a
+// having issued some on worker 11 after the flush too (the window that
+// matters): no ID may repeat among them all.
+// It asserts counts, never a rate (a loaded machine issues slowly): the load
+// goes on for as long as tokens keep coming, and the test fails only when
+// none has come for stallLimit.
 func TestFlushAllUnderLoadNoDuplicateIDs(t *testing.T) {
 	const (
-		total = 100_000
-		conns = 8 // per replica
+		flushMinBefore = 2_000
+		flushMinAfter  = 5_000
+		conns          = 8 // per replica
+		stallLimit     = 3 * fleetWait
 	)
 	redisURL, rdb := fleetRedis(t)
 	bin := fleetBinary(t)
@@ -42,7 +49,9 @@ func TestFlushAllUnderLoadNoDuplicateIDs(t *testing.T) {
 	a := startFleetProc(t, bin, "replica a", creds.env(redisEnv, fleetAddr(t, "127.0.0.11"), "127.0.0.11"))
 
 	var (
-		issued   atomic.Int64
+		issued   [2]atomic.Int64 // by a, by b
+		flushed  atomic.Bool
+		window   atomic.Int64 // a's tokens of worker 11 issued after the flush
 		refused  [2]atomic.Int64
 		stop     atomic.Bool
 		wg       sync.WaitGroup
@@ -68,8 +77,9 @@ func TestFlushAllUnderLoadNoDuplicateIDs(t *testing.T) {
 					switch {
 					case err == nil:
 						mine = append(mine, id)
-						if issued.Add(1) >= total {
-							stop.Store(true)
+						issued[r].Add(1)
+						if r == 0 && flushed.Load() && fleetIDWorker(id) == 11 {
+							window.Add(1)
 						}
 					case errors.Is(err, errFleetRetry):
 						refused[r].Add(1)
@@ -84,12 +94,28 @@ func TestFlushAllUnderLoadNoDuplicateIDs(t *testing.T) {
 			})
 		}
 	}
-	load(0, a)
-	for deadline := time.Now().Add(fleetWait); issued.Load() < 1000; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) || stop.Load() {
-			t.Fatalf("replica a issued %d tokens in %v: %v", issued.Load(), fleetWait, firstErr)
+	total := func() int64 { return issued[0].Load() + issued[1].Load() }
+	// waitFor waits until done() holds, for as long as tokens keep being
+	// issued: it fails only when none has been for stallLimit.
+	waitFor := func(what string, done func() bool) {
+		t.Helper()
+		last, lastAt := total(), time.Now()
+		for ; !done(); time.Sleep(time.Millisecond) {
+			if stop.Load() {
+				t.Fatalf("waiting for %s: %v", what, firstErr)
+			}
+			if n := total(); n != last {
+				last, lastAt = n, time.Now()
+			} else if time.Since(lastAt) > stallLimit {
+				stop.Store(true)
+				t.Fatalf("waiting for %s: no token issued in %v (a %d, b %d; 503s: a %d, b %d)",
+					what, stallLimit, issued[0].Load(), issued[1].Load(), refused[0].Load(), refused[1].Load())
+			}
 		}
 	}
+	t.Cleanup(func() { stop.Store(true); wg.Wait() })
+	load(0, a)
+	waitFor(fmt.Sprintf("replica a's first %d tokens", flushMinBefore), func() bool { return issued[0].Load() >= flushMinBefore })
 
 	// Just after a's renewal, every key is lost.
 	_, hwKey := workerKeys(11)
@@ -113,22 +139,16 @@ func TestFlushAllUnderLoadNoDuplicateIDs(t *testing.T) {
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	flushed, flushedAt := issued.Load(), time.Now()
+	flushed.Store(true)
+	aBefore, flushedAt := issued[0].Load(), time.Now()
 	b := launchFleetProc(t, bin, "replica b", creds.env(redisEnv, fleetAddr(t, "127.0.0.12"), "127.0.0.12",
 		"SNOWTOKEN_WORKER_ID", "11", "SNOWTOKEN_WORKER_ID_STRICT", "true"))
 	b.waitLog(t, "listening")
 	bListening := time.Since(flushedAt)
 	load(1, b)
-
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(3 * fleetWait):
-		stop.Store(true)
-		<-done
-		t.Fatalf("only %d of %d tokens issued in %v", issued.Load(), total, 3*fleetWait)
-	}
+	waitFor(fmt.Sprintf("replica b's first %d tokens", flushMinAfter), func() bool { return issued[1].Load() >= flushMinAfter })
+	stop.Store(true)
+	wg.Wait()
 	if firstErr != nil {
 		t.Fatal(firstErr)
 	}
@@ -139,10 +159,13 @@ func TestFlushAllUnderLoadNoDuplicateIDs(t *testing.T) {
 			dups++
 		}
 	}
-	t.Logf("%d tokens, %d issued before the flush; b listening %v after it; 503s: a %d, b %d; duplicate IDs %d",
-		len(ids), flushed, bListening.Round(time.Millisecond), refused[0].Load(), refused[1].Load(), dups)
+	t.Logf("%d tokens: a %d before the flush and %d after it (%d of them on worker 11), b %d; b listening %v after the flush; 503s: a %d, b %d; duplicate IDs %d",
+		len(ids), aBefore, issued[0].Load()-aBefore, window.Load(), issued[1].Load(), bListening.Round(time.Millisecond), refused[0].Load(), refused[1].Load(), dups)
 	if dups != 0 {
 		t.Fatalf("%d duplicate token IDs among %d", dups, len(ids))
+	}
+	if window.Load() == 0 {
+		t.Error("replica a issued nothing on worker 11 after the flush: the window this test is about was not exercised")
 	}
 	if a.findLog("lease: lost worker id") == nil {
 		t.Error("replica a did not log that it lost worker 11")

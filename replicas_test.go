@@ -551,6 +551,11 @@ func fleetIDTime(id snowflakealg.ID) time.Time {
 	return id.Time(bitsalloc.Default(), snowflakealg.DefaultEpoch)
 }
 
+// fleetIDWorker is the worker ID in an ID of the default layout.
+func fleetIDWorker(id snowflakealg.ID) int64 {
+	return id.Worker(bitsalloc.Default())
+}
+
 // workerKeys returns worker id's lease key and high-water key.
 func workerKeys(id int64) (leaseKey, hwKey string) {
 	leaseKey = lease.DefaultKeyPrefix + "{" + strconv.FormatInt(id, 10) + "}"
