@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("unexpected arguments %q: configure with SNOWTOKEN_ISSUER_URL and CONSUMER_ADDR", args)
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, nil))
-	v, err := client.New(client.Options{IssuerURL: getenv("SNOWTOKEN_ISSUER_URL"), Logger: log})
+	v, err := client.New(client.Options{IssuerURL: getenv("SNOWTOKEN_ISSUER_URL"), Timeout: issuerTimeout, Logger: log})
 	if err != nil {
 		return fmt.Errorf("SNOWTOKEN_ISSUER_URL: %w", err)
 	}
@@ -92,6 +92,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // defaultAddr is where the consumer listens without CONSUMER_ADDR.
 const defaultAddr = ":8081"
+
+// issuerTimeout bounds each call to the issuer: more than the client's
+// default 2 s, which is also the issuer's own Redis timeout, so that a
+// gateway in front of the replicas has time to hear one cut off from Redis
+// answer 503 (after that timeout) and ask another.
+const issuerTimeout = 5 * time.Second
 
 // healthcheck GETs /healthz of the consumer listening on addr, on loopback
 // when addr names no host.
