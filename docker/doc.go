@@ -10,8 +10,10 @@
 //   - dockerfile_test.go checks the Dockerfile's stages and runs its go build
 //     lines, requiring byte-identical (reproducible) binaries.
 //   - nginx_test.go runs nginx/default.conf in a real nginx in front of the
-//     real issuer and consumer; resolve_test.go with a DNS server of its own,
-//     to show nginx resolves issuer again without a reload.
+//     real issuer and consumer, and in front of replicas one of which answers
+//     503, which nginx retries on another (POST /token and auth_request too);
+//     resolve_test.go with a DNS server of its own, to show nginx resolves
+//     issuer again without a reload.
 //   - stack_test.go, under SNOWTOKEN_TEST_REQUIRE_DOCKER=1 (as CI runs it),
 //     builds the images and brings docker-compose.yml up for real (as
 //     project snowtoken-stacktest, on 127.0.0.1:8080, with `docker compose`,
