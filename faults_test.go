@@ -285,8 +285,14 @@ func TestFaultRedisKilledUnderLoad(t *testing.T) {
 		})
 	}
 	// Longer than a request takes to give up on Redis (its dial retries, up
-	// to the store's 2 s), so that there are answers while Redis is down.
+	// to the store's 2 s), so that there are answers while Redis is down,
+	// and then until the flood has had enough 503s to prove the log bound:
+	// a count, not a rate, so a slow machine only makes the outage longer
+	// (by at most logsum's Interval, one more summary line per kind).
 	time.Sleep(4 * time.Second)
+	for deadline := time.Now().Add(10 * time.Second); flood503.Load() < 10*faultOutageLogLines && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	stopFlood.Store(true)
 	flood.Wait()
 	up := time.Now()
