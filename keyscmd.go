@@ -145,8 +145,10 @@ func keysRotateCmd(args []string, stdout io.Writer, now time.Time) error {
 			newEntry.File, newEntry.Kid, stamp(now.Add(token.KeyPublishDelay)))
 	}
 	if newFile != nil {
-		// A new key file is made readable by whoever reads the manifest.
-		if err := atomicfile.ReplaceLike(filepath.Join(*dir, newEntry.File), newFile, manifest); err != nil {
+		// A new key file gets the manifest's owner and group, so that
+		// whoever reads the manifest reads it too, but never more than
+		// SecretMode: a manifest holds nothing secret and may be 0644.
+		if err := atomicfile.ReplaceSecretLike(filepath.Join(*dir, newEntry.File), newFile, manifest); err != nil {
 			return fmt.Errorf("keys rotate: %w", err)
 		}
 	}

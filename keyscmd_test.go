@@ -252,3 +252,43 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestKeysRotateKeyNeverWorldReadable: a new private key takes the
+// manifest's owner and group but never its read bit for others (a manifest
+// holds nothing secret and may be 0644).
+func TestKeysRotateKeyNeverWorldReadable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	t0 := time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
+	rotateAt(t, dir, t0)
+	manifest := filepath.Join(dir, token.KeysManifest)
+	if err := os.Chmod(manifest, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]bool{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		before[e.Name()] = true
+	}
+	rotateAt(t, dir, t0.Add(time.Minute))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := 0
+	for _, e := range entries {
+		if before[e.Name()] || !strings.HasSuffix(e.Name(), ".pem") {
+			continue
+		}
+		added++
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o640 {
+			t.Errorf("new key %s: mode %v beside a 0664 manifest, want 0640", e.Name(), got)
+		}
+	}
+	if added != 1 {
+		t.Fatalf("the second step added %d key files, want 1", added)
+	}
+}

@@ -136,9 +136,27 @@ func Replace(path string, data []byte) error {
 // symbolic link, the file it points to is replaced, not the link. Nothing
 // is written if the owner cannot be kept (ErrOwner).
 func ReplaceLike(path string, data []byte, like string) error {
+	return replaceLike(path, data, like, fs.ModePerm)
+}
+
+// SecretMode bounds the mode ReplaceSecretLike gives a file: read and write
+// for its owner, read for its group, nothing for others.
+const SecretMode fs.FileMode = 0o640
+
+// ReplaceSecretLike is ReplaceLike for a file that holds a secret (a
+// private key): the owner and group of like, and its mode less whatever
+// SecretMode does not allow, so that a world-readable like (a manifest that
+// holds nothing secret) never makes a world-readable secret.
+func ReplaceSecretLike(path string, data []byte, like string) error {
+	return replaceLike(path, data, like, SecretMode)
+}
+
+// replaceLike is ReplaceLike with like's mode bounded by mask.
+func replaceLike(path string, data []byte, like string, mask fs.FileMode) error {
 	var attr *Attr
 	switch a, err := Stat(like); {
 	case err == nil:
+		a.Mode &= mask
 		attr = &a
 	case !errors.Is(err, fs.ErrNotExist):
 		return err
