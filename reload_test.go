@@ -596,8 +596,8 @@ func TestReloadSourcesApart(t *testing.T) {
 	refused, _ := got["refused"].(map[string]any)
 	keys, _ := refused["keys"].(map[string]any)
 	since, err := time.Parse(time.RFC3339Nano, fmt.Sprint(keys["since"]))
-	if reason := fmt.Sprint(keys["reason"]); !strings.Contains(reason, manifest) || err != nil || time.Since(since) > fleetWait || len(refused) != 1 {
-		t.Errorf("/readyz config.refused %v, want only keys, with a reason naming %s and a time", got["refused"], manifest)
+	if _, shown := keys["reason"]; shown || err != nil || time.Since(since) > fleetWait || len(refused) != 1 {
+		t.Errorf("/readyz config.refused %v, want only keys, with a time and no reason (the log has it)", got["refused"])
 	}
 	for series, want := range map[string]float64{
 		`snowtoken_reload_refused{source="keys"}`:    1,

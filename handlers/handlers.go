@@ -134,9 +134,11 @@ type Version struct {
 }
 
 // Refusal is why a source of the set was refused on reload, and since when
-// it has been (the first refusal since it last loaded).
+// it has been (the first refusal since it last loaded). /readyz, on the
+// public port, shows only since when: the reason names files, clients and
+// fields, and is in the error log (event config.reload_refused).
 type Refusal struct {
-	Reason string    `json:"reason"`
+	Reason string    `json:"-"`
 	Since  time.Time `json:"since"`
 }
 
