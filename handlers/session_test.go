@@ -411,18 +411,31 @@ func TestRevokeUnknownKid(t *testing.T) {
 	tok := e.issue(t, e.Normal, nil).AccessToken
 	gone := otherKey(t)
 	dropped := resign(t, tok, gone.Private, func(h, _ map[string]any) { h["kid"] = gone.ID })
-	madeUp := resign(t, tok, otherKey(t).Private, func(h, _ map[string]any) { h["kid"] = "made-up" })
+	// madeUp is tok under a made-up kid, issued ago before now.
+	madeUp := func(ago time.Duration) string {
+		return resign(t, tok, otherKey(t).Private, func(h, c map[string]any) {
+			h["kid"] = "made-up"
+			c["iat"] = e.Clock.Now().Add(-ago).Unix()
+		})
+	}
+	madeUpNew := madeUp(0)
+	madeUpSettled := madeUp(token.KeyPropagation + token.DefaultLeeway + time.Minute) // its key would be everywhere
+	madeUpExpired := madeUp(testMaxTTL + token.DefaultLeeway + time.Minute)           // expired wherever its key is
 	revoke := func(t *testing.T, raw string) *response {
 		t.Helper()
 		return e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {raw}})
 	}
 	unavailable := e.metrics(t)["snowtoken_unavailable_total"]
 
-	// The env's keys are made in memory, as a plain list's: undecidable.
-	r := revoke(t, madeUp)
+	// The env's keys are made in memory, as a plain list's: undecidable,
+	// unless the token has expired wherever its key is.
+	r := revoke(t, madeUpSettled)
 	wantError(t, r, http.StatusServiceUnavailable, "temporarily_unavailable")
 	if r.Header.Get("Retry-After") == "" {
 		t.Error("503 without Retry-After")
+	}
+	if r := revoke(t, madeUpExpired); r.Status != http.StatusOK {
+		t.Errorf("made-up kid of an expired token, keys in memory: status %d %s, want 200", r.Status, r.Body)
 	}
 
 	// A keys directory with e.Key active and gone's tombstone.
@@ -453,11 +466,13 @@ func TestRevokeUnknownKid(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Server.Swap(svc, e.Clients, handlers.Version{Keys: ks.Version()})
-	for name, raw := range map[string]string{"dropped key": dropped, "made-up kid": madeUp} {
+	for name, raw := range map[string]string{"dropped key": dropped, "made-up kid": madeUpSettled} {
 		if r := revoke(t, raw); r.Status != http.StatusOK {
 			t.Errorf("%s with current keys: status %d %s, want 200", name, r.Status, r.Body)
 		}
 	}
+	// A key made active at once may still be on its way to this replica.
+	wantError(t, revoke(t, madeUpNew), http.StatusServiceUnavailable, "temporarily_unavailable")
 	if r := e.validate(t, tok); r.Status != http.StatusOK {
 		t.Errorf("the real token after the revocations of its look-alikes: %d %s", r.Status, r.Body)
 	}
@@ -466,7 +481,7 @@ func TestRevokeUnknownKid(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, token.KeysManifest), append(manifest, '\n'), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wantError(t, revoke(t, madeUp), http.StatusServiceUnavailable, "temporarily_unavailable")
+	wantError(t, revoke(t, madeUpSettled), http.StatusServiceUnavailable, "temporarily_unavailable")
 	if r := revoke(t, dropped); r.Status != http.StatusOK {
 		t.Errorf("dropped key with keys.json changed: status %d %s, want 200 (its tombstone is loaded)", r.Status, r.Body)
 	}

@@ -269,8 +269,23 @@ func TestRevokeUnknownKid(t *testing.T) {
 	svc := mustWithKeys(t, e.svc, ks)
 	claims := mustValidate(t, e.svc, e.issue(t, e.svc, "svc", IssueRequest{}).AccessToken).Claims
 	dropped := signed(t, gone, map[string]any{"kid": gone.ID, "typ": "at+jwt"}, claims)
-	madeUp := signed(t, mustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, claims)
-	noKid := signed(t, mustKey(t), map[string]any{"typ": "at+jwt"}, claims)
+	// issuedAgo is claims issued age before now.
+	issuedAgo := func(age time.Duration) Claims {
+		c := claims
+		c.IssuedAt = jwt.NewNumericDate(now.Add(-age))
+		return c
+	}
+	// Past KeyPropagation, a key that signed a token has reached every
+	// replica; past MaxTTL, every token of it has expired.
+	pastPropagation := issuedAgo(KeyPropagation + e.svc.opts.Leeway + time.Second)
+	pastTTL := issuedAgo(e.svc.opts.MaxTTL + e.svc.opts.Leeway + time.Second)
+	madeUp := signed(t, mustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, pastPropagation)
+	noKid := signed(t, mustKey(t), map[string]any{"typ": "at+jwt"}, pastPropagation)
+	madeUpNew := signed(t, mustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, claims)
+	madeUpExpired := signed(t, mustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, pastTTL)
+	noIat := issuedAgo(0)
+	noIat.IssuedAt = nil
+	madeUpNoIat := signed(t, mustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, noIat)
 	revoke := func(t *testing.T, svc *Service, raw string) error {
 		t.Helper()
 		jti, err := svc.Revoke(t.Context(), e.clients["svc"], raw)
@@ -298,7 +313,10 @@ func TestRevokeUnknownKid(t *testing.T) {
 		if err := ks.Current(); err != nil {
 			t.Fatalf("Current = %v", err)
 		}
-		wantRevoked(t, svc, dropped, madeUp, noKid)
+		wantRevoked(t, svc, dropped, madeUp, noKid, madeUpExpired, madeUpNoIat)
+		// A key made active at once, with no next stage, may still be on
+		// its way here: a token issued within KeyPropagation is undecided.
+		wantUndecided(t, svc, madeUpNew)
 		if _, err := svc.Validate(t.Context(), dropped); !errors.Is(err, ErrInvalidToken) || !strings.Contains(description(err), "expired") {
 			t.Errorf("Validate of a dropped key's token = %v, want ErrInvalidToken, expired", err)
 		}
@@ -318,6 +336,8 @@ func TestRevokeUnknownKid(t *testing.T) {
 		}
 		for _, set := range []*KeySet{list, e.keys} {
 			wantUndecided(t, mustWithKeys(t, e.svc, set), madeUp)
+			// Expired wherever its key is; not ours without an iat.
+			wantRevoked(t, mustWithKeys(t, e.svc, set), madeUpExpired, madeUpNoIat)
 		}
 	})
 	t.Run("keys.json changed: reload pending or refused", func(t *testing.T) {

@@ -416,14 +416,13 @@ func (s *Service) keyFor(t *jwt.Token) (any, error) {
 // of ours (malformed, forged, a signature that does not verify, a key
 // retired and dropped once all its tokens had expired) is no error, as
 // RFC 7009 asks, and its claims are never acted on: IDs are guessable.
-// The same holds for a kid the key set does not hold once the set is known
-// to be current (KeySet.Current): every key signs only after every replica
-// has loaded it, so such a token validates nowhere, and a made-up kid costs
-// no more than a bad signature. A token whose kid this replica does not
-// hold while its set is not known current (a plain list of key files, a
-// reload pending or refused) cannot be told apart from one of a key it has
-// yet to load: ErrUnavailable with ErrKeysUndecided, for the client to
-// retry. A token whose record it cannot delete (Redis) cannot be revoked
+// The same holds for a kid the key set does not hold when the token
+// validates nowhere (unknownKidUndecided: issued too long ago for any key
+// to be still on its way here, or expired), and a made-up kid costs no
+// more than a bad signature. Otherwise (a plain list of key files, a reload
+// pending or refused, a token issued within KeyPropagation) this replica
+// cannot tell it from a token of a key it has yet to load: ErrUnavailable
+// with ErrKeysUndecided, for the client to retry. A token whose record it cannot delete (Redis) cannot be revoked
 // here: ErrUnavailable, never a success that deleted nothing. A client
 // may revoke only its own tokens, unless it is an
 // admin: ErrForbidden. It returns the revoked token's jti, for the audit
@@ -435,8 +434,8 @@ func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) (jti s
 	}
 	claims, err := s.signedClaims(raw)
 	if errors.Is(err, errUnknownKid) {
-		if cur := s.keys.Current(); cur != nil {
-			return "", fmt.Errorf("%w: %w: %w: %w", ErrUnavailable, ErrKeysUndecided, err, cur)
+		if why := s.unknownKidUndecided(raw); why != nil {
+			return "", fmt.Errorf("%w: %w: %w: %w", ErrUnavailable, ErrKeysUndecided, err, why)
 		}
 		return "", nil
 	}
@@ -450,6 +449,41 @@ func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) (jti s
 		return "", err
 	}
 	return claims.ID, nil
+}
+
+// unknownKidUndecided returns nil when a token whose kid the key set does
+// not hold validates nowhere, so that a revoke of it is done; otherwise why
+// this replica cannot tell. It reads the token's iat unverified, and only
+// for this: a forged iat earns its forger no more than a 503 that no
+// unavailability metric counts. A token validates nowhere when
+//   - it has no iat (every token Issue signs has one): no token of ours;
+//   - it was issued more than MaxTTL + Leeway ago: expired, wherever its
+//     key is;
+//   - the set is known current (KeySet.Current) and the token was issued
+//     more than KeyPropagation + Leeway ago: a key that signed it, even one
+//     made active at once in an emergency rather than published as next
+//     first, has reached every replica by then, and this one does not have
+//     it.
+//
+// So no revoke answers 503 for longer than MaxTTL + Leeway, and within
+// KeyPropagation of a key's activation none answers 200 for a token of a
+// key that may still be on its way here.
+func (s *Service) unknownKidUndecided(raw string) error {
+	var c Claims
+	if _, _, err := jwt.NewParser().ParseUnverified(raw, &c); err != nil || c.IssuedAt == nil {
+		return nil
+	}
+	age := s.opts.Now().Sub(c.IssuedAt.Time)
+	if age > s.opts.MaxTTL+s.opts.Leeway {
+		return nil
+	}
+	if err := s.keys.Current(); err != nil {
+		return err
+	}
+	if age > KeyPropagation+s.opts.Leeway {
+		return nil
+	}
+	return fmt.Errorf("issued %s ago: a key made active at once takes up to %s to reach every replica", age.Round(time.Second), KeyPropagation)
 }
 
 // signedClaims returns the claims of a token signed by one of the service's

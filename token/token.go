@@ -145,10 +145,11 @@ var (
 	// says when one will not be (RetryAfter).
 	ErrClientRevoking = errors.New("token: the client's tokens were revoked moments ago")
 	// ErrKeysUndecided comes with ErrUnavailable from Revoke for a token
-	// whose kid this replica does not hold while its key set is not known
-	// to be current (KeySet.Current): whether the kid is one of ours
-	// cannot be told.
-	ErrKeysUndecided = errors.New("token: the token's key is not known here and the key set is not known to be current")
+	// whose kid this replica does not hold while it cannot tell whether
+	// the kid is one of ours: its key set is not known to be current
+	// (KeySet.Current), or the token is recent enough for its key to be
+	// still on its way here.
+	ErrKeysUndecided = errors.New("token: the token's key is not known here and may yet be loaded")
 	ErrDuplicateID   = errors.New("token: session for this id already exists")
 	ErrMarkerLost    = errors.New("token: the subject's revocation marker is missing")
 	ErrOptions       = errors.New("token: bad options")
