@@ -280,11 +280,8 @@ func (s *Store) ReadOpaque(ctx context.Context, key string) (rec, gen, client an
 	}
 	var vals [2]any
 	for i, cmd := range cmds {
-		switch v, err := cmd.Result(); {
-		case err == nil:
-			vals[i] = v
-		case !errors.Is(err, redis.Nil):
-			return nil, nil, nil, unavailable(err)
+		if vals[i], err = optional(cmd); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	return str, vals[0], vals[1], nil
