@@ -344,7 +344,8 @@ func newClientRevoker(cmd string, env map[string]string) (*clientRevoker, error)
 	if rdb == nil {
 		return nil, fmt.Errorf("%s: set the issuer's SNOWTOKEN_REDIS_* variables: it writes to the replicas' Redis", cmd)
 	}
-	store := token.NewStore(rdb, token.StoreOptions{Timeout: cfg.RedisTimeout})
+	store := token.NewStore(rdb, token.StoreOptions{Timeout: cfg.RedisTimeout,
+		LogRetention: token.LogRetention(cfg.MaxTokenTTL, token.DefaultLeeway)})
 	return &clientRevoker{cmd: cmd, store: store, close: func() { store.Close(); rdb.Close() }}, nil
 }
 

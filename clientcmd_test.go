@@ -370,6 +370,11 @@ func TestClientRevokeCommand(t *testing.T) {
 	if lo, hi := before.Add(token.DefaultLeeway).UnixMilli(), time.Now().Add(token.DefaultLeeway).UnixMilli(); v < lo || v > hi {
 		t.Errorf("revoked up to %d, want now plus the leeway, in [%d, %d]", v, lo, hi)
 	}
+	// It is logged as the replicas log it (TestRevocationLog).
+	msgs, err := srv.Client().XRange(t.Context(), token.DefaultKeyPrefix+"{revlog}", "-", "+").Result()
+	if err != nil || len(msgs) != 1 || fmt.Sprint(msgs[0].Values) != fmt.Sprintf("map[i:gateway k:c v:%d]", v) {
+		t.Errorf("revocation log %v, %v: want one entry for gateway up to %d", msgs, err, v)
+	}
 	for name, args := range map[string][]string{"no id": {"client", "revoke"}, "bad id": {"client", "revoke", "-id", "a}b"}} {
 		if err := run(t.Context(), args, env, io.Discard); err == nil {
 			t.Errorf("%s: client revoke succeeded", name)

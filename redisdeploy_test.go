@@ -398,6 +398,26 @@ func TestRedisClusterDeployment(t *testing.T) {
 			t.Fatalf("opaque session key %s in the cluster: exists %d, %v", key, n, err)
 		}
 	})
+	// Every revocation above appended to the revocation log, one Stream in
+	// one slot ({revlog}), on whichever master holds it: a token and its
+	// subject per subject and format, the admin client once per format.
+	logKey := token.DefaultKeyPrefix + "{revlog}"
+	msgs, err := cc.XRange(ctx, logKey, "-", "+").Result()
+	if err != nil {
+		t.Fatalf("XRANGE %s: %v", logKey, err)
+	}
+	kinds := map[string]int{}
+	for _, m := range msgs {
+		kinds[fmt.Sprint(m.Values["k"])]++
+	}
+	if want := map[string]int{"t": 2 * len(deploySubjects), "s": 2 * len(deploySubjects), "c": 2}; fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Errorf("revocation log entries by kind %v, want %v", kinds, want)
+	}
+	logMaster, err := cc.MasterForKey(ctx, logKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("revocation log %s: slot %d on %s, %d entries", logKey, cc.ClusterKeySlot(ctx, logKey).Val(), logMaster.Options().Addr, len(msgs))
 	deployNoSecrets(t, p)
 
 	q := startFleetProc(t, bin, "snowtoken on the cluster by addresses", creds.env(map[string]string{

@@ -131,7 +131,8 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		}
 		log.Info("released the worker id lease", "worker_id", worker, "high_water", ids.HighWater())
 	}()
-	store := token.NewStore(rdb, token.StoreOptions{Timeout: cfg.RedisTimeout, TracerProvider: tp})
+	store := token.NewStore(rdb, token.StoreOptions{Timeout: cfg.RedisTimeout, TracerProvider: tp,
+		LogRetention: token.LogRetention(cfg.MaxTokenTTL, token.DefaultLeeway)})
 	defer store.Close()
 	svc, err := token.NewService(keys, store, ids, token.Options{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,

@@ -209,3 +209,80 @@ func deleteKeys(tb testing.TB, r *redistest.Redis, keys []string) {
 		keys = keys[n:]
 	}
 }
+
+// TestRedisMemoryPerLogEntry measures what one entry of the revocation log
+// costs a real Redis: 20,000 revocations of tokens through RevokeToken, as
+// MEMORY USAGE of the Stream (SAMPLES 0: every node) and as the used_memory
+// delta, with the revoked records written again so that only the log
+// differs. docs/redis.md quotes the figure.
+func TestRedisMemoryPerLogEntry(t *testing.T) {
+	if !redistest.Real() {
+		t.Skipf("needs a real Redis: set %s", redistest.EnvURL)
+	}
+	const entries, maxBytes = 20_000, 40
+	e := newEnv(t, Options{})
+	ctx := context.Background()
+	exp := e.clock.Now().Add(time.Hour).Unix()
+	keys, jtis := make([]string, entries), make([]string, entries)
+	for i := range entries {
+		id, err := e.ids.NextID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jtis[i] = id.String()
+		keys[i] = e.store.opaqueKey(jtis[i])
+	}
+	t.Cleanup(func() { deleteKeys(t, e.redis, keys) })
+	records := func() {
+		pipe := e.redis.Client.Pipeline()
+		for _, k := range keys {
+			pipe.Set(ctx, k, "1", time.Hour)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	records()
+	if err := e.store.RevokeToken(ctx, keys[0], jtis[0], exp); err != nil { // load the script
+		t.Fatal(err)
+	}
+	records()
+	if err := e.redis.Client.Del(ctx, e.store.LogKey()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := usedMemory(t, e.redis)
+	const workers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < entries; i += workers {
+				if err := e.store.RevokeToken(ctx, keys[i], jtis[i], exp); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	records()
+	after := usedMemory(t, e.redis)
+	n, err := e.redis.Client.XLen(ctx, e.store.LogKey()).Result()
+	if err != nil || n != entries {
+		t.Fatalf("XLEN %d, %v; want %d", n, err, entries)
+	}
+	usage, err := e.redis.Client.MemoryUsage(ctx, e.store.LogKey(), 0).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	perEntry, perDelta := float64(usage)/entries, float64(after-before)/entries
+	t.Logf("Redis memory per revocation log entry: MEMORY USAGE %s SAMPLES 0 = %d over %d entries: %.1f bytes; used_memory %d -> %d: %.1f bytes",
+		e.store.LogKey(), usage, entries, perEntry, before, after, perDelta)
+	if perEntry > maxBytes {
+		t.Errorf("a log entry costs %.1f bytes of Redis memory, want at most %d", perEntry, maxBytes)
+	}
+}

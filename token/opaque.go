@@ -408,7 +408,7 @@ func (s *Service) revokeOpaque(ctx context.Context, caller *Client, raw string) 
 	if r.client != caller.ID && !caller.Admin {
 		return "", fmt.Errorf("%w: the token was issued to another client", ErrForbidden)
 	}
-	if err := s.store.Delete(ctx, keys{session: key}); err != nil {
+	if err := s.store.RevokeToken(ctx, key, jti, r.exp); err != nil {
 		return "", err
 	}
 	return jti, nil

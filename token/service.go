@@ -88,6 +88,10 @@ func NewService(keys *KeySet, store *Store, ids IDs, opts Options) (*Service, er
 	if opts.TTL < time.Second || opts.MaxTTL < opts.TTL {
 		return nil, fmt.Errorf("%w: want 1s <= ttl (%v) <= max ttl (%v)", ErrOptions, opts.TTL, opts.MaxTTL)
 	}
+	if need := LogRetention(opts.MaxTTL, opts.Leeway); store != nil && store.logRetention < need {
+		return nil, fmt.Errorf("%w: the store's log retention %v is shorter than max ttl (%v) and three leeways (%v): see LogRetention",
+			ErrOptions, store.logRetention, opts.MaxTTL, need)
+	}
 	var defaultAud []string
 	if opts.Audience != "" {
 		if err := checkAudience(opts.Audience); err != nil {
@@ -445,7 +449,11 @@ func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) (jti s
 	if claims.ClientID != caller.ID && !caller.Admin {
 		return "", fmt.Errorf("%w: the token was issued to another client", ErrForbidden)
 	}
-	if err := s.store.Delete(ctx, s.store.keysFor(claims.Subject, claims.ClientID, claims.ID, time.Time{})); err != nil {
+	var exp int64
+	if claims.ExpiresAt != nil {
+		exp = claims.ExpiresAt.Unix()
+	}
+	if err := s.store.RevokeToken(ctx, s.store.keysFor(claims.Subject, "", claims.ID, time.Time{}).session, claims.ID, exp); err != nil {
 		return "", err
 	}
 	return claims.ID, nil

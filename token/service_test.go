@@ -79,6 +79,7 @@ func newEnvOn(tb testing.TB, r *redistest.Redis, opts Options) *env {
 			tb.Fatal(err)
 		}
 	}
+	e.store.now = e.clock.Now
 	e.svc = e.newService(tb, ks, gen, opts)
 	return e
 }

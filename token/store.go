@@ -24,6 +24,11 @@ type Store struct {
 	readyKey string // written by Ready
 	batch    *batcher
 	tracer   trace.Tracer // nil: no spans
+	// logKey is the revocation log, a Stream; logRetention how long its
+	// entries stay (StoreOptions.LogRetention); now the clock that trims it.
+	logKey       string
+	logRetention time.Duration
+	now          func() time.Time
 }
 
 // DefaultStoreTimeout bounds every call of a Store when StoreOptions says nothing.
@@ -41,6 +46,25 @@ type StoreOptions struct {
 	// request's, and one for each pipeline; see package tracing. Nil: none,
 	// at no cost.
 	TracerProvider trace.TracerProvider
+	// LogRetention is how long an entry of the revocation log stays: every
+	// revocation appends one, and trims those older than this. It must be at
+	// least LogRetention(MaxTTL, Leeway) of every Service on the store
+	// (NewService refuses a store whose is shorter). Zero means
+	// LogRetention(DefaultMaxTTL, DefaultLeeway).
+	LogRetention time.Duration
+	// Now reads the clock that trims the revocation log. Nil means time.Now.
+	Now func() time.Time
+}
+
+// LogRetention is how long the revocation log must keep an entry for the
+// tokens of a service whose longest lifetime is maxTTL and leeway leeway:
+// three leeways more than maxTTL. One because a token validates until its exp
+// plus the leeway; one because a client's revocation covers the IDs of the
+// leeway after it (RevokeClient), whose tokens expire that much later; one
+// because the entries' IDs are Redis's clock and the trimming floor the
+// revoking replica's, which may be ahead by as much as replicas may differ.
+func LogRetention(maxTTL, leeway time.Duration) time.Duration {
+	return maxTTL + 3*max(leeway, 0)
 }
 
 // NewStore returns a store on rdb. Every command goes through one batcher,
@@ -53,9 +77,16 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultStoreTimeout
 	}
+	if opts.LogRetention <= 0 {
+		opts.LogRetention = LogRetention(DefaultMaxTTL, DefaultLeeway)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	_, cluster := rdb.(*redis.ClusterClient)
 	s := &Store{rdb: rdb, cluster: cluster, prefix: opts.Prefix, readyKey: opts.Prefix + "ready:" + newMarker(),
-		batch: newBatcher(rdb, opts.Timeout, batchOverlap)}
+		batch:  newBatcher(rdb, opts.Timeout, batchOverlap),
+		logKey: opts.Prefix + "{revlog}", logRetention: opts.LogRetention, now: opts.Now}
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)
 		s.batch.tracer = s.tracer
@@ -84,6 +115,10 @@ func (s *Store) do(ctx context.Context, cmds ...redis.Cmder) error {
 	}
 	return err
 }
+
+// LogKey is the key of the revocation log, a Stream in a hash slot of its
+// own ({revlog}); see the package doc.
+func (s *Store) LogKey() string { return s.logKey }
 
 // Close stops the goroutines that send batches. Call it after the last
 // request; it does not close the Redis client.
@@ -323,50 +358,139 @@ func revokedByClient(issued int64, client any) (cutoff int64, revoked bool) {
 	return cutoff, issued <= cutoff
 }
 
-// Delete removes one record. Deleting a missing record is not an error.
-func (s *Store) Delete(ctx context.Context, k keys) error {
-	if err := s.do(ctx, redis.NewIntCmd(ctx, "del", k.session)); err != nil {
-		return unavailable(err)
+// Kinds of revocation log entries (the k field; see the package doc).
+const (
+	logToken   = "t" // i: the jti; v: the token's exp, Unix s ("" if unknown)
+	logSubject = "s" // i: the subject; v: its new marker
+	logClient  = "c" // i: the client; v: its revocation time, Unix ms
+)
+
+// revokeLua defines revoke(noop, write), the frame of the revocation
+// scripts: it returns 0, and writes and logs nothing, when noop says the
+// revocation changes nothing; else, given a fifth ARGV (a Cluster's check
+// before it appends the entry), 1 without writing either; else it appends
+// to the revocation log, the last of KEYS, the entry ARGV[2] (k), ARGV[3]
+// (i), ARGV[4] (v), with an ID of Redis's clock, trimming the entries older
+// than ARGV[1] (Unix ms) by whole listpack nodes (MINID ~: never an entry
+// newer than ARGV[1], some older ones until their node is all older), then
+// runs write, and returns 1. With one key (a Cluster, whose log is in a slot
+// of its own: the caller appends the entry) it does not log. The XADD comes
+// before the write because it is the only command that can fail on a
+// record that reads (a log key of another type; OOM, which Redis checks at
+// a script's first write), and a failed script keeps what it wrote before
+// the failure: so the record is written only once its entry is.
+const revokeLua = `
+local function revoke(noop, write)
+  if noop then
+    return 0
+  end
+  if ARGV[5] then
+    return 1
+  end
+  if #KEYS == 2 then
+    redis.call('XADD', KEYS[2], 'MINID', '~', ARGV[1], '*', 'k', ARGV[2], 'i', ARGV[3], 'v', ARGV[4])
+  end
+  write()
+  return 1
+end
+`
+
+// revokeTokenLua deletes the record KEYS[1] and logs it; nothing when there
+// is none (a token without a record validates nowhere, and revoking it
+// again adds nothing to the log).
+const revokeTokenLua = revokeLua + `
+return revoke(redis.call('EXISTS', KEYS[1]) == 0, function() redis.call('DEL', KEYS[1]) end)
+`
+
+// revokeSubjectLua gives the subject's marker KEYS[1] the new value ARGV[4],
+// keeping its TTL, and logs it; nothing when there is no marker (then the
+// subject has no token that passes Check).
+const revokeSubjectLua = revokeLua + `
+return revoke(redis.call('EXISTS', KEYS[1]) == 0, function() redis.call('SET', KEYS[1], ARGV[4], 'KEEPTTL') end)
+`
+
+// revokeClientLua raises KEYS[1] to ARGV[4] and logs it; nothing when it
+// holds that time or a later one already: a client's revocation time never
+// moves back. A time that does not read fails the script (Check fails the
+// client's tokens closed).
+const revokeClientLua = revokeLua + `
+local cur = redis.call('GET', KEYS[1])
+return revoke(cur and tonumber(ARGV[4]) <= tonumber(cur), function() redis.call('SET', KEYS[1], ARGV[4]) end)
+`
+
+var (
+	revokeTokenScript   = redis.NewScript(revokeTokenLua)
+	revokeSubjectScript = redis.NewScript(revokeSubjectLua)
+	revokeClientScript  = redis.NewScript(revokeClientLua)
+)
+
+// RevokeToken removes the record key of the token jti, whose exp (Unix s)
+// is exp (0: unknown), and logs it. Removing a missing record is not an
+// error, and logs nothing.
+func (s *Store) RevokeToken(ctx context.Context, key, jti string, exp int64) error {
+	v := ""
+	if exp > 0 {
+		v = strconv.FormatInt(exp, 10)
 	}
-	return nil
+	return s.revoke(ctx, revokeTokenScript, revokeTokenLua, key, logToken, jti, v)
 }
 
 // RevokeSubject makes every live token of subject fail Check, in O(1): it
 // gives the subject a new marker, which no record holds, and keeps the
 // marker's TTL, which Create has made at least as long as the longest record
 // of the subject. A subject without a marker has no token that passes Check,
-// so there is nothing to do.
+// so there is nothing to do, and nothing is logged.
 func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 	k := s.keysFor(subject, "", "", time.Time{})
-	err := s.do(ctx, redis.NewStatusCmd(ctx, "set", k.gen, newMarker(), "xx", "keepttl"))
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return unavailable(err)
-	}
-	return nil
+	return s.revoke(ctx, revokeSubjectScript, revokeSubjectLua, k.gen, logSubject, subject, newMarker())
 }
-
-// revokeClientLua raises KEYS[1] to ARGV[1]: a client's revocation time
-// never moves back.
-const revokeClientLua = `
-local cur = redis.call('GET', KEYS[1])
-if not cur or tonumber(ARGV[1]) > tonumber(cur) then
-  redis.call('SET', KEYS[1], ARGV[1])
-end
-return 1
-`
-
-var revokeClientScript = redis.NewScript(revokeClientLua)
 
 // RevokeClient makes every token of client whose ID's time is at or before
 // before fail Check, in O(1): one key with no TTL, which holds the latest
 // such time. It has no TTL because a lost key would revive the tokens, and
 // clients are few (the clients file lists them); no maxmemory-policy the
-// service accepts evicts a key without a TTL (package redisconf).
+// service accepts evicts a key without a TTL (package redisconf). A time
+// that does not raise the key's logs nothing.
 func (s *Store) RevokeClient(ctx context.Context, client string, before time.Time) error {
 	if err := checkName(client); err != nil {
 		return fmt.Errorf("%w: client: %w", ErrInvalidRequest, err)
 	}
-	_, err := s.evalInt(ctx, revokeClientScript, revokeClientLua, []string{s.clientKey(client)}, before.UnixMilli())
+	return s.revoke(ctx, revokeClientScript, revokeClientLua, s.clientKey(client), logClient, client,
+		strconv.FormatInt(before.UnixMilli(), 10))
+}
+
+// revoke runs the revocation script sc on key with the log entry kind, id,
+// v. On a single Redis or Sentinel the script writes the record and the log
+// entry in one atomic step: both or neither. On a Cluster the log is in a
+// slot of its own, which a script on key may not touch: the entry is
+// appended first, in a round trip of its own, and the script runs only once
+// Redis has acknowledged it. Either failing is ErrUnavailable, so a
+// revocation that returns nil has both. A script that fails after the entry
+// leaves an entry for a revocation that did not happen: a reader of the log
+// then refuses a token Redis still holds valid (closed, and the caller, told
+// ErrUnavailable, revokes again). The other order would leave a revocation
+// without its entry, which a reader would never learn of: open. Before the
+// entry, the script runs once with a fifth argument, which only tells
+// whether the revocation changes anything: three round trips in all.
+func (s *Store) revoke(ctx context.Context, sc *redis.Script, src, key, kind, id, v string) error {
+	floor := strconv.FormatInt(max(s.now().Add(-s.logRetention).UnixMilli(), 0), 10)
+	if !s.cluster {
+		_, err := s.evalInt(ctx, sc, src, []string{key, s.logKey}, floor, kind, id, v)
+		return err
+	}
+	// Only a revocation that changes something is logged, as the script
+	// does on a single Redis: a client that revokes its token again and
+	// again does not grow the log. A record changed between the check and
+	// the script is logged by the revocation that changed it; this one's
+	// entry is one too many, which a reader takes for a revocation: closed.
+	if n, err := s.evalInt(ctx, sc, src, []string{key}, floor, kind, id, v, "check"); err != nil || n == 0 {
+		return err
+	}
+	add := redis.NewStringCmd(ctx, "xadd", s.logKey, "minid", "~", floor, "*", "k", kind, "i", id, "v", v)
+	if err := s.do(ctx, add); err != nil {
+		return unavailable(err)
+	}
+	_, err := s.evalInt(ctx, sc, src, []string{key}, floor, kind, id, v)
 	return err
 }
 

@@ -1,0 +1,395 @@
+package token
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowtoken/snowtoken/internal/redistest"
+)
+
+// logEntries returns the revocation log of e's store, oldest first, each
+// entry as its fields.
+func logEntries(tb testing.TB, e *env) []redis.XMessage {
+	tb.Helper()
+	msgs, err := e.redis.Client.XRange(tb.Context(), e.store.LogKey(), "-", "+").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return msgs
+}
+
+// wantLogged checks that the log holds after entries one more than before,
+// with exactly the fields k, i, v of want.
+func wantLogged(tb testing.TB, e *env, before int, want map[string]any) {
+	tb.Helper()
+	msgs := logEntries(tb, e)
+	if len(msgs) != before+1 {
+		tb.Fatalf("log has %d entries, want %d: %v", len(msgs), before+1, msgs)
+	}
+	got := msgs[len(msgs)-1].Values
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		tb.Errorf("log entry %v, want %v", got, want)
+	}
+}
+
+// TestRevocationLog: every kind of revocation (a JWT, an opaque token, a
+// subject, a client) appends exactly one entry that says what was revoked,
+// on a single Redis's paths and on a Cluster's; a revocation that changes
+// nothing (a token revoked already, a subject without tokens, a client's
+// earlier time) appends none.
+func TestRevocationLog(t *testing.T) {
+	forLayouts(t, func(t *testing.T, cluster bool) {
+		e := newOpaqueEnv(t, Options{}, cluster)
+		ctx := t.Context()
+		if e.store.LogKey() != e.redis.Prefix+"{revlog}" {
+			t.Fatalf("log key %q, want the prefix and {revlog}", e.store.LogKey())
+		}
+		n := 0
+		for _, client := range []string{"gateway", "ogateway"} {
+			iss := e.issue(t, e.svc, client, IssueRequest{Subject: "alice", ExpiresIn: 30 * time.Minute})
+			exp := e.clock.Now().Add(30 * time.Minute).Unix()
+			for i := range 2 { // the second finds no record: nothing to log
+				jti, err := e.svc.Revoke(ctx, e.clients[client], iss.AccessToken)
+				if err != nil || i == 0 && jti != iss.ID.String() {
+					t.Fatalf("%s: Revoke %d: %q, %v", client, i+1, jti, err)
+				}
+			}
+			wantLogged(t, e, n, map[string]any{"k": "t", "i": iss.ID.String(), "v": strconv.FormatInt(exp, 10)})
+			wantRevoked(t, e.svc, iss.AccessToken)
+			n++
+		}
+
+		if err := e.svc.RevokeSubject(ctx, "nobody"); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(logEntries(t, e)); got != n {
+			t.Fatalf("revoking a subject without a marker logged: %d entries, want %d", got, n)
+		}
+		iss := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "bob"})
+		if err := e.svc.RevokeSubject(ctx, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		marker, err := e.redis.Client.Get(ctx, e.redis.Prefix+"{bob}:gen").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantLogged(t, e, n, map[string]any{"k": "s", "i": "bob", "v": marker})
+		wantRevoked(t, e.svc, iss.AccessToken)
+		n++
+
+		iss = e.issue(t, e.svc, "svc", IssueRequest{})
+		if err := e.svc.RevokeClient(ctx, "svc"); err != nil {
+			t.Fatal(err)
+		}
+		cut := e.clock.Now().Add(DefaultLeeway).UnixMilli()
+		wantLogged(t, e, n, map[string]any{"k": "c", "i": "svc", "v": strconv.FormatInt(cut, 10)})
+		wantRevoked(t, e.svc, iss.AccessToken)
+		n++
+		if err := e.store.RevokeClient(ctx, "svc", e.clock.Now().Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(logEntries(t, e)); got != n {
+			t.Fatalf("an earlier client revocation time logged: %d entries, want %d", got, n)
+		}
+	})
+}
+
+// TestRevocationLogFailure: a revocation whose log entry cannot be written
+// (the log key holds a string) writes no record either and is
+// ErrUnavailable, on both layouts; on a Cluster's paths, where the entry is
+// appended first, a record that cannot be written after it is
+// ErrUnavailable too, and leaves the entry: a reader of the log refuses a
+// token Redis still holds valid (closed), never the reverse.
+func TestRevocationLogFailure(t *testing.T) {
+	forLayouts(t, func(t *testing.T, cluster bool) {
+		e := newOpaqueEnv(t, Options{}, cluster)
+		ctx := t.Context()
+		jwt := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"})
+		opaque := e.issue(t, e.svc, "ogateway", IssueRequest{Subject: "alice"})
+		marker := e.redis.Client.Get(ctx, e.redis.Prefix+"{alice}:gen").Val()
+		if err := e.redis.Client.Set(ctx, e.store.LogKey(), "not a stream", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for name, revoke := range map[string]func() error{
+			"jwt":     func() error { _, err := e.svc.Revoke(ctx, e.clients["gateway"], jwt.AccessToken); return err },
+			"opaque":  func() error { _, err := e.svc.Revoke(ctx, e.clients["ogateway"], opaque.AccessToken); return err },
+			"subject": func() error { return e.svc.RevokeSubject(ctx, "alice") },
+			"client":  func() error { return e.svc.RevokeClient(ctx, "gateway") },
+		} {
+			if err := revoke(); !errors.Is(err, ErrUnavailable) {
+				t.Errorf("%s: revoke with the log unwritable: %v, want ErrUnavailable", name, err)
+			}
+		}
+		mustValidate(t, e.svc, jwt.AccessToken)
+		mustValidate(t, e.svc, opaque.AccessToken)
+		if got := e.redis.Client.Get(ctx, e.redis.Prefix+"{alice}:gen").Val(); got != marker {
+			t.Errorf("marker %q after a failed revocation, want %q", got, marker)
+		}
+		if n := e.redis.Client.Exists(ctx, e.redis.Prefix+"client:{gateway}").Val(); n != 0 {
+			t.Errorf("the client's revocation time was written by a failed revocation")
+		}
+
+		if !cluster {
+			return
+		}
+		// A record that cannot be written after its entry: another writer
+		// leaves a client's time that does not read (TestClientKeyUnreadable)
+		// between the XADD and the script, which then fails.
+		if err := e.redis.Client.Del(ctx, e.store.LogKey()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		key := e.redis.Prefix + "client:{svc}"
+		e.redis.Client.AddHook(&afterXAdd{do: func(ctx context.Context) error {
+			return e.redis.Client.Set(ctx, key, "not a time", 0).Err()
+		}})
+		if err := e.svc.RevokeClient(ctx, "svc"); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("revoke whose script fails after its entry: %v, want ErrUnavailable", err)
+		}
+		if msgs := logEntries(t, e); len(msgs) != 1 || msgs[0].Values["i"] != "svc" {
+			t.Errorf("log %v after a failed record write, want the entry for svc", msgs)
+		}
+		if v := e.redis.Client.Get(ctx, key).Val(); v != "not a time" {
+			t.Errorf("client key %q after a failed script", v)
+		}
+	})
+}
+
+// afterXAdd runs do once, right after the first pipeline with an XADD.
+type afterXAdd struct {
+	once sync.Once
+	do   func(context.Context) error
+}
+
+func (a *afterXAdd) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (a *afterXAdd) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (a *afterXAdd) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if err == nil && cmds[0].Name() == "xadd" {
+			a.once.Do(func() { err = a.do(ctx) })
+		}
+		return err
+	}
+}
+
+// TestRevocationLogTrimmed: each revocation trims the entries older than
+// the store's (injected) clock less LogRetention, and keeps every newer
+// one. The entries around the floor are written with IDs of their own, a
+// second either side of it: no time passes. A real Redis (MINID ~) drops
+// whole listpack nodes, so at most one node's entries older than the floor
+// may remain, in the node of a newer one (300 entries fill three nodes of
+// stream-node-max-entries' default, 100, and none does); the embedded Redis
+// trims exactly.
+func TestRevocationLogTrimmed(t *testing.T) {
+	forLayouts(t, func(t *testing.T, cluster bool) {
+		e := newOpaqueEnv(t, Options{}, cluster)
+		ctx := t.Context()
+		retention := LogRetention(DefaultMaxTTL, DefaultLeeway)
+		if e.store.logRetention != retention {
+			t.Fatalf("store's retention %v, want LogRetention's default %v", e.store.logRetention, retention)
+		}
+		floor := e.clock.Now().Add(-retention).UnixMilli()
+		const old = 300 // three nodes of stream-node-max-entries' default
+		for i := range old {
+			id := fmt.Sprintf("%d-%d", floor-time.Second.Milliseconds(), i)
+			if err := e.redis.Client.XAdd(ctx, &redis.XAddArgs{Stream: e.store.LogKey(), ID: id, Values: []any{"k", "c", "i", "x", "v", "1"}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kept := fmt.Sprintf("%d-0", floor+time.Second.Milliseconds())
+		if err := e.redis.Client.XAdd(ctx, &redis.XAddArgs{Stream: e.store.LogKey(), ID: kept, Values: []any{"k", "c", "i", "y", "v", "1"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.svc.RevokeClient(ctx, "svc"); err != nil {
+			t.Fatal(err)
+		}
+		msgs := logEntries(t, e)
+		var older int
+		for _, m := range msgs {
+			if m.ID < kept {
+				older++
+			}
+		}
+		switch {
+		case len(msgs)-older != 2 || msgs[older].ID != kept || msgs[older+1].Values["i"] != "svc":
+			t.Errorf("entries from the floor on: %v, want the kept one and the new one", msgs[older:])
+		case e.redis.Mini != nil && older != 0:
+			t.Errorf("%d entries older than the floor remain, want 0 (exact trimming)", older)
+		case older > 100:
+			t.Errorf("%d of %d entries older than the floor remain: not trimmed", older, old)
+		}
+		t.Logf("%d of %d entries older than the floor remain", older, old)
+	})
+}
+
+// roundTrips counts what a Redis client sends: each pipeline is one round
+// trip, and the names of its commands.
+type roundTrips struct {
+	mu    sync.Mutex
+	trips int
+	names []string
+}
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.add(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+func (r *roundTrips) add(cmds ...redis.Cmder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch cmds[0].Name() {
+	case "hello", "client", "info": // a new connection's handshake, the test's INFO
+		return
+	}
+	r.trips++
+	for _, c := range cmds {
+		r.names = append(r.names, c.Name())
+	}
+}
+
+// take returns what was counted since the last take.
+func (r *roundTrips) take() (int, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, names := r.trips, r.names
+	r.trips, r.names = 0, nil
+	return n, names
+}
+
+// TestRevocationRoundTrips: appending to the log costs a single Redis or
+// Sentinel no round trip: a token's revocation is one script (a DEL
+// before the log), an opaque token's the GET of its record and the script,
+// a subject's one script (a SET), a client's one script, as before. On a
+// Cluster the entry is a round trip of its own, after the script's check
+// that the revocation changes anything (so that revoking a token again
+// logs nothing), and before the script: two more than before.
+func TestRevocationRoundTrips(t *testing.T) {
+	forLayouts(t, func(t *testing.T, cluster bool) {
+		r := redistest.New(t)
+		rt := &roundTrips{}
+		r.Client.AddHook(rt)
+		e := newEnvOn(t, r, Options{})
+		e.store.cluster = cluster
+		ctx := t.Context()
+		jwt := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"})
+		opaque := e.issue(t, e.svc, "ogateway", IssueRequest{Subject: "alice"})
+		// Load the scripts: a first EVALSHA may answer NOSCRIPT on a
+		// real Redis that never ran them.
+		for _, sc := range []string{revokeTokenLua, revokeSubjectLua, revokeClientLua} {
+			if err := r.Client.ScriptLoad(ctx, sc).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rt.take()
+		want := map[string]int{"jwt": 1, "opaque": 2, "subject": 1, "client": 1}
+		if cluster {
+			want = map[string]int{"jwt": 3, "opaque": 4, "subject": 3, "client": 3}
+		}
+		for _, c := range []struct {
+			name   string
+			revoke func() error
+		}{
+			{"jwt", func() error { _, err := e.svc.Revoke(ctx, e.clients["gateway"], jwt.AccessToken); return err }},
+			{"opaque", func() error { _, err := e.svc.Revoke(ctx, e.clients["ogateway"], opaque.AccessToken); return err }},
+			{"subject", func() error { return e.svc.RevokeSubject(ctx, "alice") }},
+			{"client", func() error { return e.svc.RevokeClient(ctx, "svc") }},
+		} {
+			stats := commandStats(t, r)
+			if err := c.revoke(); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			n, names := rt.take()
+			if n != want[c.name] {
+				t.Errorf("%s: %d round trips %v, want %d", c.name, n, names, want[c.name])
+			}
+			if stats != nil {
+				// Logged only: other tests may share the Redis.
+				t.Logf("%s: %d round trips %v; INFO commandstats calls: %v", c.name, n, names, commandStats(t, r).minus(stats))
+			}
+		}
+		if got := len(logEntries(t, e)); got != 4 {
+			t.Errorf("log has %d entries, want 4", got)
+		}
+	})
+}
+
+// callCounts are the calls of each command in INFO commandstats, commands
+// that scripts run included.
+type callCounts map[string]int64
+
+// commandStats reads INFO commandstats of a real Redis; nil on the
+// embedded one, which has none.
+func commandStats(tb testing.TB, r *redistest.Redis) callCounts {
+	tb.Helper()
+	if r.Mini != nil {
+		return nil
+	}
+	info, err := r.Client.Info(tb.Context(), "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := callCounts{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		if out[name], err = strconv.ParseInt(calls, 10, 64); err != nil {
+			tb.Fatalf("INFO commandstats: %q", line)
+		}
+	}
+	return out
+}
+
+// minus is the calls made since before, the commands called only.
+func (c callCounts) minus(before callCounts) callCounts {
+	out := callCounts{}
+	for name, n := range c {
+		if d := n - before[name]; d > 0 && name != "info" {
+			out[name] = d
+		}
+	}
+	return out
+}
+
+// TestLogRetentionShorterThanTokens: a service refuses a store whose log
+// would forget a revocation before the revoked token expires, and takes
+// one that keeps it LogRetention.
+func TestLogRetentionShorterThanTokens(t *testing.T) {
+	e := newEnv(t, Options{})
+	opts := Options{Issuer: testIssuer, MaxTTL: 48 * time.Hour}
+	for _, c := range []struct {
+		retention time.Duration
+		ok        bool
+	}{
+		{0, false}, // LogRetention(DefaultMaxTTL, DefaultLeeway)
+		{LogRetention(48*time.Hour, DefaultLeeway) - time.Millisecond, false},
+		{LogRetention(48*time.Hour, DefaultLeeway), true},
+	} {
+		store := NewStore(e.redis.Client, StoreOptions{Prefix: e.redis.Prefix, LogRetention: c.retention})
+		_, err := NewService(e.keys, store, e.ids, opts)
+		store.Close()
+		if c.ok != (err == nil) || err != nil && !errors.Is(err, ErrOptions) {
+			t.Errorf("retention %v, max ttl %v: %v", c.retention, opts.MaxTTL, err)
+		}
+	}
+}
