@@ -26,6 +26,8 @@
 //	st:o:<jti>        = '1' <SHA-256 of the secret> <marker> \n <sub> \n <client_id> \n <iat> \n <exp> \n <scope> \n <aud>
 //	                                                      TTL = the opaque token's time left
 //	st:client:{<id>}  = <Unix ms>                         no TTL: the client's tokens up to then are revoked
+//	st:{revlog}       = Stream of entries {k, i, v}       no TTL; each XADD trims entries older than
+//	                                                      LogRetention (MINID ~): the revocation log
 //	st:ready:<random> = 1                                 TTL 1 min: Ready's write probe
 //
 // Both keys of a subject share the {<sub>} hash tag, so that the scripts that
@@ -65,6 +67,50 @@
 // lifetime comes from the records themselves, through Redis, never from the
 // revoking replica's own settings.
 //
+// # The revocation log
+//
+// Every revocation that changes something appends one entry to st:{revlog}
+// (Store.LogKey), a Redis Stream whose entry IDs are Redis's clock. Nothing
+// reads it yet: the records above stay the source of truth, and the log is
+// there for validators that will learn revocations from it. An entry has
+// the same three fields, in the same order, whatever its kind, so that a
+// Stream's listpack node stores the field names once (with its first
+// entry) and each entry holds only its values:
+//
+//	k = t   i = <jti>       v = <the token's exp, Unix s>   a token (JWT or opaque); v empty if unknown
+//	k = s   i = <sub>       v = <the subject's new marker>  every token of a subject
+//	k = c   i = <client id> v = <Unix ms>                   every token of a client up to then
+//
+// Who writes it: RevokeToken (Service.Revoke, both formats), RevokeSubject
+// and RevokeClient (the admin routes and `snowtoken client revoke`), each
+// through the script that writes the record. A revocation that changes
+// nothing (a record already gone, a subject without a marker, a client time
+// not later than the one held) logs nothing, so that revoking a token again
+// and again does not grow the log. On a single Redis or Sentinel the script
+// writes the entry and then the record: one atomic step, both or neither,
+// in the one round trip the revocation took before the log. On a Cluster
+// the log, in a slot of its own ({revlog}, where its future heartbeat
+// belongs too), cannot be in the record's script: the script first checks
+// that the revocation changes something, then the entry is appended, then
+// the script writes the record; three round trips. A revocation succeeds
+// (200 or 204) only when both were written; either failing is
+// ErrUnavailable (503). The window between them is safe because of that
+// order: an entry whose record write failed tells a reader to refuse a token
+// Redis still holds valid (closed, and the client, told 503, revokes again);
+// the other order would leave a revocation that no reader of the log hears
+// of (open).
+//
+// Each XADD trims, with MINID ~, the entries older than the revoking
+// replica's clock less LogRetention (the longest token lifetime and three
+// leeways: see LogRetention), so the log holds the revocations of one token
+// lifetime. "~" drops whole listpack nodes only (of up to
+// stream-node-max-entries, 100): cheap, and never an entry newer than the
+// floor; a few older ones stay until their node is all older. The log has
+// no length cap (MAXLEN): one would drop revocations of tokens still valid.
+// Its size is the revocation rate times LogRetention, about 36 bytes an
+// entry (TestRedisMemoryPerLogEntry). The key has no TTL, so no
+// maxmemory-policy the service accepts evicts it.
+//
 // # What happens when a key disappears
 //
 // State that a security decision depends on is never assumed:
@@ -81,6 +127,9 @@
 //	                                                     can validate it either
 //	opaque record unreadable (another layout version,    the token is invalid (fail closed), never misread
 //	  written by hand)
+//	revocation log lost (FLUSHALL, failover, restart;    nothing today: no one reads it, and the records
+//	  no TTL, so no policy redisconf accepts evicts it)  decide; its readers must detect the loss and
+//	                                                     fall back to the records
 //
 // So eviction under any maxmemory-policy the service accepts can log users
 // out but never bring a revoked token back. What can bring one back is a revocation that Redis
