@@ -55,30 +55,7 @@ func TestReadyzWhileRedisRefusesWrites(t *testing.T) {
 	wantReady(t, http.StatusOK, "")
 
 	t.Run("full", func(t *testing.T) {
-		// Real data fills the memory, and maxmemory ends up below it: the
-		// state of a store whose ceiling was reached.
-		value := strings.Repeat("x", 4096)
-		for i := range 512 {
-			if err := rdb.Set(ctx, fmt.Sprintf("junk:%d", i), value, 0).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		info, err := rdb.Info(ctx, "memory").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var used int64
-		for line := range strings.Lines(info) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-				fmt.Sscan(v, &used)
-			}
-		}
-		if err := rdb.ConfigSet(ctx, "maxmemory", fmt.Sprint(used-(1<<20))).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := rdb.Set(ctx, "one-more", "x", 0).Err(); !redis.HasErrorPrefix(err, "OOM") {
-			t.Fatalf("SET on the full Redis: %v, want OOM", err)
-		}
+		fillRedis(t, rdb)
 		wantReady(t, http.StatusServiceUnavailable, "OOM")
 		if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
 			t.Fatal(err)
@@ -120,6 +97,36 @@ func TestReadyzWhileRedisRefusesWrites(t *testing.T) {
 		}
 		wantReady(t, http.StatusOK, "")
 	})
+}
+
+// fillRedis fills rdb, a redis-server of the test's own under noeviction:
+// real data fills the memory, and maxmemory ends up below it, the state of
+// a store whose ceiling was reached. Set maxmemory to 0 to end it.
+func fillRedis(tb testing.TB, rdb *redis.Client) {
+	tb.Helper()
+	ctx := tb.Context()
+	value := strings.Repeat("x", 4096)
+	for i := range 512 {
+		if err := rdb.Set(ctx, fmt.Sprintf("junk:%d", i), value, 0).Err(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var used int64
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			fmt.Sscan(v, &used)
+		}
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", fmt.Sprint(used-(1<<20))).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := rdb.Set(ctx, "one-more", "x", 0).Err(); !redis.HasErrorPrefix(err, "OOM") {
+		tb.Fatalf("SET on the full Redis: %v, want OOM", err)
+	}
 }
 
 // waitFor polls cond until it holds; a deadline for a hung test only.
