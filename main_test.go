@@ -218,6 +218,23 @@ func devEnvVars() map[string]string {
 	return map[string]string{"SNOWTOKEN_ADDR": "127.0.0.1:0", "SNOWTOKEN_LOG_LEVEL": "debug"}
 }
 
+// TestLongMaxTokenTTL: with SNOWTOKEN_MAX_TOKEN_TTL past the default, the
+// revocation log keeps its entries as long (token.LogRetention): the
+// issuer starts, and a token of that lifetime revokes (dev mode's embedded
+// Redis).
+func TestLongMaxTokenTTL(t *testing.T) {
+	env := devEnvVars()
+	env["SNOWTOKEN_MAX_TOKEN_TTL"] = "72h"
+	p := startProgram(t, env)
+	tok := issueToken(t, p, "dev", p.secret, url.Values{"scope": {"read"}, "expires_in": {"259200"}})
+	if status, body := postClientForm(t, p, "/token/revoke", "dev", p.secret, url.Values{"token": {tok}}); status != http.StatusOK {
+		t.Fatalf("POST /token/revoke: %d %s, want 200", status, body)
+	}
+	if status, body := validateToken(t, p, tok); status != http.StatusUnauthorized {
+		t.Errorf("GET /token/validate after revoke: %d %s, want 401", status, body)
+	}
+}
+
 func TestEndToEndDev(t *testing.T) {
 	p := startProgram(t, devEnvVars())
 
