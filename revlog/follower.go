@@ -1,0 +1,408 @@
+package revlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowtoken/snowtoken/token"
+)
+
+// Options configures a Follower. Zero values mean the documented defaults.
+type Options struct {
+	// Threshold is how long after the read that brought its last heartbeat
+	// the follower's state counts as fresh. Zero means DefaultThreshold.
+	Threshold time.Duration
+	// BlockTimeout is how long one XREAD waits; a read that brings nothing
+	// in that time (no heartbeat at all) is a fault: resync. Zero means
+	// DefaultBlockTimeout.
+	BlockTimeout time.Duration
+	// Leeway is how long after its exp a revoked token is still remembered
+	// (it validates until exp plus the validators' leeway). Zero means
+	// token.DefaultLeeway.
+	Leeway time.Duration
+	// Retention is how long a revoked token whose entry has no exp is
+	// remembered, from its entry's time. Zero means
+	// token.LogRetention(token.DefaultMaxTTL, token.DefaultLeeway).
+	Retention time.Duration
+	// Now is the clock: its monotonic reading times heartbeats (pass the
+	// same clock's readings to Fresh), its wall time expires tokens. Nil
+	// means time.Now.
+	Now func() time.Time
+	// Registerer, if set, receives the follower's metrics; see metrics.go.
+	Registerer prometheus.Registerer
+	// Logger receives resyncs and read failures (at most one a second). Nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+// Reasons for a resync, the label of the resyncs metric.
+const (
+	ReasonStart     = "start"     // the first full read
+	ReasonEpoch     = "epoch"     // a heartbeat's epoch is not the snapshot's
+	ReasonUnapplied = "unapplied" // a heartbeat names a log ID not applied
+	ReasonTrimmed   = "trimmed"   // entries were removed before they were read
+	ReasonError     = "error"     // a read failed
+	ReasonQuiet     = "quiet"     // nothing came for BlockTimeout
+	ReasonEntry     = "entry"     // an entry that does not parse
+)
+
+// Follower keeps in memory what the revocation log says is revoked; see the
+// package doc. Its query methods are safe for concurrent use with Run.
+type Follower struct {
+	rdb  redis.UniversalClient
+	keys keys
+	opts Options
+	met  *metrics
+
+	mu    sync.RWMutex
+	st    *state
+	fresh freshness
+}
+
+// state is what the log says, and how far it was read.
+type state struct {
+	tokens   map[string]int64  // jti -> Unix s after which it is forgotten
+	subjects map[string]string // sub -> latest marker
+	clients  map[string]int64  // client -> latest cutoff, Unix ms
+	epoch    string
+	applied  streamID // the last log entry applied
+	count    int64    // the log's entries-added up to applied
+	base     mark     // the last heartbeat's l and n, or the snapshot's
+	recent   []mark   // entries applied since base
+	hbPos    string   // the last heartbeat read
+	forgotAt int64    // Unix s of the last forget
+}
+
+// mark is a log ID and the log's entries-added up to it.
+type mark struct {
+	id    streamID
+	count int64
+}
+
+// freshness is when the last heartbeat was accepted.
+type freshness struct {
+	at     time.Time // the send time of the read that brought it; zero: none since the last snapshot
+	synced bool
+}
+
+// New returns a follower of the log logKey (token.Store.LogKey) on rdb, a
+// client of its own: Run holds one of its connections in XREAD BLOCK.
+func New(rdb redis.UniversalClient, logKey string, opts Options) (*Follower, error) {
+	if opts.Threshold < 0 || opts.BlockTimeout < 0 || opts.Leeway < 0 || opts.Retention < 0 {
+		return nil, fmt.Errorf("%w: a negative duration", ErrOptions)
+	}
+	if opts.Threshold == 0 {
+		opts.Threshold = DefaultThreshold
+	}
+	if opts.BlockTimeout == 0 {
+		opts.BlockTimeout = DefaultBlockTimeout
+	}
+	if opts.Leeway == 0 {
+		opts.Leeway = token.DefaultLeeway
+	}
+	if opts.Retention == 0 {
+		opts.Retention = token.LogRetention(token.DefaultMaxTTL, token.DefaultLeeway)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	f := &Follower{rdb: rdb, keys: keysFor(logKey), opts: opts, st: newState()}
+	f.met = newMetrics(f)
+	if opts.Registerer != nil {
+		if err := f.met.register(opts.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+func newState() *state {
+	return &state{tokens: map[string]int64{}, subjects: map[string]string{}, clients: map[string]int64{}}
+}
+
+// TokenRevoked reports whether the log revoked the token jti.
+func (f *Follower) TokenRevoked(jti string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, ok := f.st.tokens[jti]
+	return ok
+}
+
+// SubjectMarker is the latest marker the log gave sub.
+func (f *Follower) SubjectMarker(sub string) (string, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	m, ok := f.st.subjects[sub]
+	return m, ok
+}
+
+// ClientCutoff is the latest time (Unix ms) up to which the log revoked
+// client's tokens; math.MaxInt64 when an entry's time did not parse (all
+// of them: fail closed).
+func (f *Follower) ClientCutoff(client string) (int64, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	c, ok := f.st.clients[client]
+	return c, ok
+}
+
+// Fresh reports whether the state may be decided on at now (a reading of
+// Options.Now): see the package doc.
+func (f *Follower) Fresh(now time.Time) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.fresh.synced && !f.fresh.at.IsZero() && now.Sub(f.fresh.at) < f.opts.Threshold
+}
+
+// lastHeartbeat is when the last heartbeat was accepted (zero: none).
+func (f *Follower) lastHeartbeat() time.Time {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.fresh.at
+}
+
+// Run follows the log until ctx ends, then returns ctx's error: a full
+// read, then XREAD BLOCK, and a full read again after every fault, waiting
+// between failed attempts from 10 ms doubling up to a second.
+func (f *Follower) Run(ctx context.Context) error {
+	reason, backoff := ReasonStart, time.Duration(0)
+	var logged time.Time
+	for {
+		f.met.resyncs.WithLabelValues(reason).Inc()
+		err := f.sync(ctx)
+		if err == nil {
+			reason, err = f.follow(ctx)
+			backoff = 0
+		} else {
+			reason = ReasonError
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Since(logged) >= time.Second {
+			logged = time.Now()
+			f.opts.Logger.Warn("revocation log follower resyncs", "reason", reason, "err", errString(err))
+		}
+		if reason == ReasonError {
+			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// snapshotLua, with KEYS log, hb, epoch and ARGV a new epoch: the epoch,
+// the log's last ID and entries-added, and the heartbeat stream's last ID.
+var snapshotScript = redis.NewScript(infoLua + `
+local hb = '0-0'
+local r = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if #r > 0 then hb = r[1][1] end
+return {e, last, tostring(n), hb}
+`)
+
+// sync makes the follower unfresh, reads the whole log up to the
+// snapshot's last ID, and swaps the state in.
+func (f *Follower) sync(ctx context.Context) error {
+	f.mu.Lock()
+	f.fresh = freshness{}
+	f.met.resynced(f.opts.Now())
+	f.mu.Unlock()
+	snap, err := snapshotScript.Run(ctx, f.rdb, []string{f.keys.log, f.keys.hb, f.keys.epoch}, newToken()).StringSlice()
+	if err != nil {
+		return fmt.Errorf("revlog: snapshot: %w", err)
+	}
+	if len(snap) != 4 {
+		return fmt.Errorf("%w: snapshot %q", ErrEntry, snap)
+	}
+	st := newState()
+	st.epoch, st.hbPos = snap[0], snap[3]
+	if st.applied, err = parseID(snap[1]); err != nil {
+		return err
+	}
+	if st.count, err = strconv.ParseInt(snap[2], 10, 64); err != nil {
+		return fmt.Errorf("%w: entries-added %q", ErrEntry, snap[2])
+	}
+	st.base = mark{st.applied, st.count}
+	now := f.opts.Now()
+	for start := "-"; st.applied != (streamID{}); {
+		msgs, err := f.rdb.XRangeN(ctx, f.keys.log, start, snap[1], pageSize).Result()
+		if err != nil {
+			return fmt.Errorf("revlog: full read: %w", err)
+		}
+		for _, m := range msgs {
+			if err := f.applyEntry(st, m, now); err != nil {
+				return err
+			}
+		}
+		if len(msgs) < pageSize {
+			break
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+	f.mu.Lock()
+	f.st, f.fresh.synced = st, true
+	f.mu.Unlock()
+	return nil
+}
+
+// follow reads both streams until a fault, which it returns as a reason.
+func (f *Follower) follow(ctx context.Context) (string, error) {
+	for {
+		f.mu.RLock()
+		pos, hbPos := f.st.applied.String(), f.st.hbPos
+		f.mu.RUnlock()
+		sent := f.opts.Now()
+		res, err := f.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{f.keys.log, f.keys.hb, pos, hbPos},
+			Count: pageSize, Block: f.opts.BlockTimeout}).Result()
+		if errors.Is(err, redis.Nil) {
+			return ReasonQuiet, nil
+		}
+		if err != nil {
+			return ReasonError, err
+		}
+		if reason, err := f.apply(res, sent); reason != "" {
+			return reason, err
+		}
+	}
+}
+
+// apply applies one XREAD reply, read by a request sent at sent: its log
+// entries, then, unless the log part is a full page (more may follow), its
+// heartbeats. It returns a reason to resync, or "".
+func (f *Follower) apply(res []redis.XStream, sent time.Time) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, now := f.st, f.opts.Now()
+	var hbs []redis.XMessage
+	full := false
+	for _, s := range res {
+		if s.Stream == f.keys.hb {
+			hbs = s.Messages
+			continue
+		}
+		for _, m := range s.Messages {
+			if err := f.applyEntry(st, m, now); err != nil {
+				return ReasonEntry, err
+			}
+			st.count++
+			st.recent = append(st.recent, mark{st.applied, st.count})
+		}
+		full = len(s.Messages) == pageSize
+	}
+	if full {
+		return "", nil // the heartbeats are read again with the rest
+	}
+	for _, m := range hbs {
+		if reason, err := f.applyHeartbeat(st, m); reason != "" {
+			return reason, err
+		}
+	}
+	if len(hbs) > 0 {
+		f.met.accepted(sent, now)
+		f.fresh.at = sent
+		st.forget(now)
+	}
+	return "", nil
+}
+
+// applyHeartbeat checks one heartbeat against the state and moves the base
+// to it; see the package doc.
+func (f *Follower) applyHeartbeat(st *state, m redis.XMessage) (string, error) {
+	st.hbPos = m.ID
+	e, _ := m.Values["e"].(string)
+	ls, _ := m.Values["l"].(string)
+	ns, _ := m.Values["n"].(string)
+	l, err := parseID(ls)
+	n, err2 := strconv.ParseInt(ns, 10, 64)
+	if err != nil || err2 != nil {
+		return ReasonEntry, fmt.Errorf("%w: heartbeat %s %v", ErrEntry, m.ID, m.Values)
+	}
+	if e != st.epoch {
+		return ReasonEpoch, nil
+	}
+	if st.applied.less(l) {
+		return ReasonUnapplied, nil
+	}
+	if l.less(st.base.id) {
+		return ReasonTrimmed, nil // older than what we read: the log was replaced
+	}
+	at, i := st.base.count, 0
+	for ; i < len(st.recent) && !l.less(st.recent[i].id); i++ {
+		at = st.recent[i].count
+	}
+	if at != n {
+		return ReasonTrimmed, nil
+	}
+	st.base, st.recent = mark{l, n}, append(st.recent[:0], st.recent[i:]...)
+	return "", nil
+}
+
+// applyEntry applies one log entry to st and makes it the last applied.
+func (f *Follower) applyEntry(st *state, m redis.XMessage, now time.Time) error {
+	id, err := parseID(m.ID)
+	if err != nil {
+		return err
+	}
+	k, _ := m.Values["k"].(string)
+	i, _ := m.Values["i"].(string)
+	v, _ := m.Values["v"].(string)
+	switch k {
+	case "t":
+		until := int64(id.ms/1000) + int64(f.opts.Retention/time.Second)
+		if exp, err := strconv.ParseInt(v, 10, 64); err == nil && exp > 0 {
+			until = exp + int64(f.opts.Leeway/time.Second) + 1
+		}
+		if until > now.Unix() {
+			st.tokens[i] = until
+		}
+	case "s":
+		st.subjects[i] = v
+	case "c":
+		c, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			c = math.MaxInt64
+		}
+		st.clients[i] = max(st.clients[i], c)
+	default:
+		return fmt.Errorf("%w: log entry %s of kind %q", ErrEntry, m.ID, k)
+	}
+	st.applied = id
+	f.met.applied.Inc()
+	return nil
+}
+
+// forget drops the tokens whose time is over: a scan of the map, at most
+// once a second of now.
+func (st *state) forget(now time.Time) {
+	if now.Unix() <= st.forgotAt {
+		return
+	}
+	st.forgotAt = now.Unix()
+	for jti, until := range st.tokens {
+		if until <= now.Unix() {
+			delete(st.tokens, jti)
+		}
+	}
+}

@@ -1,0 +1,343 @@
+package revlog
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowtoken/snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/token"
+)
+
+// rig is a token.Store, a Writer and a Follower on one Redis, each with a
+// client of its own.
+type rig struct {
+	client    func() redis.UniversalClient // a new client of the Redis
+	rdb       redis.UniversalClient        // the test's own commands
+	store     *token.Store
+	prefix    string
+	f         *Follower
+	runWriter func() (stop func())
+	stopW     func()
+}
+
+// sharedRig is a rig on the Redis at redistest.EnvURL, under a prefix of
+// the test's own.
+func sharedRig(t *testing.T, opts Options) *rig {
+	t.Helper()
+	if !redistest.Real() {
+		t.Skipf("needs a real Redis 7.0 or later at %s (XINFO STREAM entries-added, which miniredis lacks)", redistest.EnvURL)
+	}
+	r := redistest.New(t)
+	opt, err := redis.ParseURL(os.Getenv(redistest.EnvURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newRig(t, r.Prefix, func() redis.UniversalClient {
+		c := redis.NewClient(opt)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}, opts)
+}
+
+// serverRig is a rig on a redis-server of the test's own, which it may
+// stop, freeze and flush.
+func serverRig(t *testing.T, opts Options) (*rig, *redistest.Server) {
+	t.Helper()
+	s := redistest.NewConfiguredServer(t)
+	return newRig(t, "st:", func() redis.UniversalClient { return s.Client() }, opts), s
+}
+
+func newRig(t *testing.T, prefix string, client func() redis.UniversalClient, opts Options) *rig {
+	t.Helper()
+	rg := &rig{client: client, rdb: client(), prefix: prefix}
+	rg.store = token.NewStore(rg.rdb, token.StoreOptions{Prefix: prefix})
+	t.Cleanup(rg.store.Close)
+	w, err := NewWriter(client(), rg.store.LogKey(), WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg.runWriter = func() func() { return goRun(t, w.Run) }
+	if rg.f, err = New(client(), rg.store.LogKey(), opts); err != nil {
+		t.Fatal(err)
+	}
+	return rg
+}
+
+// goRun runs run until the returned stop, or the test's end, stops it.
+func goRun(t *testing.T, run func(context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("Run returned %v, want context.Canceled", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func (rg *rig) start(t *testing.T) {
+	rg.stopW = rg.runWriter()
+	goRun(t, rg.f.Run)
+}
+
+// eventually fails the test unless ok holds within d (polled every 5 ms).
+func eventually(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+	}
+}
+
+func (rg *rig) waitFresh(t *testing.T) {
+	t.Helper()
+	eventually(t, 5*time.Second, "Fresh", func() bool { return rg.f.Fresh(time.Now()) })
+}
+
+// revokeToken writes a record for jti of subject and revokes it through
+// the store, which logs it with exp.
+func (rg *rig) revokeToken(t *testing.T, sub, jti string, exp int64) {
+	t.Helper()
+	key := rg.prefix + "{" + sub + "}:" + jti
+	if err := rg.rdb.Set(t.Context(), key, "m", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rg.store.RevokeToken(t.Context(), key, jti, exp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// revokeSubject gives sub a marker and revokes it through the store; it
+// returns the marker the log holds now.
+func (rg *rig) revokeSubject(t *testing.T, sub string) string {
+	t.Helper()
+	gen := rg.prefix + "{" + sub + "}:gen"
+	if err := rg.rdb.Set(t.Context(), gen, "old", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rg.store.RevokeSubject(t.Context(), sub); err != nil {
+		t.Fatal(err)
+	}
+	m, err := rg.rdb.Get(t.Context(), gen).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (rg *rig) resyncs(reason string) float64 {
+	return testutil.ToFloat64(rg.f.met.resyncs.WithLabelValues(reason))
+}
+
+// TestFollowerSeesRevocations: revocations written through token.Store,
+// of each kind, are in the follower's state: those before it started
+// (its full read) and those after (XREAD), and it is fresh.
+func TestFollowerSeesRevocations(t *testing.T) {
+	rg := sharedRig(t, Options{})
+	exp := time.Now().Add(time.Hour).Unix()
+	rg.revokeToken(t, "alice", "101", exp)
+	m1 := rg.revokeSubject(t, "alice")
+	cut := time.Now().Truncate(time.Millisecond)
+	if err := rg.store.RevokeClient(t.Context(), "gateway", cut); err != nil {
+		t.Fatal(err)
+	}
+	rg.start(t)
+	rg.waitFresh(t)
+	if !rg.f.TokenRevoked("101") || rg.f.TokenRevoked("102") {
+		t.Errorf("TokenRevoked 101, 102 = %v, %v; want true, false", rg.f.TokenRevoked("101"), rg.f.TokenRevoked("102"))
+	}
+	if got, ok := rg.f.SubjectMarker("alice"); !ok || got != m1 {
+		t.Errorf("SubjectMarker(alice) = %q, %v; want %q", got, ok, m1)
+	}
+	if got, ok := rg.f.ClientCutoff("gateway"); !ok || got != cut.UnixMilli() {
+		t.Errorf("ClientCutoff(gateway) = %d, %v; want %d", got, ok, cut.UnixMilli())
+	}
+
+	rg.revokeToken(t, "bob", "102", 0)
+	m2 := rg.revokeSubject(t, "alice")
+	if err := rg.store.RevokeClient(t.Context(), "gateway", cut.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the later revocations followed", func() bool {
+		m, _ := rg.f.SubjectMarker("alice")
+		c, _ := rg.f.ClientCutoff("gateway")
+		return rg.f.TokenRevoked("102") && m == m2 && c == cut.Add(time.Second).UnixMilli()
+	})
+	if n := testutil.ToFloat64(rg.f.met.applied); n != 6 {
+		t.Errorf("entries applied %v, want 6", n)
+	}
+	if n := rg.resyncs(ReasonStart); n != 1 {
+		t.Errorf("start resyncs %v, want 1", n)
+	}
+}
+
+// TestFollowerForgetsExpiredTokens: a revoked token is remembered until its
+// exp and the leeway, by the injected clock, then forgotten.
+func TestFollowerForgetsExpiredTokens(t *testing.T) {
+	clock := clocktest.New(time.Now())
+	rg := sharedRig(t, Options{Now: clock.Now, Leeway: 5 * time.Second})
+	rg.start(t)
+	rg.revokeToken(t, "alice", "201", clock.Now().Add(time.Minute).Unix())
+	eventually(t, 5*time.Second, "201 revoked", func() bool { return rg.f.TokenRevoked("201") })
+	clock.Add(time.Minute)
+	time.Sleep(50 * time.Millisecond) // heartbeats go on: still within the leeway
+	if !rg.f.TokenRevoked("201") {
+		t.Fatal("forgotten at its exp, within the leeway")
+	}
+	clock.Add(7 * time.Second)
+	eventually(t, 5*time.Second, "201 forgotten after exp and leeway", func() bool { return !rg.f.TokenRevoked("201") })
+}
+
+// TestFreshNeedsHeartbeats: Fresh needs a heartbeat younger than Threshold
+// by the follower's clock (injected): once the writer stops and the follower
+// has read its last heartbeat, Fresh is false Threshold later; and true
+// again, on its own, once a writer beats again.
+func TestFreshNeedsHeartbeats(t *testing.T) {
+	clock := clocktest.New(time.Now())
+	rg := sharedRig(t, Options{Now: clock.Now})
+	rg.start(t)
+	eventually(t, 5*time.Second, "Fresh", func() bool { return rg.f.Fresh(clock.Now()) })
+	rg.stopW()
+	last, err := rg.rdb.XRevRangeN(t.Context(), rg.f.keys.hb, "+", "-", 1).Result()
+	if err != nil || len(last) != 1 {
+		t.Fatal(last, err)
+	}
+	eventually(t, 5*time.Second, "the last heartbeat read", func() bool {
+		rg.f.mu.RLock()
+		defer rg.f.mu.RUnlock()
+		return rg.f.st.hbPos == last[0].ID
+	})
+	if !rg.f.Fresh(clock.Now().Add(DefaultThreshold - time.Millisecond)) {
+		t.Error("not fresh before Threshold")
+	}
+	clock.Add(DefaultThreshold)
+	if rg.f.Fresh(clock.Now()) {
+		t.Fatal("fresh Threshold after the last heartbeat")
+	}
+	if age := rg.f.met.heartbeatAge(); age < DefaultThreshold.Seconds() {
+		t.Errorf("heartbeat age %v s, want at least %v", age, DefaultThreshold.Seconds())
+	}
+	rg.runWriter()
+	eventually(t, 5*time.Second, "fresh again", func() bool { return rg.f.Fresh(clock.Now()) })
+}
+
+// TestFreshThroughFaults: on a redis-server of its own, each fault makes
+// the follower resync (or go stale) and it is fresh again on its own once
+// the fault ends: its connection killed, FLUSHALL (a new epoch; the state
+// rebuilt from the log), the log trimmed past it (an entry removed unread,
+// with and without a later one), Redis frozen, Redis killed and restarted
+// empty.
+func TestFreshThroughFaults(t *testing.T) {
+	rg, srv := serverRig(t, Options{})
+	ctx := t.Context()
+	rg.start(t)
+	rg.waitFresh(t)
+
+	t.Run("client kill", func(t *testing.T) {
+		n := rg.resyncs(ReasonError)
+		if err := rg.rdb.Do(ctx, "client", "kill", "type", "normal").Err(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "an error resync", func() bool { return rg.resyncs(ReasonError) > n })
+		rg.waitFresh(t)
+	})
+
+	t.Run("flushall", func(t *testing.T) {
+		rg.revokeSubject(t, "alice")
+		eventually(t, 5*time.Second, "alice followed", func() bool { _, ok := rg.f.SubjectMarker("alice"); return ok })
+		n := rg.resyncs(ReasonEpoch)
+		if err := rg.rdb.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "an epoch resync", func() bool { return rg.resyncs(ReasonEpoch) > n })
+		rg.waitFresh(t)
+		if _, ok := rg.f.SubjectMarker("alice"); ok {
+			t.Error("alice's marker kept after FLUSHALL: the state is not the log's")
+		}
+		m := rg.revokeSubject(t, "bob")
+		eventually(t, 5*time.Second, "bob followed", func() bool { got, _ := rg.f.SubjectMarker("bob"); return got == m })
+	})
+
+	// trim appends entries with IDs of its own and removes the first n of
+	// them at once (MULTI), so that no read can see them.
+	trim := func(t *testing.T, clients []string, n int) {
+		tm, err := rg.rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := strconv.FormatInt(tm.Add(time.Second).UnixMilli(), 10)
+		_, err = rg.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			for i, c := range clients {
+				p.XAdd(ctx, &redis.XAddArgs{Stream: rg.store.LogKey(), ID: ms + "-" + strconv.Itoa(i), Values: []string{"k", "c", "i", c, "v", "1"}})
+			}
+			p.XTrimMinID(ctx, rg.store.LogKey(), ms+"-"+strconv.Itoa(n))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name, reason string
+		clients      []string
+	}{
+		{"trimmed before a later entry", ReasonTrimmed, []string{"lost", "kept"}},
+		{"trimmed last entry", ReasonUnapplied, []string{"lost"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rg.waitFresh(t)
+			n := rg.resyncs(c.reason)
+			trim(t, c.clients, 1)
+			eventually(t, 5*time.Second, c.reason+" resync", func() bool { return rg.resyncs(c.reason) > n })
+			rg.waitFresh(t)
+		})
+	}
+
+	t.Run("frozen", func(t *testing.T) {
+		rg.waitFresh(t)
+		srv.Signal(syscall.SIGSTOP)
+		stopped := time.Now()
+		time.Sleep(DefaultThreshold + 50*time.Millisecond)
+		// No read sent after the freeze brings anything: not fresh from
+		// Threshold after it (10 ms for the signal to land).
+		if rg.f.Fresh(stopped.Add(DefaultThreshold + 10*time.Millisecond)) {
+			t.Error("fresh Threshold after Redis froze")
+		}
+		srv.Signal(syscall.SIGCONT)
+		rg.waitFresh(t)
+	})
+
+	t.Run("killed and restarted empty", func(t *testing.T) {
+		rg.waitFresh(t)
+		srv.Stop()
+		stopped := time.Now()
+		time.Sleep(DefaultThreshold + 50*time.Millisecond)
+		if rg.f.Fresh(stopped.Add(DefaultThreshold)) {
+			t.Error("fresh Threshold after Redis stopped")
+		}
+		srv.Start()
+		rg.waitFresh(t)
+		m := rg.revokeSubject(t, "carol")
+		eventually(t, 5*time.Second, "carol followed", func() bool { got, _ := rg.f.SubjectMarker("carol"); return got == m })
+	})
+	if s := testutil.ToFloat64(rg.f.met.applied); s == 0 {
+		t.Error("no entries applied counted")
+	}
+}
