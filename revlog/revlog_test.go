@@ -3,6 +3,7 @@ package revlog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"sync"
@@ -339,5 +340,150 @@ func TestFreshThroughFaults(t *testing.T) {
 	})
 	if s := testutil.ToFloat64(rg.f.met.applied); s == 0 {
 		t.Error("no entries applied counted")
+	}
+}
+
+// TestWriterElection: of two Writers on one log only one beats; when it
+// stops, the other takes over once the writer key expires (4 periods); the
+// heartbeat stream stays bounded however many beats; each heartbeat carries
+// the epoch, which the first beat created, and the log's last ID and count.
+func TestWriterElection(t *testing.T) {
+	r := redistest.New(t)
+	ctx := t.Context()
+	logKey := r.Prefix + "{revlog}"
+	w1, err := NewWriter(r.Client, logKey, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, _ := NewWriter(r.Client, logKey, WriterOptions{})
+	for i, c := range []struct {
+		w    *Writer
+		want bool
+	}{{w1, true}, {w2, false}, {w1, true}, {w2, false}} {
+		if got, err := c.w.Beat(ctx); err != nil || got != c.want {
+			t.Fatalf("beat %d: %v, %v; want %v", i, got, err, c.want)
+		}
+	}
+	if r.Mini != nil {
+		r.Mini.FastForward(4 * DefaultPeriod)
+	} else {
+		time.Sleep(4*DefaultPeriod + 20*time.Millisecond) // the writer key's real TTL
+	}
+	if got, err := w2.Beat(ctx); err != nil || !got {
+		t.Fatalf("w2 after w1's key expired: %v, %v; want true", got, err)
+	}
+	if got, _ := w1.Beat(ctx); got {
+		t.Fatal("w1 beats while w2 holds the key")
+	}
+	for range 500 {
+		if _, err := w2.Beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := r.Client.XLen(ctx, logKey+":hb").Result(); err != nil || n > DefaultHeartbeatMaxLen+100 {
+		t.Errorf("heartbeat stream holds %d entries (%v), want at most MAXLEN and a node", n, err)
+	}
+	epoch, err := r.Client.Get(ctx, logKey+":epoch").Result()
+	if err != nil || len(epoch) != 32 {
+		t.Fatalf("epoch %q, %v", epoch, err)
+	}
+	hb, err := r.Client.XRevRangeN(ctx, logKey+":hb", "+", "-", 1).Result()
+	if err != nil || len(hb) != 1 {
+		t.Fatal(hb, err)
+	}
+	if got := hb[0].Values; got["e"] != epoch || got["l"] != "0-0" || got["n"] != "0" {
+		t.Errorf("heartbeat %v, want e %s, l 0-0, n 0 (no log)", got, epoch)
+	}
+}
+
+// TestFreshNeverMissesAnEntry is the safety rule: whenever the follower
+// says Fresh(now), its state holds every revocation that the store
+// acknowledged before now - Threshold. Revocations run all along, with
+// bursts of more than a page (XRANGE and XREAD in pages), thousands of
+// entries written before the follower starts (a paged full read), and the
+// follower's connection killed again and again.
+func TestFreshNeverMissesAnEntry(t *testing.T) {
+	rg, _ := serverRig(t, Options{})
+	ctx := t.Context()
+	burst := func(tag string, n int) {
+		_, err := rg.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range n {
+				p.XAdd(ctx, &redis.XAddArgs{Stream: rg.store.LogKey(), Values: []string{"k", "t", "i", tag + strconv.Itoa(i), "v", ""}})
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	burst("pre", 2*pageSize+500)
+	rg.start(t)
+
+	type rec struct {
+		at  time.Time
+		jti string
+	}
+	var mu sync.Mutex
+	var acked []rec // in the order acknowledged
+	done := make(chan struct{})
+	killer := rg.client()
+	exp := time.Now().Add(time.Hour).Unix()
+	go func() {
+		defer close(done)
+		for i := range 3000 {
+			if i%500 == 250 {
+				burst("b"+strconv.Itoa(i), pageSize+300)
+			}
+			if i%300 == 100 {
+				_ = killer.Do(ctx, "client", "kill", "type", "normal", "skipme", "yes").Err()
+			}
+			// Tokens, each of its own: a missed entry is never hidden by a
+			// later one, as a subject's or a client's would be.
+			jti := strconv.Itoa(i)
+			key := rg.prefix + "{alice}:" + jti
+			if rg.rdb.Set(ctx, key, "m", time.Hour).Err() != nil || rg.store.RevokeToken(ctx, key, jti, exp) != nil {
+				continue // killed: whether it is logged is unknown; not checked
+			}
+			at := time.Now()
+			mu.Lock()
+			acked = append(acked, rec{at, jti})
+			mu.Unlock()
+		}
+	}()
+	checks, fresh, violation := 0, 0, ""
+	for running := true; running && violation == ""; {
+		select {
+		case <-done:
+			running = false
+		case <-time.After(100 * time.Microsecond): // a validator's pace, not a spin
+		}
+		now := time.Now()
+		checks++
+		if !rg.f.Fresh(now) {
+			continue
+		}
+		fresh++
+		mu.Lock()
+		for _, r := range acked {
+			if r.at.Add(DefaultThreshold).After(now) {
+				break
+			}
+			if !rg.f.TokenRevoked(r.jti) {
+				violation = fmt.Sprintf("fresh at %v without token %s, whose revocation was acknowledged at %v", now, r.jti, r.at)
+				break
+			}
+		}
+		mu.Unlock()
+	}
+	<-done
+	if violation != "" {
+		t.Fatal(violation)
+	}
+	if fresh == 0 || fresh == checks {
+		t.Errorf("fresh at %d of %d checks: want some of each (the kills make it resync)", fresh, checks)
+	}
+	t.Logf("fresh at %d of %d checks, %v resyncs after errors", fresh, checks, rg.resyncs(ReasonError))
+	if !rg.f.TokenRevoked("pre0") || !rg.f.TokenRevoked("pre"+strconv.Itoa(2*pageSize+499)) {
+		t.Error("the entries before the start are not all in the state")
 	}
 }
