@@ -175,7 +175,11 @@ func (f *Follower) lastHeartbeat() time.Time {
 
 // Run follows the log until ctx ends, then returns ctx's error: a full
 // read, then XREAD BLOCK, and a full read again after every fault, waiting
-// between failed attempts from 10 ms doubling up to a second.
+// between failed attempts from 10 ms doubling up to a second. go-redis does
+// not interrupt a blocked read when ctx ends: Run returns within
+// BlockTimeout of it. A frozen Redis or a half-open connection holds a read
+// for BlockTimeout and go-redis's 10 s more; Fresh is false from Threshold
+// after the last heartbeat meanwhile.
 func (f *Follower) Run(ctx context.Context) error {
 	reason, backoff := ReasonStart, time.Duration(0)
 	var logged time.Time

@@ -70,7 +70,18 @@
 //	its epoch is the snapshot's, its l is applied, its n matches the count (else: resync)
 //
 // Hence the rule: a revocation whose entry Redis acknowledged at t is in the
-// state of every follower that reports Fresh at any time after t + Threshold.
+// state of every follower that reports Fresh at any time after t + Threshold
+// (TestFreshNeverMissesAnEntry). The heartbeat's age is measured from when
+// the read was sent, not received: never later than when Redis built the
+// reply, so a reply delayed in flight or a follower that was paused cannot
+// make an old state look new, and no clock but the follower's is read.
+//
+// # Cost
+//
+// The writer: one EVALSHA a period on every replica. The follower: one XREAD
+// a heartbeat, and a paged XRANGE of the whole log per resync; in memory
+// about 60 B a revoked token, forgotten after its exp and Leeway (a scan of
+// the map at most once a second). docs/redis.md gives the figures.
 package revlog
 
 import (

@@ -28,6 +28,8 @@
 //	st:client:{<id>}  = <Unix ms>                         no TTL: the client's tokens up to then are revoked
 //	st:{revlog}       = Stream of entries {k, i, v}       no TTL; each XADD trims entries older than
 //	                                                      LogRetention (MINID ~): the revocation log
+//	st:{revlog}:hb, :epoch, :writer                       the log's heartbeats, epoch and heartbeat writer:
+//	                                                      package revlog, which follows the log
 //	st:ready:<random> = 1                                 TTL 1 min: Ready's write probe
 //
 // Both keys of a subject share the {<sub>} hash tag, so that the scripts that
