@@ -51,7 +51,7 @@ const (
 	ReasonUnapplied = "unapplied" // a heartbeat names a log ID not applied
 	ReasonTrimmed   = "trimmed"   // entries were removed before they were read
 	ReasonError     = "error"     // a read failed
-	ReasonQuiet     = "quiet"     // nothing came for BlockTimeout
+	ReasonQuiet     = "quiet"     // nothing came for BlockTimeout, and a stream is behind the follower
 	ReasonEntry     = "entry"     // an entry that does not parse
 )
 
@@ -226,6 +226,32 @@ if #r > 0 then hb = r[1][1] end
 return {e, last, tostring(n), hb}
 `)
 
+// snapshot is what snapshotScript read.
+type snapshot struct {
+	epoch, lastID, hbID string
+	last, hb            streamID
+	count               int64
+}
+
+func (f *Follower) snapshot(ctx context.Context) (snapshot, error) {
+	r, err := snapshotScript.Run(ctx, f.rdb, []string{f.keys.log, f.keys.hb, f.keys.epoch}, newToken()).StringSlice()
+	if err != nil {
+		return snapshot{}, fmt.Errorf("revlog: snapshot: %w", err)
+	}
+	if len(r) != 4 {
+		return snapshot{}, fmt.Errorf("%w: snapshot %q", ErrEntry, r)
+	}
+	sn := snapshot{epoch: r[0], lastID: r[1], hbID: r[3]}
+	var err1, err2, err3 error
+	sn.last, err1 = parseID(r[1])
+	sn.hb, err2 = parseID(r[3])
+	sn.count, err3 = strconv.ParseInt(r[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return snapshot{}, fmt.Errorf("%w: snapshot %q: %w", ErrEntry, r, err)
+	}
+	return sn, nil
+}
+
 // sync makes the follower unfresh, reads the whole log up to the
 // snapshot's last ID, and swaps the state in.
 func (f *Follower) sync(ctx context.Context) error {
@@ -233,25 +259,16 @@ func (f *Follower) sync(ctx context.Context) error {
 	f.fresh = freshness{}
 	f.met.resynced(f.opts.Now())
 	f.mu.Unlock()
-	snap, err := snapshotScript.Run(ctx, f.rdb, []string{f.keys.log, f.keys.hb, f.keys.epoch}, newToken()).StringSlice()
+	sn, err := f.snapshot(ctx)
 	if err != nil {
-		return fmt.Errorf("revlog: snapshot: %w", err)
-	}
-	if len(snap) != 4 {
-		return fmt.Errorf("%w: snapshot %q", ErrEntry, snap)
-	}
-	st := newState()
-	st.epoch, st.hbPos = snap[0], snap[3]
-	if st.applied, err = parseID(snap[1]); err != nil {
 		return err
 	}
-	if st.count, err = strconv.ParseInt(snap[2], 10, 64); err != nil {
-		return fmt.Errorf("%w: entries-added %q", ErrEntry, snap[2])
-	}
+	st := newState()
+	st.epoch, st.hbPos, st.applied, st.count = sn.epoch, sn.hbID, sn.last, sn.count
 	st.base = mark{st.applied, st.count}
 	now := f.opts.Now()
-	for start := "-"; st.applied != (streamID{}); {
-		msgs, err := f.rdb.XRangeN(ctx, f.keys.log, start, snap[1], pageSize).Result()
+	for start := "-"; sn.last != (streamID{}); {
+		msgs, err := f.rdb.XRangeN(ctx, f.keys.log, start, sn.lastID, pageSize).Result()
 		if err != nil {
 			return fmt.Errorf("revlog: full read: %w", err)
 		}
@@ -265,6 +282,10 @@ func (f *Follower) sync(ctx context.Context) error {
 		}
 		start = "(" + msgs[len(msgs)-1].ID
 	}
+	// Up to the last ID Redis generated, read or not: an entry deleted
+	// since (XDEL, or trimmed) is not there to read, and a heartbeat names
+	// the last generated.
+	st.applied = sn.last
 	f.mu.Lock()
 	f.st, f.fresh.synced = st, true
 	f.mu.Unlock()
@@ -281,7 +302,10 @@ func (f *Follower) follow(ctx context.Context) (string, error) {
 		res, err := f.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{f.keys.log, f.keys.hb, pos, hbPos},
 			Count: pageSize, Block: f.opts.BlockTimeout}).Result()
 		if errors.Is(err, redis.Nil) {
-			return ReasonQuiet, nil
+			if reason, err := f.quiet(ctx); reason != "" {
+				return reason, err
+			}
+			continue
 		}
 		if err != nil {
 			return ReasonError, err
@@ -290,6 +314,30 @@ func (f *Follower) follow(ctx context.Context) (string, error) {
 			return reason, err
 		}
 	}
+}
+
+// quiet checks, when a read brought nothing in BlockTimeout, that reading
+// on can still bring something: that the epoch is the same and neither
+// stream is behind the IDs read from (a Redis restarted with a clock behind
+// adds entries a read from them never returns). Without a writer this is
+// one snapshot script a BlockTimeout, never a full read.
+func (f *Follower) quiet(ctx context.Context) (string, error) {
+	sn, err := f.snapshot(ctx)
+	if err != nil {
+		return ReasonError, err
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	hb, err := parseID(f.st.hbPos)
+	switch {
+	case err != nil:
+		return ReasonEntry, err
+	case sn.epoch != f.st.epoch:
+		return ReasonEpoch, nil
+	case sn.last.less(f.st.applied) || sn.hb.less(hb):
+		return ReasonQuiet, nil
+	}
+	return "", nil
 }
 
 // apply applies one XREAD reply, read by a request sent at sent: its log

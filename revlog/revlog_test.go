@@ -306,9 +306,11 @@ func TestFreshThroughFaults(t *testing.T) {
 		eventually(t, 5*time.Second, "bob followed", func() bool { got, _ := rg.f.SubjectMarker("bob"); return got == m })
 	})
 
-	// trim appends entries with IDs of its own and removes the first n of
-	// them at once (MULTI), so that no read can see them.
-	trim := func(t *testing.T, clients []string, n int) {
+	// remove appends entries with IDs of its own and, at once (MULTI), so
+	// that no read can see them, removes the first n of them (XTRIM MINID,
+	// which removes every older entry too) or the last (XDEL, which leaves
+	// older ones: after a resync the follower stands at the deleted ID).
+	remove := func(t *testing.T, clients []string, n int, del bool) {
 		tm, err := rg.rdb.Time(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -318,7 +320,11 @@ func TestFreshThroughFaults(t *testing.T) {
 			for i, c := range clients {
 				p.XAdd(ctx, &redis.XAddArgs{Stream: rg.store.LogKey(), ID: ms + "-" + strconv.Itoa(i), Values: []string{"k", "c", "i", c, "v", "1"}})
 			}
-			p.XTrimMinID(ctx, rg.store.LogKey(), ms+"-"+strconv.Itoa(n))
+			if del {
+				p.XDel(ctx, rg.store.LogKey(), ms+"-"+strconv.Itoa(len(clients)-1))
+			} else {
+				p.XTrimMinID(ctx, rg.store.LogKey(), ms+"-"+strconv.Itoa(n))
+			}
 			return nil
 		})
 		if err != nil {
@@ -328,16 +334,21 @@ func TestFreshThroughFaults(t *testing.T) {
 	for _, c := range []struct {
 		name, reason string
 		clients      []string
+		del          bool
 	}{
-		{"trimmed before a later entry", ReasonTrimmed, []string{"lost", "kept"}},
-		{"trimmed last entry", ReasonUnapplied, []string{"lost"}},
+		{"trimmed before a later entry", ReasonTrimmed, []string{"lost", "kept"}, false},
+		{"trimmed last entry", ReasonUnapplied, []string{"lost"}, false},
+		{"deleted last entry", ReasonUnapplied, []string{"kept", "lost"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rg.waitFresh(t)
 			n := rg.resyncs(c.reason)
-			trim(t, c.clients, 1)
+			remove(t, c.clients, 1, c.del)
 			eventually(t, 5*time.Second, c.reason+" resync", func() bool { return rg.resyncs(c.reason) > n })
 			rg.waitFresh(t)
+			if got := rg.resyncs(c.reason); got != n+1 {
+				t.Errorf("%v %s resyncs, want one", got-n, c.reason)
+			}
 		})
 	}
 
@@ -516,4 +527,44 @@ func TestFreshNeverMissesAnEntry(t *testing.T) {
 	if !rg.f.TokenRevoked("pre0") || !rg.f.TokenRevoked("pre"+strconv.Itoa(2*pageSize+499)) {
 		t.Error("the entries before the start are not all in the state")
 	}
+}
+
+// TestQuietFollowerChecksRedis: with no writer, a follower whose reads
+// bring nothing makes no full read, but checks Redis once a BlockTimeout:
+// a new epoch, or a heartbeat stream behind the last heartbeat read (a
+// Redis restarted with its clock behind), makes it resync without a
+// heartbeat; once a writer beats again it is fresh.
+func TestQuietFollowerChecksRedis(t *testing.T) {
+	const block = 50 * time.Millisecond
+	rg := sharedRig(t, Options{BlockTimeout: block})
+	ctx := t.Context()
+	rg.start(t)
+	rg.waitFresh(t)
+	rg.stopW()
+	time.Sleep(6 * block)
+	for _, r := range []string{ReasonQuiet, ReasonEpoch, ReasonError} {
+		if n := rg.resyncs(r); n != 0 {
+			t.Fatalf("%v %s resyncs while only quiet, want none", n, r)
+		}
+	}
+	if err := rg.rdb.Set(ctx, rg.f.keys.epoch, newToken(), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "an epoch resync", func() bool { return rg.resyncs(ReasonEpoch) == 1 })
+
+	epoch, err := rg.rdb.Get(ctx, rg.f.keys.epoch).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rg.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, rg.f.keys.hb)
+		p.XAdd(ctx, &redis.XAddArgs{Stream: rg.f.keys.hb, ID: "1-0", Values: []string{"e", epoch, "l", "0-0", "n", "0"}})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a quiet resync", func() bool { return rg.resyncs(ReasonQuiet) == 1 })
+	rg.runWriter()
+	rg.waitFresh(t)
 }
