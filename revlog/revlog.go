@@ -33,6 +33,8 @@
 //	epoch lost  (FLUSHALL, restart)            the next heartbeat or snapshot sets a new random value: every
 //	                                           follower resyncs (reason epoch) and rebuilds its state from
 //	                                           what the log holds then; issue 11's data-loss rules apply
+//	entries lost (a failover to a replica that  the next heartbeat's l or n is behind what the followers
+//	  lacked them; the epoch key survives)       applied: each resyncs (trimmed) to what the log holds
 //	writer lost (expiry: its holder stopped)   the next Writer to beat takes it over: heartbeats pause for
 //	                                           up to 4 periods and followers may go stale meanwhile
 //
@@ -55,7 +57,9 @@
 //	resync when: a heartbeat's epoch differs from the snapshot's (epoch); its l is later than the
 //	last entry applied (unapplied: an entry was removed before we read it); the entries counted
 //	since the last heartbeat differ from its n (trimmed: some were removed unread); a read fails
-//	(error: connection killed, timeout, Redis down) or waits BlockTimeout with nothing (quiet).
+//	(error: connection killed, timeout, Redis down). A read that brings nothing for BlockTimeout
+//	(no writer) runs the snapshot script instead: a new epoch resyncs (epoch), a stream whose last
+//	ID is behind the follower's (a Redis back with its clock behind) too (quiet); else it reads on.
 //
 // # Freshness
 //
