@@ -174,12 +174,14 @@ func (f *Follower) lastHeartbeat() time.Time {
 }
 
 // Run follows the log until ctx ends, then returns ctx's error: a full
-// read, then XREAD BLOCK, and a full read again after every fault, waiting
-// between failed attempts from 10 ms doubling up to a second. go-redis does
-// not interrupt a blocked read when ctx ends: Run returns within
-// BlockTimeout of it. A frozen Redis or a half-open connection holds a read
-// for BlockTimeout and go-redis's 10 s more; Fresh is false from Threshold
-// after the last heartbeat meanwhile.
+// read, then XREAD BLOCK, and a full read again after every fault. A fault
+// before any heartbeat was accepted since the last full read (Redis down, a
+// resync that does not hold) waits first, from 10 ms doubling up to a
+// second: the follower never spins. go-redis does not interrupt a blocked
+// read when ctx ends: Run returns within BlockTimeout of it. A frozen Redis
+// or a half-open connection holds a read for BlockTimeout and go-redis's
+// 10 s more; Fresh is false from Threshold after the last heartbeat
+// meanwhile.
 func (f *Follower) Run(ctx context.Context) error {
 	reason, backoff := ReasonStart, time.Duration(0)
 	var logged time.Time
@@ -188,7 +190,6 @@ func (f *Follower) Run(ctx context.Context) error {
 		err := f.sync(ctx)
 		if err == nil {
 			reason, err = f.follow(ctx)
-			backoff = 0
 		} else {
 			reason = ReasonError
 		}
@@ -199,13 +200,15 @@ func (f *Follower) Run(ctx context.Context) error {
 			logged = time.Now()
 			f.opts.Logger.Warn("revocation log follower resyncs", "reason", reason, "err", errString(err))
 		}
-		if reason == ReasonError {
-			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff):
-			}
+		if !f.lastHeartbeat().IsZero() {
+			backoff = 0
+			continue
+		}
+		backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
 		}
 	}
 }

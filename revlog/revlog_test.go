@@ -568,3 +568,27 @@ func TestQuietFollowerChecksRedis(t *testing.T) {
 	rg.runWriter()
 	rg.waitFresh(t)
 }
+
+// TestUnreadableEntryFailsClosed: a log entry of a kind the follower does
+// not know (a newer writer's) leaves it never fresh, and it does not spin:
+// its full reads wait longer and longer (a spin would make thousands).
+func TestUnreadableEntryFailsClosed(t *testing.T) {
+	rg := sharedRig(t, Options{})
+	ctx := t.Context()
+	rg.start(t)
+	rg.waitFresh(t)
+	if err := rg.rdb.XAdd(ctx, &redis.XAddArgs{Stream: rg.store.LogKey(), Values: []string{"k", "x", "i", "a", "v", ""}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "an entry resync", func() bool { return rg.resyncs(ReasonEntry) == 1 })
+	start := time.Now()
+	for time.Since(start) < 500*time.Millisecond {
+		if rg.f.Fresh(time.Now()) {
+			t.Fatal("fresh with an entry it could not read")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := rg.resyncs(ReasonError); n > 20 {
+		t.Errorf("%v full reads in 500 ms: it spins", n)
+	}
+}
