@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -591,4 +592,34 @@ func TestUnreadableEntryFailsClosed(t *testing.T) {
 	if n := rg.resyncs(ReasonError); n > 20 {
 		t.Errorf("%v full reads in 500 ms: it spins", n)
 	}
+}
+
+// TestOnCluster: on a Redis Cluster (one node of its own holding every
+// slot) the writer's and the follower's scripts and reads touch one slot,
+// and the store's Cluster path of revocation is followed.
+func TestOnCluster(t *testing.T) {
+	s := redistest.NewConfiguredServer(t, "--cluster-enabled", "yes")
+	admin := s.Client()
+	ctx := t.Context()
+	if err := admin.Do(ctx, "cluster", "addslotsrange", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "cluster_state:ok", func() bool {
+		info, _ := admin.ClusterInfo(ctx).Result()
+		return strings.Contains(info, "cluster_state:ok")
+	})
+	rg := newRig(t, "st:", func() redis.UniversalClient {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{s.Addr}})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}, Options{})
+	rg.start(t)
+	rg.waitFresh(t)
+	m := rg.revokeSubject(t, "alice")
+	rg.revokeToken(t, "bob", "301", time.Now().Add(time.Hour).Unix())
+	eventually(t, 5*time.Second, "both followed", func() bool {
+		got, _ := rg.f.SubjectMarker("alice")
+		return got == m && rg.f.TokenRevoked("301")
+	})
+	rg.waitFresh(t)
 }
