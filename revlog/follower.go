@@ -179,9 +179,9 @@ func (f *Follower) lastHeartbeat() time.Time {
 // resync that does not hold) waits first, from 10 ms doubling up to a
 // second: the follower never spins. go-redis does not interrupt a blocked
 // read when ctx ends: Run returns within BlockTimeout of it. A frozen Redis
-// or a half-open connection holds a read for BlockTimeout and go-redis's
-// 10 s more; Fresh is false from Threshold after the last heartbeat
-// meanwhile.
+// or a half-open connection holds a read for BlockTimeout and a second more
+// on a client with ContextTimeoutEnabled (else go-redis's 10 s more); Fresh
+// is false from Threshold after the last heartbeat meanwhile.
 func (f *Follower) Run(ctx context.Context) error {
 	reason, backoff := ReasonStart, time.Duration(0)
 	var logged time.Time
@@ -295,6 +295,12 @@ func (f *Follower) sync(ctx context.Context) error {
 	return nil
 }
 
+// readSlack is how much longer than BlockTimeout a read may take: the
+// deadline of its context, which a client with ContextTimeoutEnabled (as
+// package config builds them) holds the connection to. Without it go-redis
+// waits BlockTimeout and 10 s more.
+const readSlack = time.Second
+
 // follow reads both streams until a fault, which it returns as a reason.
 func (f *Follower) follow(ctx context.Context) (string, error) {
 	for {
@@ -302,8 +308,10 @@ func (f *Follower) follow(ctx context.Context) (string, error) {
 		pos, hbPos := f.st.applied.String(), f.st.hbPos
 		f.mu.RUnlock()
 		sent := f.opts.Now()
-		res, err := f.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{f.keys.log, f.keys.hb, pos, hbPos},
+		rctx, cancel := context.WithTimeout(ctx, f.opts.BlockTimeout+readSlack)
+		res, err := f.rdb.XRead(rctx, &redis.XReadArgs{Streams: []string{f.keys.log, f.keys.hb, pos, hbPos},
 			Count: pageSize, Block: f.opts.BlockTimeout}).Result()
+		cancel()
 		if errors.Is(err, redis.Nil) {
 			if reason, err := f.quiet(ctx); reason != "" {
 				return reason, err

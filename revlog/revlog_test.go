@@ -623,3 +623,23 @@ func TestOnCluster(t *testing.T) {
 	})
 	rg.waitFresh(t)
 }
+
+// TestFrozenReadBounded: a read that Redis, frozen, never answers ends
+// BlockTimeout and a second after it was sent, on a client with
+// ContextTimeoutEnabled (as package config builds them): the follower
+// resyncs while Redis is still frozen, instead of after go-redis's 10 s.
+func TestFrozenReadBounded(t *testing.T) {
+	s := redistest.NewConfiguredServer(t)
+	rg := newRig(t, "st:", func() redis.UniversalClient {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}, Options{BlockTimeout: 100 * time.Millisecond})
+	rg.start(t)
+	rg.waitFresh(t)
+	n := rg.resyncs(ReasonError)
+	s.Signal(syscall.SIGSTOP)
+	eventually(t, 3*time.Second, "an error resync while frozen", func() bool { return rg.resyncs(ReasonError) > n })
+	s.Signal(syscall.SIGCONT)
+	rg.waitFresh(t)
+}
