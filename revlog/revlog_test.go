@@ -393,11 +393,14 @@ func TestWriterElection(t *testing.T) {
 	r := redistest.New(t)
 	ctx := t.Context()
 	logKey := r.Prefix + "{revlog}"
-	w1, err := NewWriter(r.Client, logKey, WriterOptions{})
+	// A long period (the writer key lives 4 of them): a slow machine
+	// between two beats must not let the other writer take over.
+	const period = 250 * time.Millisecond
+	w1, err := NewWriter(r.Client, logKey, WriterOptions{Period: period})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w2, _ := NewWriter(r.Client, logKey, WriterOptions{})
+	w2, _ := NewWriter(r.Client, logKey, WriterOptions{Period: period})
 	for i, c := range []struct {
 		w    *Writer
 		want bool
@@ -407,15 +410,18 @@ func TestWriterElection(t *testing.T) {
 		}
 	}
 	if r.Mini != nil {
-		r.Mini.FastForward(4 * DefaultPeriod)
+		r.Mini.FastForward(4 * period)
 	} else {
-		time.Sleep(4*DefaultPeriod + 20*time.Millisecond) // the writer key's real TTL
+		time.Sleep(4*period + 20*time.Millisecond) // the writer key's real TTL
 	}
 	if got, err := w2.Beat(ctx); err != nil || !got {
 		t.Fatalf("w2 after w1's key expired: %v, %v; want true", got, err)
 	}
 	if got, _ := w1.Beat(ctx); got {
 		t.Fatal("w1 beats while w2 holds the key")
+	}
+	if ttl, err := r.Client.PTTL(ctx, logKey+":writer").Result(); err != nil || ttl <= 3*period || ttl > 4*period {
+		t.Errorf("writer key TTL %v (%v), want 4 periods", ttl, err)
 	}
 	for range 500 {
 		if _, err := w2.Beat(ctx); err != nil {
