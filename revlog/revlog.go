@@ -26,15 +26,15 @@
 //
 // What happens when a key disappears:
 //
-//	log lost    (FLUSHALL, restart, failover)  its entries-added and last ID no longer match what the
+//	log lost alone (DEL by hand)               its entries-added and last ID no longer match what the
 //	                                           followers applied: each resyncs (reason trimmed/unapplied)
 //	hb lost                                    followers' XREAD waits on a new stream; quiet until the
 //	                                           next heartbeat, whose epoch, if new, makes them resync
 //	epoch lost  (FLUSHALL, restart)            the next heartbeat or snapshot sets a new random value: every
 //	                                           follower resyncs (reason epoch) and rebuilds its state from
 //	                                           what the log holds then; issue 11's data-loss rules apply
-//	entries lost (a failover to a replica that  the next heartbeat's l or n is behind what the followers
-//	  lacked them; the epoch key survives)       applied: each resyncs (trimmed) to what the log holds
+//	entries lost (a failover to a replica      the next heartbeat's l or n is behind what the followers
+//	  that lacked them; the epoch survives)    applied: each resyncs (trimmed) to what the log holds
 //	writer lost (expiry: its holder stopped)   the next Writer to beat takes it over: heartbeats pause for
 //	                                           up to 4 periods and followers may go stale meanwhile
 //
