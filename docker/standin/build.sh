@@ -22,8 +22,10 @@
 #                                             /etc/nginx/conf.d/*.conf), busybox wget
 #
 # An image is built only when it is missing, except golang's, which is rebuilt
-# when go.sum changes (its label snowtoken.standin.go-sum holds go.sum's
-# SHA-256). A real image of the same name, pulled from a registry, is never
+# when the modules it mirrors may change (its label snowtoken.standin.go-sum
+# holds the SHA-256 of every go.mod and go.sum the Dockerfile copies: a
+# go.mod can require a module whose sums go.sum already had, and the mirror
+# must then hold its .mod file too). A real image of the same name, pulled from a registry, is never
 # replaced. Needs docker, go, busybox (busybox-static), redis-server,
 # redis-cli, nginx and setpriv on this host.
 # Usage: docker/standin/build.sh [-f | -check] (-f: rebuild every stand-in;
@@ -119,7 +121,7 @@ import() {
   echo "standin: built $name"
 }
 
-gosum=$(sha256sum go.sum | cut -d' ' -f1)
+gosum=$(cat go.mod go.sum client/go.mod client/go.sum bitsalloc/go.mod | sha256sum | cut -d' ' -f1)
 if needed golang:1.26.8 snowtoken.standin.go-sum "$gosum"; then
   root=$work/golang
   base "$root"
