@@ -181,7 +181,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		tb.Fatal(err)
 	}
 	e.Clock = clocktest.New(time.Now().Truncate(time.Second))
-	e.Store = token.NewStore(cfg.rdb, token.StoreOptions{Prefix: cfg.prefix, TracerProvider: cfg.tracer, Now: e.Clock.Now})
+	e.Store = token.NewStore(cfg.rdb, token.StoreOptions{Prefix: cfg.prefix, TracerProvider: cfg.tracer})
 	e.Svc, err = token.NewService(keys, e.Store, e.IDs, token.Options{
 		Issuer: testIssuer, Audience: testAudience, MaxTTL: testMaxTTL, Now: e.Clock.Now,
 	})

@@ -162,7 +162,23 @@ func TestRevocationLogFailure(t *testing.T) {
 	})
 }
 
-// afterXAdd runs do once, right after the first pipeline with an XADD.
+// isLogAppend reports whether cmd runs logAppendScript, the Cluster's
+// append of an entry (EVALSHA, or EVAL after NOSCRIPT).
+func isLogAppend(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	switch {
+	case len(args) < 2:
+		return false
+	case cmd.Name() == "evalsha":
+		return args[1] == logAppendScript.Hash()
+	case cmd.Name() == "eval":
+		return args[1] == logAppendSrc
+	}
+	return false
+}
+
+// afterXAdd runs do once, right after the first pipeline that appends an
+// entry (logAppendScript).
 type afterXAdd struct {
 	once sync.Once
 	do   func(context.Context) error
@@ -173,7 +189,7 @@ func (a *afterXAdd) ProcessHook(next redis.ProcessHook) redis.ProcessHook { retu
 func (a *afterXAdd) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		if err == nil && cmds[0].Name() == "xadd" {
+		if err == nil && isLogAppend(cmds[0]) {
 			a.once.Do(func() { err = a.do(ctx) })
 		}
 		return err
@@ -181,9 +197,9 @@ func (a *afterXAdd) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 // TestRevocationLogTrimmed: each revocation trims the entries older than
-// the store's (injected) clock less LogRetention, and keeps every newer
-// one. The entries around the floor are written with IDs of their own, a
-// second either side of it: no time passes. A real Redis (MINID ~) drops
+// its own entry's ID (Redis's clock) less LogRetention, and keeps every
+// newer one, whatever the service's clock says. The entries around the
+// floor are written with IDs of their own, either side of it. A real Redis (MINID ~) drops
 // whole listpack nodes, so at most one node's entries older than the floor
 // may remain, in the node of a newer one (300 entries fill three nodes of
 // stream-node-max-entries' default, 100, and none does); the embedded Redis
@@ -196,7 +212,14 @@ func TestRevocationLogTrimmed(t *testing.T) {
 		if e.store.logRetention != retention {
 			t.Fatalf("store's retention %v, want LogRetention's default %v", e.store.logRetention, retention)
 		}
-		floor := e.clock.Now().Add(-retention).UnixMilli()
+		// The floor is Redis's clock less the retention, read off the new
+		// entry's ID: kept is a minute above it, as long as the test takes
+		// less than a minute.
+		redisNow, err := e.redis.Client.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		floor := redisNow.Add(-retention).UnixMilli()
 		const old = 300 // three nodes of stream-node-max-entries' default
 		for i := range old {
 			id := fmt.Sprintf("%d-%d", floor-time.Second.Milliseconds(), i)
@@ -204,10 +227,13 @@ func TestRevocationLogTrimmed(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		kept := fmt.Sprintf("%d-0", floor+time.Second.Milliseconds())
+		kept := fmt.Sprintf("%d-0", floor+time.Minute.Milliseconds())
 		if err := e.redis.Client.XAdd(ctx, &redis.XAddArgs{Stream: e.store.LogKey(), ID: kept, Values: []any{"k", "c", "i", "y", "v", "1"}}).Err(); err != nil {
 			t.Fatal(err)
 		}
+		// The service's clock, far ahead of Redis's, must not move the
+		// floor: it once trimmed every entry, the new one too.
+		e.clock.Add(2 * retention)
 		if err := e.svc.RevokeClient(ctx, "svc"); err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +319,7 @@ func TestRevocationRoundTrips(t *testing.T) {
 		opaque := e.issue(t, e.svc, "ogateway", IssueRequest{Subject: "alice"})
 		// Load the scripts: a first EVALSHA may answer NOSCRIPT on a
 		// real Redis that never ran them.
-		for _, sc := range []string{revokeTokenLua, revokeSubjectLua, revokeClientLua} {
+		for _, sc := range []string{revokeTokenLua, revokeSubjectLua, revokeClientLua, logAppendSrc} {
 			if err := r.Client.ScriptLoad(ctx, sc).Err(); err != nil {
 				t.Fatal(err)
 			}

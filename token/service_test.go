@@ -79,7 +79,6 @@ func newEnvOn(tb testing.TB, r *redistest.Redis, opts Options) *env {
 			tb.Fatal(err)
 		}
 	}
-	e.store.now = e.clock.Now
 	e.svc = e.newService(tb, ks, gen, opts)
 	return e
 }

@@ -25,10 +25,9 @@ type Store struct {
 	batch    *batcher
 	tracer   trace.Tracer // nil: no spans
 	// logKey is the revocation log, a Stream; logRetention how long its
-	// entries stay (StoreOptions.LogRetention); now the clock that trims it.
+	// entries stay (StoreOptions.LogRetention), by Redis's clock.
 	logKey       string
 	logRetention time.Duration
-	now          func() time.Time
 }
 
 // DefaultStoreTimeout bounds every call of a Store when StoreOptions says nothing.
@@ -52,8 +51,6 @@ type StoreOptions struct {
 	// (NewService refuses a store whose is shorter). Zero means
 	// LogRetention(DefaultMaxTTL, DefaultLeeway).
 	LogRetention time.Duration
-	// Now reads the clock that trims the revocation log. Nil means time.Now.
-	Now func() time.Time
 }
 
 // LogRetention is how long the revocation log must keep an entry for the
@@ -61,8 +58,9 @@ type StoreOptions struct {
 // three leeways more than maxTTL. One because a token validates until its exp
 // plus the leeway; one because a client's revocation covers the IDs of the
 // leeway after it (RevokeClient), whose tokens expire that much later; one
-// because the entries' IDs are Redis's clock and the trimming floor the
-// revoking replica's, which may be ahead by as much as replicas may differ.
+// because the entries' IDs and the trimming floor are Redis's clock, and a
+// token's exp its issuing replica's, which may be ahead of Redis's by as
+// much as clocks may differ.
 func LogRetention(maxTTL, leeway time.Duration) time.Duration {
 	return maxTTL + 3*max(leeway, 0)
 }
@@ -80,13 +78,10 @@ func NewStore(rdb redis.UniversalClient, opts StoreOptions) *Store {
 	if opts.LogRetention <= 0 {
 		opts.LogRetention = LogRetention(DefaultMaxTTL, DefaultLeeway)
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	_, cluster := rdb.(*redis.ClusterClient)
 	s := &Store{rdb: rdb, cluster: cluster, prefix: opts.Prefix, readyKey: opts.Prefix + "ready:" + newMarker(),
 		batch:  newBatcher(rdb, opts.Timeout, batchOverlap),
-		logKey: opts.Prefix + "{revlog}", logRetention: opts.LogRetention, now: opts.Now}
+		logKey: opts.Prefix + "{revlog}", logRetention: opts.LogRetention}
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)
 		s.batch.tracer = s.tracer
@@ -365,21 +360,42 @@ const (
 	logClient  = "c" // i: the client; v: its revocation time, Unix ms
 )
 
+// logAppendLua defines logAppend(key), which appends to the revocation log
+// key the entry ARGV[2] (k), ARGV[3] (i), ARGV[4] (v), with an ID of
+// Redis's clock, and trims the entries more than ARGV[1] ms older than it
+// by whole listpack nodes (MINID ~: never an entry newer than that, some
+// older ones until their node is all older). The floor is read off the new
+// entry's ID, never a replica's clock: a revoking process whose clock runs
+// ahead would otherwise trim recent entries, even the one it appended.
+const logAppendLua = `
+local function logAppend(key)
+  local id = redis.call('XADD', key, '*', 'k', ARGV[2], 'i', ARGV[3], 'v', ARGV[4])
+  local ms = tonumber(string.match(id, '^(%d+)'))
+  redis.call('XTRIM', key, 'MINID', '~', string.format('%.0f', math.max(ms - tonumber(ARGV[1]), 0)))
+end
+`
+
+// logAppendScript appends one entry on a Cluster, where the log is in a
+// slot of its own (KEYS[1]): logAppend, with revoke's ARGV.
+var logAppendScript = redis.NewScript(logAppendSrc)
+
+const logAppendSrc = logAppendLua + `
+logAppend(KEYS[1])
+return 1
+`
+
 // revokeLua defines revoke(noop, write), the frame of the revocation
 // scripts: it returns 0, and writes and logs nothing, when noop says the
 // revocation changes nothing; else, given a fifth ARGV (a Cluster's check
 // before it appends the entry), 1 without writing either; else it appends
-// to the revocation log, the last of KEYS, the entry ARGV[2] (k), ARGV[3]
-// (i), ARGV[4] (v), with an ID of Redis's clock, trimming the entries older
-// than ARGV[1] (Unix ms) by whole listpack nodes (MINID ~: never an entry
-// newer than ARGV[1], some older ones until their node is all older), then
-// runs write, and returns 1. With one key (a Cluster, whose log is in a slot
+// to the revocation log, the last of KEYS, the entry (logAppend, with the
+// retention ARGV[1] in ms), then runs write, and returns 1. With one key (a Cluster, whose log is in a slot
 // of its own: the caller appends the entry) it does not log. The XADD comes
 // before the write because it is the only command that can fail on a
 // record that reads (a log key of another type; OOM, which Redis checks at
 // a script's first write), and a failed script keeps what it wrote before
 // the failure: so the record is written only once its entry is.
-const revokeLua = `
+const revokeLua = logAppendLua + `
 local function revoke(noop, write)
   if noop then
     return 0
@@ -388,7 +404,7 @@ local function revoke(noop, write)
     return 1
   end
   if #KEYS == 2 then
-    redis.call('XADD', KEYS[2], 'MINID', '~', ARGV[1], '*', 'k', ARGV[2], 'i', ARGV[3], 'v', ARGV[4])
+    logAppend(KEYS[2])
   end
   write()
   return 1
@@ -473,9 +489,9 @@ func (s *Store) RevokeClient(ctx context.Context, client string, before time.Tim
 // entry, the script runs once with a fifth argument, which only tells
 // whether the revocation changes anything: three round trips in all.
 func (s *Store) revoke(ctx context.Context, sc *redis.Script, src, key, kind, id, v string) error {
-	floor := strconv.FormatInt(max(s.now().Add(-s.logRetention).UnixMilli(), 0), 10)
+	retention := strconv.FormatInt(s.logRetention.Milliseconds(), 10)
 	if !s.cluster {
-		_, err := s.evalInt(ctx, sc, src, []string{key, s.logKey}, floor, kind, id, v)
+		_, err := s.evalInt(ctx, sc, src, []string{key, s.logKey}, retention, kind, id, v)
 		return err
 	}
 	// Only a revocation that changes something is logged, as the script
@@ -483,14 +499,13 @@ func (s *Store) revoke(ctx context.Context, sc *redis.Script, src, key, kind, id
 	// again does not grow the log. A record changed between the check and
 	// the script is logged by the revocation that changed it; this one's
 	// entry is one too many, which a reader takes for a revocation: closed.
-	if n, err := s.evalInt(ctx, sc, src, []string{key}, floor, kind, id, v, "check"); err != nil || n == 0 {
+	if n, err := s.evalInt(ctx, sc, src, []string{key}, retention, kind, id, v, "check"); err != nil || n == 0 {
 		return err
 	}
-	add := redis.NewStringCmd(ctx, "xadd", s.logKey, "minid", "~", floor, "*", "k", kind, "i", id, "v", v)
-	if err := s.do(ctx, add); err != nil {
-		return unavailable(err)
+	if _, err := s.evalInt(ctx, logAppendScript, logAppendSrc, []string{s.logKey}, retention, kind, id, v); err != nil {
+		return err
 	}
-	_, err := s.evalInt(ctx, sc, src, []string{key}, floor, kind, id, v)
+	_, err := s.evalInt(ctx, sc, src, []string{key}, retention, kind, id, v)
 	return err
 }
 

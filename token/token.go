@@ -102,10 +102,11 @@
 // the other order would leave a revocation that no reader of the log hears
 // of (open).
 //
-// Each XADD trims, with MINID ~, the entries older than the revoking
-// replica's clock less LogRetention (the longest token lifetime and three
-// leeways: see LogRetention), so the log holds the revocations of one token
-// lifetime. "~" drops whole listpack nodes only (of up to
+// Each append trims, with MINID ~, the entries older than its own entry's
+// ID less LogRetention (the longest token lifetime and three leeways: see
+// LogRetention), so the log holds the revocations of one token lifetime.
+// The floor is Redis's clock, never the revoking process's: one whose clock
+// ran ahead would trim recent entries, its own too. "~" drops whole listpack nodes only (of up to
 // stream-node-max-entries, 100): cheap, and never an entry newer than the
 // floor; a few older ones stay until their node is all older. The log has
 // no length cap (MAXLEN): one would drop revocations of tokens still valid.
