@@ -33,8 +33,8 @@
 //	epoch lost  (FLUSHALL, restart)            the next heartbeat or snapshot sets a new random value: every
 //	                                           follower resyncs (reason epoch) and rebuilds its state from
 //	                                           what the log holds then; issue 11's data-loss rules apply
-//	entries lost (a failover to a replica      the next heartbeat's l or n is behind what the followers
-//	  that lacked them; the epoch survives)    applied: each resyncs (trimmed) to what the log holds
+//	entries lost (a failover to a replica      NOT YET DETECTED: a resync rebuilds the state from what the
+//	  that lacked them; the epoch survives)    log holds and goes Fresh without them (see Known gaps)
 //	writer lost (expiry: its holder stopped)   the next Writer to beat takes it over: heartbeats pause for
 //	                                           up to 4 periods and followers may go stale meanwhile
 //
@@ -73,12 +73,37 @@
 //	    (the follower's own monotonic clock; never the writer's or Redis's clock)
 //	its epoch is the snapshot's, its l is applied, its n matches the count (else: resync)
 //
-// Hence the rule: a revocation whose entry Redis acknowledged at t is in the
-// state of every follower that reports Fresh at any time after t + Threshold
-// (TestFreshNeverMissesAnEntry). The heartbeat's age is measured from when
+// Hence the rule, as long as no entry is removed before a follower reads it
+// (see Known gaps): a revocation whose entry Redis acknowledged at t is in
+// the state of every follower that reports Fresh at any time after
+// t + Threshold (TestFreshNeverMissesAnEntry). The heartbeat's age is measured from when
 // the read was sent, not received: never later than when Redis built the
 // reply, so a reply delayed in flight or a follower that was paused cannot
 // make an old state look new, and no clock but the follower's is read.
+//
+// # Known gaps (validation must not trust a Follower until they are closed)
+//
+// A second review found ways in which Fresh can be true while an
+// acknowledged entry is missing. They are the next step's work, before any
+// validation decides from the state:
+//
+//   - Entries lost with the epoch intact (a Sentinel failover to a replica
+//     that lacked them, a Cluster failover of the log's master, an AOF
+//     everysec crash): a resync must compare the new log's last ID and
+//     entries-added with what it had applied, treat a step back as data
+//     loss (keep the old state's unexpired entries, rotate the epoch), and
+//     applyHeartbeat must treat n behind the count as loss, not trimming.
+//   - Freshness is stamped with the send time of the read that brought a
+//     heartbeat, which may be older than that read: it must be stamped with
+//     the send time of the previous read whose reply was not a full page.
+//   - A revoke of a token whose record is already gone (evicted, lost)
+//     appends no entry (token.Store's scripts log only real changes): the
+//     log must record every revocation of a correctly signed, unexpired
+//     token, deduplicated by a key of its own rather than by the record.
+//   - The subjects and clients maps are never pruned, and the entries read
+//     between two heartbeats are not bounded while no heartbeat comes.
+//   - Leeway and Retention default to this package's constants, not the
+//     service's settings; a mismatch must be refused.
 //
 // # Cost
 //
