@@ -25,12 +25,8 @@ func Example() {
 	f, _ := revlog.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}), store.LogKey(), revlog.Options{})
 	go f.Run(ctx)
 
-	if !f.Fresh(time.Now()) {
-		return // validate with the Redis reads, as today
-	}
-	// Fresh: the log's answers may stand in for them (a later step wires
-	// this into validation).
-	_ = f.TokenRevoked("7250000000000000001")
-	_, _ = f.SubjectMarker("alice")
-	_, _ = f.ClientCutoff("gateway")
+	// Validation asks the follower first, and reads Redis only when it
+	// cannot tell (token.Options.Revocations).
+	// Here by hand: LogUnknown means read Redis.
+	_ = f.Decide(time.Now(), token.LogQuery{JTI: "7250000000000000001", Subject: "alice", Client: "gateway", Issued: time.Now().UnixMilli()})
 }

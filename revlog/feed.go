@@ -1,6 +1,11 @@
 package revlog
 
-import "time"
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
 
 // Event is one log entry a Follower applied, as the feed (package revfeed)
 // serves it to consumers that follow the log over HTTP.
@@ -51,4 +56,92 @@ type Status struct {
 type Snapshot struct {
 	Status
 	Tokens, Subjects, Clients []Event
+}
+
+// Status is the follower's status at now, a reading of Options.Now.
+func (f *Follower) Status(now time.Time) Status {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.status(now)
+}
+
+// status is Status, under f.mu.
+func (f *Follower) status(now time.Time) Status {
+	st := f.st
+	s := Status{Fresh: f.isFresh(now), Epoch: st.epoch, Last: st.epoch + "-" + st.applied.String(), Horizon: st.horizon}
+	if s.Fresh {
+		s.Age = now.Sub(f.fresh.at)
+	}
+	return s
+}
+
+// Since returns up to max events applied after the event whose ID is
+// after, oldest first; ok is false when the follower cannot resume from
+// after: another epoch, an ID it does not know, or one older than the
+// events it keeps (at least the last 4,096).
+func (f *Follower) Since(after string, max int) (evs []Event, ok bool) {
+	epoch, id, err := parseEventID(after)
+	if err != nil {
+		return nil, false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	st := f.st
+	switch {
+	case epoch != st.epoch || !f.fresh.synced || st.applied.less(id):
+		return nil, false
+	case id.less(st.ringFrom):
+		return nil, false
+	}
+	i, _ := slices.BinarySearchFunc(st.ids, id, func(a, b streamID) int {
+		switch {
+		case a.less(b):
+			return -1
+		case b.less(a):
+			return 1
+		}
+		return 0
+	})
+	for ; i < len(st.ids) && !id.less(st.ids[i]); i++ {
+	}
+	end := min(len(st.events), i+max)
+	return slices.Clone(st.events[i:end]), true
+}
+
+// parseEventID splits an Event.ID into its epoch and stream ID.
+func parseEventID(s string) (epoch string, id streamID, err error) {
+	j := strings.LastIndexByte(s, '-')
+	if j <= 0 {
+		return "", id, fmt.Errorf("%w: event id %.80q", ErrEntry, s)
+	}
+	k := strings.LastIndexByte(s[:j], '-')
+	if k <= 0 {
+		return "", id, fmt.Errorf("%w: event id %.80q", ErrEntry, s)
+	}
+	id, err = parseID(s[k+1:])
+	return s[:k], id, err
+}
+
+// Snapshot is the follower's whole state at now: every token it
+// remembers, the latest entry of each subject and each client's latest
+// cutoff, with the status they go with.
+func (f *Follower) Snapshot(now time.Time) Snapshot {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	st := f.st
+	sn := Snapshot{Status: f.status(now),
+		Tokens:   make([]Event, 0, len(st.tokens)),
+		Subjects: make([]Event, 0, len(st.subjects)),
+		Clients:  make([]Event, 0, len(st.clients))}
+	leeway := int64(f.opts.Leeway / time.Second)
+	for jti, until := range st.tokens {
+		sn.Tokens = append(sn.Tokens, Event{Kind: KindToken, Key: jti, Exp: until - leeway - 1})
+	}
+	for sub, e := range st.subjects {
+		sn.Subjects = append(sn.Subjects, Event{Kind: KindSubject, Key: sub, At: e.at})
+	}
+	for c, e := range st.clients {
+		sn.Clients = append(sn.Clients, Event{Kind: KindClient, Key: c, At: e.at, Cutoff: e.cutoff})
+	}
+	return sn
 }

@@ -55,6 +55,25 @@ const (
 	ReasonEntry     = "entry"     // an entry that does not parse
 )
 
+// ReasonLoss: entries Redis had acknowledged are gone while the epoch
+// stayed (a failover to a replica that lacked them, an AOF everysec crash,
+// the log deleted): the follower rotates the epoch, so that every follower
+// resyncs and moves its horizon past the loss, then resyncs.
+const ReasonLoss = "loss"
+
+// ReasonBacklog: more entries came without a heartbeat than a follower
+// keeps track of (maxRecent); it reads the log afresh.
+const ReasonBacklog = "backlog"
+
+// Sizes of what a Follower keeps.
+const (
+	// maxRecent bounds the entries applied since the last heartbeat.
+	maxRecent = 1 << 16
+	// ringSize is how many recent events Since can resume from (at least;
+	// up to twice as many are kept).
+	ringSize = 4096
+)
+
 // Follower keeps in memory what the revocation log says is revoked; see the
 // package doc. Its query methods are safe for concurrent use with Run.
 type Follower struct {
@@ -63,23 +82,46 @@ type Follower struct {
 	opts Options
 	met  *metrics
 
-	mu    sync.RWMutex
-	st    *state
-	fresh freshness
+	mu      sync.RWMutex
+	st      *state
+	fresh   freshness
+	changed chan struct{} // closed and replaced at every change (Changed)
 }
 
 // state is what the log says, and how far it was read.
 type state struct {
-	tokens   map[string]int64  // jti -> Unix s after which it is forgotten
-	subjects map[string]string // sub -> latest marker
-	clients  map[string]int64  // client -> latest cutoff, Unix ms
+	tokens   map[string]int64 // jti -> Unix s after which it is forgotten
+	subjects map[string]subjectEntry
+	clients  map[string]clientEntry
 	epoch    string
+	horizon  int64    // Unix ms when the epoch began
 	applied  streamID // the last log entry applied
 	count    int64    // the log's entries-added up to applied
 	base     mark     // the last heartbeat's l and n, or the snapshot's
 	recent   []mark   // entries applied since base
 	hbPos    string   // the last heartbeat read
 	forgotAt int64    // Unix s of the last forget
+	// start is the first mark of this state, seq the last: marks below
+	// start were taken of an earlier state (token.LogMark).
+	start, seq token.LogMark
+	// events are the latest events applied, oldest first; every entry
+	// after ringFrom is among them.
+	events   []Event
+	ids      []streamID
+	ringFrom streamID
+}
+
+// subjectEntry is the latest entry of a subject.
+type subjectEntry struct {
+	marker string
+	at     int64         // Unix ms, the entry's ID
+	seq    token.LogMark // the mark it was applied at
+}
+
+// clientEntry is the latest cutoff of a client.
+type clientEntry struct {
+	cutoff int64 // Unix ms; math.MaxInt64 when it did not parse
+	at     int64 // Unix ms, the entry's ID
 }
 
 // mark is a log ID and the log's entries-added up to it.
@@ -90,12 +132,14 @@ type mark struct {
 
 // freshness is when the last heartbeat was accepted.
 type freshness struct {
-	at     time.Time // the send time of the read that brought it; zero: none since the last snapshot
+	at     time.Time // the send time of the read before the one that brought it; zero: none since the last snapshot
 	synced bool
 }
 
 // New returns a follower of the log logKey (token.Store.LogKey) on rdb, a
 // client of its own: Run holds one of its connections in XREAD BLOCK.
+// Leeway and Retention must be the service's (token.Options.Leeway, and
+// token.LogRetention of its MaxTTL and Leeway): serve passes both.
 func New(rdb redis.UniversalClient, logKey string, opts Options) (*Follower, error) {
 	if opts.Threshold < 0 || opts.BlockTimeout < 0 || opts.Leeway < 0 || opts.Retention < 0 {
 		return nil, fmt.Errorf("%w: a negative duration", ErrOptions)
@@ -118,7 +162,7 @@ func New(rdb redis.UniversalClient, logKey string, opts Options) (*Follower, err
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &Follower{rdb: rdb, keys: keysFor(logKey), opts: opts, st: newState()}
+	f := &Follower{rdb: rdb, keys: keysFor(logKey), opts: opts, st: newState(nil), changed: make(chan struct{})}
 	f.met = newMetrics(f)
 	if opts.Registerer != nil {
 		if err := f.met.register(opts.Registerer); err != nil {
@@ -128,8 +172,68 @@ func New(rdb redis.UniversalClient, logKey string, opts Options) (*Follower, err
 	return f, nil
 }
 
-func newState() *state {
-	return &state{tokens: map[string]int64{}, subjects: map[string]string{}, clients: map[string]int64{}}
+var _ token.Revocations = (*Follower)(nil)
+
+// newState returns an empty state whose marks follow prev's.
+func newState(prev *state) *state {
+	st := &state{tokens: map[string]int64{}, subjects: map[string]subjectEntry{}, clients: map[string]clientEntry{}}
+	if prev != nil {
+		st.seq = prev.seq
+	}
+	st.seq++
+	st.start = st.seq
+	return st
+}
+
+// notify wakes Changed's waiters. Under f.mu (write).
+func (f *Follower) notify() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed at the next change: an entry applied, a
+// heartbeat accepted, a full read begun or done.
+func (f *Follower) Changed() <-chan struct{} {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.changed
+}
+
+// Mark returns the follower's position (token.Revocations).
+func (f *Follower) Mark() token.LogMark {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.seq
+}
+
+// Decide tells what the log says of a token at now (token.Revocations,
+// whose doc gives the rule).
+func (f *Follower) Decide(now time.Time, q token.LogQuery) token.LogVerdict {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if !f.isFresh(now) {
+		return token.LogUnknown
+	}
+	st := f.st
+	if _, ok := st.tokens[q.JTI]; ok {
+		return token.LogRevoked
+	}
+	if c, ok := st.clients[q.Client]; ok && q.Issued <= c.cutoff {
+		return token.LogRevoked
+	}
+	s, ok := st.subjects[q.Subject]
+	switch {
+	case q.Checked >= st.start:
+		if ok && s.seq > q.Checked {
+			return token.LogUnknown // the subject was revoked since Redis said live
+		}
+		return token.LogLive
+	case ok:
+		return token.LogUnknown // only Redis's markers tell which of its tokens are before the entry
+	case q.Issued <= st.horizon+f.opts.Leeway.Milliseconds():
+		return token.LogUnknown // a revocation of it may predate the log
+	}
+	return token.LogLive
 }
 
 // TokenRevoked reports whether the log revoked the token jti.
@@ -144,8 +248,8 @@ func (f *Follower) TokenRevoked(jti string) bool {
 func (f *Follower) SubjectMarker(sub string) (string, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	m, ok := f.st.subjects[sub]
-	return m, ok
+	s, ok := f.st.subjects[sub]
+	return s.marker, ok
 }
 
 // ClientCutoff is the latest time (Unix ms) up to which the log revoked
@@ -155,7 +259,7 @@ func (f *Follower) ClientCutoff(client string) (int64, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	c, ok := f.st.clients[client]
-	return c, ok
+	return c.cutoff, ok
 }
 
 // Fresh reports whether the state may be decided on at now (a reading of
@@ -163,6 +267,11 @@ func (f *Follower) ClientCutoff(client string) (int64, bool) {
 func (f *Follower) Fresh(now time.Time) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	return f.isFresh(now)
+}
+
+// isFresh is Fresh, under f.mu.
+func (f *Follower) isFresh(now time.Time) bool {
 	return f.fresh.synced && !f.fresh.at.IsZero() && now.Sub(f.fresh.at) < f.opts.Threshold
 }
 
@@ -187,20 +296,30 @@ func (f *Follower) Run(ctx context.Context) error {
 	var logged time.Time
 	for {
 		f.met.resyncs.WithLabelValues(reason).Inc()
-		err := f.sync(ctx)
+		var err error
+		if reason == ReasonLoss {
+			err = f.rotate(ctx)
+		}
+		var sent time.Time
 		if err == nil {
-			reason, err = f.follow(ctx)
-		} else {
+			sent, err = f.sync(ctx)
+		}
+		switch {
+		case errors.Is(err, errLoss):
+			reason = ReasonLoss
+		case err == nil:
+			reason, err = f.follow(ctx, sent)
+		default:
 			reason = ReasonError
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if time.Since(logged) >= time.Second {
+		if time.Since(logged) >= time.Second || reason == ReasonLoss {
 			logged = time.Now()
 			f.opts.Logger.Warn("revocation log follower resyncs", "reason", reason, "err", errString(err))
 		}
-		if !f.lastHeartbeat().IsZero() {
+		if !f.lastHeartbeat().IsZero() || reason == ReasonLoss {
 			backoff = 0
 			continue
 		}
@@ -220,6 +339,22 @@ func errString(err error) string {
 	return err.Error()
 }
 
+// errLoss: the log holds fewer entries, or an earlier last ID, than the
+// state applied in the same epoch.
+var errLoss = errors.New("revlog: entries applied earlier are gone from the log")
+
+// rotate replaces the epoch the state holds with a new one, unless another
+// follower did already.
+func (f *Follower) rotate(ctx context.Context) error {
+	f.mu.RLock()
+	epoch := f.st.epoch
+	f.mu.RUnlock()
+	if err := rotateScript.Run(ctx, f.rdb, []string{f.keys.epoch}, epoch, newToken()).Err(); err != nil {
+		return fmt.Errorf("revlog: rotate the epoch: %w", err)
+	}
+	return nil
+}
+
 // snapshotLua, with KEYS log, hb, epoch and ARGV a new epoch: the epoch,
 // the log's last ID and entries-added, and the heartbeat stream's last ID.
 var snapshotScript = redis.NewScript(infoLua + `
@@ -233,7 +368,7 @@ return {e, last, tostring(n), hb}
 type snapshot struct {
 	epoch, lastID, hbID string
 	last, hb            streamID
-	count               int64
+	count, horizon      int64
 }
 
 func (f *Follower) snapshot(ctx context.Context) (snapshot, error) {
@@ -245,39 +380,50 @@ func (f *Follower) snapshot(ctx context.Context) (snapshot, error) {
 		return snapshot{}, fmt.Errorf("%w: snapshot %q", ErrEntry, r)
 	}
 	sn := snapshot{epoch: r[0], lastID: r[1], hbID: r[3]}
-	var err1, err2, err3 error
+	var err1, err2, err3, err4 error
 	sn.last, err1 = parseID(r[1])
 	sn.hb, err2 = parseID(r[3])
 	sn.count, err3 = strconv.ParseInt(r[2], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	sn.horizon, err4 = horizonOf(r[0])
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return snapshot{}, fmt.Errorf("%w: snapshot %q: %w", ErrEntry, r, err)
 	}
 	return sn, nil
 }
 
 // sync makes the follower unfresh, reads the whole log up to the
-// snapshot's last ID, and swaps the state in.
-func (f *Follower) sync(ctx context.Context) error {
+// snapshot's last ID, and swaps the state in, with what the state before
+// it held merged in (a revocation is never undone). It returns when the
+// snapshot was sent: every heartbeat a read from the snapshot's brings was
+// written after. errLoss when the log is behind what the state before
+// it applied in the same epoch.
+func (f *Follower) sync(ctx context.Context) (time.Time, error) {
 	f.mu.Lock()
 	f.fresh = freshness{}
 	f.met.resynced(f.opts.Now())
+	prev := f.st
+	f.notify()
 	f.mu.Unlock()
+	sent := f.opts.Now()
 	sn, err := f.snapshot(ctx)
 	if err != nil {
-		return err
+		return sent, err
 	}
-	st := newState()
-	st.epoch, st.hbPos, st.applied, st.count = sn.epoch, sn.hbID, sn.last, sn.count
+	if sn.epoch == prev.epoch && (sn.count < prev.count || sn.last.less(prev.applied)) {
+		return sent, fmt.Errorf("%w: applied %s (%d added), the log is at %s (%d added)", errLoss, prev.applied, prev.count, sn.last, sn.count)
+	}
+	st := newState(prev)
+	st.epoch, st.horizon, st.hbPos, st.applied, st.count = sn.epoch, sn.horizon, sn.hbID, sn.last, sn.count
 	st.base = mark{st.applied, st.count}
 	now := f.opts.Now()
 	for start := "-"; sn.last != (streamID{}); {
 		msgs, err := f.rdb.XRangeN(ctx, f.keys.log, start, sn.lastID, pageSize).Result()
 		if err != nil {
-			return fmt.Errorf("revlog: full read: %w", err)
+			return sent, fmt.Errorf("revlog: full read: %w", err)
 		}
 		for _, m := range msgs {
 			if err := f.applyEntry(st, m, now); err != nil {
-				return err
+				return sent, err
 			}
 		}
 		if len(msgs) < pageSize {
@@ -289,10 +435,35 @@ func (f *Follower) sync(ctx context.Context) error {
 	// since (XDEL, or trimmed) is not there to read, and a heartbeat names
 	// the last generated.
 	st.applied = sn.last
+	st.merge(prev, now)
+	st.forget(now, f.opts.Retention)
 	f.mu.Lock()
 	f.st, f.fresh.synced = st, true
+	f.notify()
 	f.mu.Unlock()
-	return nil
+	return sent, nil
+}
+
+// merge adds to st what prev knew and st does not: its tokens not yet
+// forgotten, a later entry of a subject (at st's start: Redis checks taken
+// since saw it), a later cutoff of a client.
+func (st *state) merge(prev *state, now time.Time) {
+	for jti, until := range prev.tokens {
+		if until > now.Unix() && until > st.tokens[jti] {
+			st.tokens[jti] = until
+		}
+	}
+	for sub, e := range prev.subjects {
+		if cur, ok := st.subjects[sub]; !ok || e.at > cur.at {
+			e.seq = st.start
+			st.subjects[sub] = e
+		}
+	}
+	for c, e := range prev.clients {
+		if cur, ok := st.clients[c]; !ok || e.cutoff > cur.cutoff {
+			st.clients[c] = e
+		}
+	}
 }
 
 // readSlack is how much longer than BlockTimeout a read may take: the
@@ -302,7 +473,12 @@ func (f *Follower) sync(ctx context.Context) error {
 const readSlack = time.Second
 
 // follow reads both streams until a fault, which it returns as a reason.
-func (f *Follower) follow(ctx context.Context) (string, error) {
+// since is when the read before was sent whose reply left no heartbeat
+// unread (at first, the snapshot): a heartbeat the next read brings was
+// written after since, so since is its freshness stamp, never the later
+// send time of the read that brought it (which a heartbeat written long
+// before, left unread by a full page, would make look new).
+func (f *Follower) follow(ctx context.Context, since time.Time) (string, error) {
 	for {
 		f.mu.RLock()
 		pos, hbPos := f.st.applied.String(), f.st.hbPos
@@ -316,13 +492,18 @@ func (f *Follower) follow(ctx context.Context) (string, error) {
 			if reason, err := f.quiet(ctx); reason != "" {
 				return reason, err
 			}
+			since = sent
 			continue
 		}
 		if err != nil {
 			return ReasonError, err
 		}
-		if reason, err := f.apply(res, sent); reason != "" {
+		full, reason, err := f.apply(res, since)
+		if reason != "" {
 			return reason, err
+		}
+		if !full {
+			since = sent
 		}
 	}
 }
@@ -345,21 +526,22 @@ func (f *Follower) quiet(ctx context.Context) (string, error) {
 		return ReasonEntry, err
 	case sn.epoch != f.st.epoch:
 		return ReasonEpoch, nil
+	case sn.count < f.st.count:
+		return ReasonLoss, nil
 	case sn.last.less(f.st.applied) || sn.hb.less(hb):
 		return ReasonQuiet, nil
 	}
 	return "", nil
 }
 
-// apply applies one XREAD reply, read by a request sent at sent: its log
-// entries, then, unless the log part is a full page (more may follow), its
-// heartbeats. It returns a reason to resync, or "".
-func (f *Follower) apply(res []redis.XStream, sent time.Time) (string, error) {
+// apply applies one XREAD reply: its log entries, then, unless the log
+// part is a full page (more may follow: full), its heartbeats, stamped
+// fresh as of since (see follow). It returns a reason to resync, or "".
+func (f *Follower) apply(res []redis.XStream, since time.Time) (full bool, reason string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st, now := f.st, f.opts.Now()
 	var hbs []redis.XMessage
-	full := false
 	for _, s := range res {
 		if s.Stream == f.keys.hb {
 			hbs = s.Messages
@@ -367,27 +549,31 @@ func (f *Follower) apply(res []redis.XStream, sent time.Time) (string, error) {
 		}
 		for _, m := range s.Messages {
 			if err := f.applyEntry(st, m, now); err != nil {
-				return ReasonEntry, err
+				return false, ReasonEntry, err
 			}
 			st.count++
 			st.recent = append(st.recent, mark{st.applied, st.count})
 		}
 		full = len(s.Messages) == pageSize
 	}
+	f.notify()
+	if len(st.recent) > maxRecent {
+		return full, ReasonBacklog, nil
+	}
 	if full {
-		return "", nil // the heartbeats are read again with the rest
+		return true, "", nil // the heartbeats are read again with the rest
 	}
 	for _, m := range hbs {
 		if reason, err := f.applyHeartbeat(st, m); reason != "" {
-			return reason, err
+			return false, reason, err
 		}
 	}
 	if len(hbs) > 0 {
-		f.met.accepted(sent, now)
-		f.fresh.at = sent
-		st.forget(now)
+		f.met.accepted(since, now)
+		f.fresh.at = since
+		st.forget(now, f.opts.Retention)
 	}
-	return "", nil
+	return false, "", nil
 }
 
 // applyHeartbeat checks one heartbeat against the state and moves the base
@@ -409,14 +595,17 @@ func (f *Follower) applyHeartbeat(st *state, m redis.XMessage) (string, error) {
 		return ReasonUnapplied, nil
 	}
 	if l.less(st.base.id) {
-		return ReasonTrimmed, nil // older than what we read: the log was replaced
+		return ReasonLoss, nil // older than what we read: entries we applied are gone
 	}
 	at, i := st.base.count, 0
 	for ; i < len(st.recent) && !l.less(st.recent[i].id); i++ {
 		at = st.recent[i].count
 	}
-	if at != n {
-		return ReasonTrimmed, nil
+	switch {
+	case n < at:
+		return ReasonLoss, nil // fewer entries added than we applied
+	case n > at:
+		return ReasonTrimmed, nil // some were removed before we read them
 	}
 	st.base, st.recent = mark{l, n}, append(st.recent[:0], st.recent[i:]...)
 	return "", nil
@@ -431,34 +620,56 @@ func (f *Follower) applyEntry(st *state, m redis.XMessage, now time.Time) error 
 	k, _ := m.Values["k"].(string)
 	i, _ := m.Values["i"].(string)
 	v, _ := m.Values["v"].(string)
+	at := int64(id.ms)
+	ev := Event{ID: st.epoch + "-" + m.ID, Kind: k, Key: i, At: at}
+	st.seq++
 	switch k {
-	case "t":
-		until := int64(id.ms/1000) + int64(f.opts.Retention/time.Second)
+	case KindToken:
+		until := at/1000 + int64(f.opts.Retention/time.Second)
 		if exp, err := strconv.ParseInt(v, 10, 64); err == nil && exp > 0 {
-			until = exp + int64(f.opts.Leeway/time.Second) + 1
+			until, ev.Exp = exp+int64(f.opts.Leeway/time.Second)+1, exp
 		}
 		if until > now.Unix() {
-			st.tokens[i] = until
+			st.tokens[i] = max(st.tokens[i], until)
 		}
-	case "s":
-		st.subjects[i] = v
-	case "c":
+	case KindSubject:
+		if cur, ok := st.subjects[i]; !ok || at >= cur.at {
+			st.subjects[i] = subjectEntry{marker: v, at: at, seq: st.seq}
+		}
+	case KindClient:
 		c, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			c = math.MaxInt64
 		}
-		st.clients[i] = max(st.clients[i], c)
+		if cur, ok := st.clients[i]; !ok || c > cur.cutoff {
+			st.clients[i] = clientEntry{cutoff: c, at: at}
+		}
+		ev.Cutoff = c
 	default:
 		return fmt.Errorf("%w: log entry %s of kind %q", ErrEntry, m.ID, k)
 	}
 	st.applied = id
+	st.record(ev, id)
 	f.met.applied.Inc()
 	return nil
 }
 
-// forget drops the tokens whose time is over: a scan of the map, at most
-// once a second of now.
-func (st *state) forget(now time.Time) {
+// record keeps ev among the latest events, dropping the oldest half when
+// twice ringSize are kept.
+func (st *state) record(ev Event, id streamID) {
+	if len(st.events) >= 2*ringSize {
+		n := len(st.events) - ringSize
+		st.ringFrom = st.ids[n-1]
+		st.events = append([]Event(nil), st.events[n:]...)
+		st.ids = append([]streamID(nil), st.ids[n:]...)
+	}
+	st.events, st.ids = append(st.events, ev), append(st.ids, id)
+}
+
+// forget drops the tokens whose time is over, and the subjects and
+// clients whose latest entry is older than retention (every token it
+// covers has expired): a scan of the maps, at most once a second of now.
+func (st *state) forget(now time.Time, retention time.Duration) {
 	if now.Unix() <= st.forgotAt {
 		return
 	}
@@ -466,6 +677,17 @@ func (st *state) forget(now time.Time) {
 	for jti, until := range st.tokens {
 		if until <= now.Unix() {
 			delete(st.tokens, jti)
+		}
+	}
+	old := now.Add(-retention).UnixMilli()
+	for sub, e := range st.subjects {
+		if e.at < old {
+			delete(st.subjects, sub)
+		}
+	}
+	for c, e := range st.clients {
+		if e.at < old && e.cutoff < old {
+			delete(st.clients, c)
 		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package revlog follows the revocation log (token.Store.LogKey) so that a
 // replica knows in memory what is revoked, and knows whether that knowledge
-// is fresh enough to decide on. Nothing uses it yet: validation still reads
-// the records in Redis.
+// is fresh enough to decide on: a *Follower is the token.Revocations that
+// validation asks before it reads Redis, and the Source the revocation feed
+// (package revfeed) serves to consumers.
 //
 // # Redis keys
 //
@@ -10,33 +11,53 @@
 //
 //	st:{revlog}         Stream {k, i, v}         no TTL   the revocation log (package token writes it)
 //	st:{revlog}:hb      Stream {e, l, n}         no TTL   heartbeats, XADD MAXLEN ~ HeartbeatMaxLen
-//	st:{revlog}:epoch   string, 32 hex digits    no TTL   the Redis epoch: set, if absent, to a random
-//	                                                      value by the heartbeat and snapshot scripts
+//	st:{revlog}:epoch   "<32 hex>.<Unix ms>"     no TTL   the Redis epoch and when it began (the horizon):
+//	                                                      set, if absent, by the heartbeat and snapshot
+//	                                                      scripts, on Redis's clock (TIME)
 //	st:{revlog}:writer  string, owner (32 hex)   PX 4 periods  which Writer heartbeats
 //
 // A heartbeat entry carries, read in the one script that appends it:
 //
 //	e = the epoch        l = the log's last-generated-id        n = the log's entries-added
 //
-// (XINFO STREAM, Redis 7.0 or later; "0-0" and 0 when there is no log).
+// (XINFO STREAM: Redis 7.0 or later, which the scripts check; on an older
+// Redis they fail, followers stay stale and every validation reads Redis).
 // Heartbeats are a stream of their own so that the revocation log grows only
 // with revocations: the heartbeat stream holds about HeartbeatMaxLen entries
 // (plus at most one listpack node, stream-node-max-entries, that "~" keeps),
 // a few kB however long the service runs.
 //
-// What happens when a key disappears:
+// What happens when a key disappears or goes back:
 //
-//	log lost alone (DEL by hand)               its entries-added and last ID no longer match what the
-//	                                           followers applied: each resyncs (reason trimmed/unapplied)
-//	hb lost                                    followers' XREAD waits on a new stream; quiet until the
-//	                                           next heartbeat, whose epoch, if new, makes them resync
-//	epoch lost  (FLUSHALL, restart)            the next heartbeat or snapshot sets a new random value: every
-//	                                           follower resyncs (reason epoch) and rebuilds its state from
-//	                                           what the log holds then; issue 11's data-loss rules apply
-//	entries lost (a failover to a replica      NOT YET DETECTED: a resync rebuilds the state from what the
-//	  that lacked them; the epoch survives)    log holds and goes Fresh without them (see Known gaps)
-//	writer lost (expiry: its holder stopped)   the next Writer to beat takes it over: heartbeats pause for
-//	                                           up to 4 periods and followers may go stale meanwhile
+//	epoch lost  (FLUSHALL, restart without   the next heartbeat or snapshot sets a new one, with a new
+//	  persistence)                           horizon: every follower resyncs (reason epoch)
+//	entries lost, epoch kept (a failover to  a follower that had applied them finds the log behind its
+//	  a replica that lacked them, an AOF     state (fewer entries added, or an earlier last ID: at a
+//	  everysec crash, the log deleted)       resync, a heartbeat, or a quiet read) and rotates the epoch
+//	                                         (reason loss): every follower resyncs with a new horizon
+//	hb lost                                  followers' XREAD waits on a new stream; quiet until the
+//	                                         next heartbeat, whose epoch, if new, makes them resync
+//	writer lost (expiry: its holder stopped) the next Writer to beat takes it over: heartbeats pause for
+//	                                         up to 4 periods and followers may go stale meanwhile
+//
+// A follower never forgets at a resync what it knew before: the state it
+// had is merged into the new one (a revocation is never undone). What a
+// loss took from a follower that never read it is covered by the horizon:
+// a token issued before the epoch began (plus the leeway, the bound on
+// clock skew the service already has) is never decided from the log, only
+// by Redis's records, as before the log existed (issue 11's data-loss
+// rules). A loss no running follower saw (every replica down across it) or
+// an entry deleted by hand (XDEL) is not detected.
+//
+// # Deciding (token.Revocations)
+//
+// Decide answers, only while Fresh: LogRevoked for a jti with an entry or
+// a token at or before its client's cutoff; LogLive when the subject has
+// no entry and the token was issued after the horizon and the leeway, or
+// when a Redis check marked (Mark) in the current state found it live and
+// no entry of its subject came since; LogUnknown otherwise (read Redis). A
+// mark grows with every entry applied and jumps at every full read, so a
+// check made before a resync vouches for nothing after it.
 //
 // # One writer
 //
@@ -51,66 +72,54 @@
 // # Lifecycle of a Follower
 //
 //	start / resync ──▶ snapshot script (epoch, log's last ID and entries-added, hb's last ID)
-//	               ──▶ XRANGE the log up to that last ID, in pages ──▶ state swapped in
+//	               ──▶ XRANGE the log up to that last ID, in pages ──▶ state swapped in, the old merged
 //	               ──▶ XREAD BLOCK [COUNT page] on log and hb from the last IDs applied ──▶ apply ──┐
 //	                        ▲──────────────────────────────────────────────────────────────────┘
 //	resync when: a heartbeat's epoch differs from the snapshot's (epoch); its l is later than the
 //	last entry applied (unapplied: an entry was removed before we read it); the entries counted
-//	since the last heartbeat differ from its n (trimmed: some were removed unread); a read fails
-//	(error: connection killed, timeout, Redis down). A read that brings nothing for BlockTimeout
-//	(no writer) runs the snapshot script instead: a new epoch resyncs (epoch), a stream whose last
-//	ID is behind the follower's (a Redis back with its clock behind) too (quiet); else it reads on.
+//	since the last heartbeat are fewer than its n (trimmed: some were removed unread), or more, or
+//	its l is before what was read (loss: rotate the epoch first); a read fails (error: connection
+//	killed, timeout, Redis down); more than 65,536 entries without a heartbeat (backlog). A read
+//	that brings nothing for BlockTimeout (no writer) runs the snapshot script instead: a new epoch
+//	resyncs (epoch), fewer entries added (loss), a stream whose last ID is behind the follower's
+//	(a Redis back with its clock behind) too (quiet); else it reads on.
 //
 // # Freshness
 //
 // One XREAD reply is one snapshot of both streams, and it holds every log
 // entry after the last one applied (unless it is a full page, in which case
 // its heartbeats are left for the next read). So once a reply is applied,
-// the state holds every entry appended before Redis built the reply, which
-// is after the follower sent the read. Fresh(now) is true only while:
+// the state holds every entry appended before Redis built the reply. A
+// heartbeat in it was appended after the previous reply that left none
+// unread was built, hence after that previous read was sent: that send
+// time is the heartbeat's stamp, and Fresh(now) is true only while:
 //
-//	the last accepted heartbeat came in a reply to a read sent less than Threshold before now
-//	    (the follower's own monotonic clock; never the writer's or Redis's clock)
-//	its epoch is the snapshot's, its l is applied, its n matches the count (else: resync)
+//	now - the stamp < Threshold (the follower's own monotonic clock; never the writer's or Redis's)
+//	the heartbeat's epoch is the state's, its l is applied, its n matches the count (else: resync)
 //
-// Hence the rule, as long as no entry is removed before a follower reads it
-// (see Known gaps): a revocation whose entry Redis acknowledged at t is in
-// the state of every follower that reports Fresh at any time after
-// t + Threshold (TestFreshNeverMissesAnEntry). The heartbeat's age is measured from when
-// the read was sent, not received: never later than when Redis built the
-// reply, so a reply delayed in flight or a follower that was paused cannot
-// make an old state look new, and no clock but the follower's is read.
+// Stamping with the read that brought the heartbeat instead would let a
+// heartbeat written long ago (before a failover, on a Redis no writer
+// writes to any more) make an old state look new. Hence the rule: a
+// revocation whose entry Redis acknowledged at t is in the state of every
+// follower that reports Fresh at any time after t + Threshold
+// (TestFreshNeverMissesAnEntry), or the loss of it was detected as above.
 //
-// # Known gaps (validation must not trust a Follower until they are closed)
+// # The feed (Since, Changed, Status, Snapshot)
 //
-// A second review found ways in which Fresh can be true while an
-// acknowledged entry is missing. They are the next step's work, before any
-// validation decides from the state:
-//
-//   - Entries lost with the epoch intact (a Sentinel failover to a replica
-//     that lacked them, a Cluster failover of the log's master, an AOF
-//     everysec crash): a resync must compare the new log's last ID and
-//     entries-added with what it had applied, treat a step back as data
-//     loss (keep the old state's unexpired entries, rotate the epoch), and
-//     applyHeartbeat must treat n behind the count as loss, not trimming.
-//   - Freshness is stamped with the send time of the read that brought a
-//     heartbeat, which may be older than that read: it must be stamped with
-//     the send time of the previous read whose reply was not a full page.
-//   - A revoke of a token whose record is already gone (evicted, lost)
-//     appends no entry (token.Store's scripts log only real changes): the
-//     log must record every revocation of a correctly signed, unexpired
-//     token, deduplicated by a key of its own rather than by the record.
-//   - The subjects and clients maps are never pruned, and the entries read
-//     between two heartbeats are not bounded while no heartbeat comes.
-//   - Leeway and Retention default to this package's constants, not the
-//     service's settings; a mismatch must be refused.
+// Every entry applied is also an Event whose ID is the epoch and the
+// entry's stream ID; the latest 4,096 at least are kept, so a consumer that
+// lost its connection resumes from its last ID (Since) unless the epoch
+// changed or it fell further behind, and then starts from a Snapshot.
+// Changed wakes the feed's writers at every entry, heartbeat and resync.
 //
 // # Cost
 //
 // The writer: one EVALSHA a period on every replica. The follower: one XREAD
 // a heartbeat, and a paged XRANGE of the whole log per resync; in memory
-// about 60 B a revoked token, forgotten after its exp and Leeway (a scan of
-// the map at most once a second). docs/redis.md gives the figures.
+// about 60 B a revoked token, forgotten after its exp and Leeway, subjects
+// and clients after the retention (a scan of the maps at most once a
+// second), and the recent events for the feed (about 8,192 at most).
+// docs/redis.md gives the figures.
 package revlog
 
 import (
@@ -121,6 +130,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Defaults for the zero values of Options and WriterOptions.
@@ -147,23 +158,53 @@ func keysFor(logKey string) keys {
 	return keys{log: logKey, hb: logKey + ":hb", epoch: logKey + ":epoch", writer: logKey + ":writer"}
 }
 
-// infoLua reads the epoch of KEYS[3] (setting it to ARGV[1] when absent)
-// and the last-generated-id and entries-added of the log KEYS[1].
+// infoLua reads the epoch of KEYS[3] (setting it to ARGV[1], a "." and
+// Redis's time in ms, when absent or not of that form) and the
+// last-generated-id and entries-added of the log KEYS[1]. A log without
+// entries-added (Redis before 7.0) is an error: without it, entries removed
+// before a follower read them cannot be told from none.
 const infoLua = `
 local e = redis.call('GET', KEYS[3])
-if not e then
-  redis.call('SET', KEYS[3], ARGV[1])
-  e = ARGV[1]
+if not e or not string.find(e, '.', 1, true) then
+  local t = redis.call('TIME')
+  e = ARGV[1] .. '.' .. string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  redis.call('SET', KEYS[3], e)
 end
 local last, n = '0-0', 0
 if redis.call('EXISTS', KEYS[1]) == 1 then
+  n = nil
   local info = redis.call('XINFO', 'STREAM', KEYS[1])
   for i = 1, #info, 2 do
     if info[i] == 'last-generated-id' then last = info[i + 1]
     elseif info[i] == 'entries-added' then n = info[i + 1] end
   end
+  if n == nil then
+    return redis.error_reply('revlog: XINFO STREAM has no entries-added: the revocation log needs Redis 7.0 or later')
+  end
 end
 `
+
+// rotateScript, with KEYS epoch and ARGV the epoch seen and a new token,
+// replaces the epoch with a new one (the token, a "." and Redis's time)
+// if it is still the one seen: a follower that found entries lost makes
+// every follower resync, and moves the horizon, once.
+var rotateScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local t = redis.call('TIME')
+redis.call('SET', KEYS[1], ARGV[2] .. '.' .. string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
+return 1
+`)
+
+// horizonOf is the time an epoch began, Unix ms (the part after its "."),
+// or an error.
+func horizonOf(epoch string) (int64, error) {
+	_, ms, ok := strings.Cut(epoch, ".")
+	h, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || h <= 0 {
+		return 0, fmt.Errorf("%w: epoch %.64q", ErrEntry, epoch)
+	}
+	return h, nil
+}
 
 // streamID is a stream entry ID, ms-seq.
 type streamID struct{ ms, seq uint64 }

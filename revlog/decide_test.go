@@ -1,0 +1,210 @@
+package revlog
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snowtoken/snowtoken/token"
+)
+
+// TestDecide: each rule of token.Revocations, on a real follower of a real
+// log: a revoked jti and a client's cutoff refuse; a subject with an entry
+// needs Redis unless a Redis check marked after the entry; a token issued
+// before the horizon and the leeway needs Redis; a stale follower decides
+// nothing.
+func TestDecide(t *testing.T) {
+	rg := sharedRig(t, Options{})
+	rg.start(t)
+	rg.waitFresh(t)
+	st := rg.f.Status(time.Now())
+	issued := st.Horizon + token.DefaultLeeway.Milliseconds() + 1
+	q := func(jti, sub, client string, issued int64, checked token.LogMark) token.LogVerdict {
+		return rg.f.Decide(time.Now(), token.LogQuery{JTI: jti, Subject: sub, Client: client, Issued: issued, Checked: checked})
+	}
+	if v := q("1", "alice", "gw", issued, 0); v != token.LogLive {
+		t.Fatalf("a token nothing covers: %v, want LogLive", v)
+	}
+	if v := q("1", "alice", "gw", st.Horizon, 0); v != token.LogUnknown {
+		t.Errorf("a token issued at the horizon: %v, want LogUnknown", v)
+	}
+
+	rg.revokeToken(t, "alice", "11", time.Now().Add(time.Hour).Unix())
+	cut := time.Now().Add(time.Hour)
+	if err := rg.store.RevokeClient(t.Context(), "gw2", cut); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "both followed", func() bool { _, ok := rg.f.ClientCutoff("gw2"); return rg.f.TokenRevoked("11") && ok })
+	rg.waitFresh(t)
+	if v := q("11", "alice", "gw", issued, 0); v != token.LogRevoked {
+		t.Errorf("a revoked jti: %v, want LogRevoked", v)
+	}
+	if v := q("12", "alice", "gw2", cut.UnixMilli(), 0); v != token.LogRevoked {
+		t.Errorf("a token at its client's cutoff: %v, want LogRevoked", v)
+	}
+	if v := q("12", "alice", "gw2", cut.UnixMilli()+1, 0); v != token.LogLive {
+		t.Errorf("a token after its client's cutoff: %v, want LogLive", v)
+	}
+
+	before := rg.f.Mark()
+	rg.revokeSubject(t, "bob")
+	eventually(t, 5*time.Second, "bob followed", func() bool { _, ok := rg.f.SubjectMarker("bob"); return ok })
+	rg.waitFresh(t)
+	after := rg.f.Mark()
+	if after <= before {
+		t.Fatalf("Mark %d after an entry, %d before", after, before)
+	}
+	for _, c := range []struct {
+		checked token.LogMark
+		want    token.LogVerdict
+	}{{0, token.LogUnknown}, {before, token.LogUnknown}, {after, token.LogLive}} {
+		if v := q("13", "bob", "gw", issued, c.checked); v != c.want {
+			t.Errorf("bob's token checked at %d (entry between %d and %d): %v, want %v", c.checked, before, after, v, c.want)
+		}
+	}
+
+	rg.stopW()
+	eventually(t, 5*time.Second, "stale", func() bool { return !rg.f.Fresh(time.Now()) })
+	if v := q("11", "alice", "gw", issued, 0); v != token.LogUnknown {
+		t.Errorf("a stale follower: %v, want LogUnknown", v)
+	}
+}
+
+// TestMarksDoNotSurviveAFullRead: a mark taken before a resync vouches for
+// nothing after it (the resync may follow a loss).
+func TestMarksDoNotSurviveAFullRead(t *testing.T) {
+	rg := sharedRig(t, Options{})
+	rg.revokeSubject(t, "alice")
+	rg.start(t)
+	rg.waitFresh(t)
+	m := rg.f.Mark()
+	issued := time.Now().Add(time.Minute).UnixMilli()
+	if v := rg.f.Decide(time.Now(), token.LogQuery{JTI: "1", Subject: "alice", Issued: issued, Checked: m}); v != token.LogLive {
+		t.Fatalf("checked at the current mark: %v, want LogLive", v)
+	}
+	n := rg.resyncs(ReasonError)
+	if err := rg.rdb.Do(t.Context(), "client", "kill", "type", "normal").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "an error resync", func() bool { return rg.resyncs(ReasonError) > n })
+	rg.waitFresh(t)
+	if v := rg.f.Decide(time.Now(), token.LogQuery{JTI: "1", Subject: "alice", Issued: issued, Checked: m}); v != token.LogUnknown {
+		t.Errorf("checked before the resync: %v, want LogUnknown", v)
+	}
+}
+
+// TestEntriesLostWithTheEpoch: the log set back to an earlier copy of
+// itself (DUMP, then RESTORE: what a failover to a replica that lacked the
+// last writes, or an AOF that lost its last second, leaves) while the
+// epoch key stays. The follower that had applied the lost entries keeps
+// them, rotates the epoch (so every follower resyncs and moves its
+// horizon), and goes fresh again.
+func TestEntriesLostWithTheEpoch(t *testing.T) {
+	rg := sharedRig(t, Options{})
+	ctx := t.Context()
+	rg.revokeToken(t, "alice", "21", time.Now().Add(time.Hour).Unix())
+	rg.start(t)
+	rg.waitFresh(t)
+	dump, err := rg.rdb.Dump(ctx, rg.store.LogKey()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := rg.f.Status(time.Now()).Epoch
+	rg.revokeToken(t, "alice", "22", time.Now().Add(time.Hour).Unix())
+	eventually(t, 5*time.Second, "22 followed", func() bool { return rg.f.TokenRevoked("22") })
+	n := rg.resyncs(ReasonLoss)
+	if err := rg.rdb.RestoreReplace(ctx, rg.store.LogKey(), 0, dump).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a loss resync", func() bool { return rg.resyncs(ReasonLoss) > n })
+	rg.waitFresh(t)
+	st := rg.f.Status(time.Now())
+	if st.Epoch == epoch || !strings.Contains(st.Epoch, ".") {
+		t.Errorf("epoch %q after the loss, %q before: want a new one", st.Epoch, epoch)
+	}
+	if !rg.f.TokenRevoked("22") {
+		t.Error("the lost revocation forgotten")
+	}
+	if v := rg.f.Decide(time.Now(), token.LogQuery{JTI: "23", Subject: "bob", Issued: time.Now().UnixMilli()}); v != token.LogUnknown {
+		t.Errorf("a token issued before the new horizon: %v, want LogUnknown (Redis)", v)
+	}
+	// A follower that starts now (it never saw 22) also moves its horizon.
+	f2, err := New(rg.client(), rg.store.LogKey(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	goRun(t, f2.Run)
+	eventually(t, 5*time.Second, "f2 fresh", func() bool { return f2.Fresh(time.Now()) })
+	if got := f2.Status(time.Now()).Epoch; got != st.Epoch {
+		t.Errorf("f2's epoch %q, want %q", got, st.Epoch)
+	}
+}
+
+// TestSinceResumes: Since returns the events after an ID of the current
+// epoch, nothing after the last, and refuses another epoch or an ID that
+// does not parse; the snapshot holds what the events said.
+func TestSinceResumes(t *testing.T) {
+	rg := sharedRig(t, Options{})
+	rg.start(t)
+	rg.waitFresh(t)
+	st := rg.f.Status(time.Now())
+	rg.revokeToken(t, "alice", "31", time.Now().Add(time.Hour).Unix())
+	rg.revokeSubject(t, "bob")
+	cut := time.Now().Add(time.Minute)
+	if err := rg.store.RevokeClient(t.Context(), "gw", cut); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "all followed", func() bool { _, ok := rg.f.ClientCutoff("gw"); return ok })
+	evs, ok := rg.f.Since(st.Last, 10)
+	if !ok || len(evs) != 3 {
+		t.Fatalf("Since(%s) = %v, %v; want 3 events", st.Last, evs, ok)
+	}
+	want := []struct{ kind, key string }{{KindToken, "31"}, {KindSubject, "bob"}, {KindClient, "gw"}}
+	for i, w := range want {
+		if evs[i].Kind != w.kind || evs[i].Key != w.key || !strings.HasPrefix(evs[i].ID, st.Epoch+"-") {
+			t.Errorf("event %d = %+v, want %s %s in epoch %s", i, evs[i], w.kind, w.key, st.Epoch)
+		}
+	}
+	if evs[2].Cutoff != cut.UnixMilli() {
+		t.Errorf("cutoff %d, want %d", evs[2].Cutoff, cut.UnixMilli())
+	}
+	if rest, ok := rg.f.Since(evs[0].ID, 1); !ok || len(rest) != 1 || rest[0].ID != evs[1].ID {
+		t.Errorf("Since the first, max 1 = %v, %v; want the second", rest, ok)
+	}
+	if rest, ok := rg.f.Since(evs[2].ID, 10); !ok || len(rest) != 0 {
+		t.Errorf("Since the last = %v, %v; want none, ok", rest, ok)
+	}
+	for _, bad := range []string{"", "x", "other.1-1-0", strings.Replace(evs[0].ID, st.Epoch, st.Epoch+"0", 1)} {
+		if _, ok := rg.f.Since(bad, 10); ok {
+			t.Errorf("Since(%q) resumes, want a reset", bad)
+		}
+	}
+	sn := rg.f.Snapshot(time.Now())
+	if len(sn.Tokens) != 1 || len(sn.Subjects) != 1 || len(sn.Clients) != 1 || sn.Last != evs[2].ID {
+		t.Errorf("snapshot %+v, want one of each, last %s", sn, evs[2].ID)
+	}
+}
+
+// TestForgetsOldSubjectsAndClients: a subject's or client's entry older
+// than the retention covers only expired tokens: it is dropped.
+func TestForgetsOldSubjectsAndClients(t *testing.T) {
+	st := newState(nil)
+	now := time.Now()
+	st.subjects["old"] = subjectEntry{at: now.Add(-2 * time.Hour).UnixMilli()}
+	st.subjects["new"] = subjectEntry{at: now.Add(-30 * time.Minute).UnixMilli()}
+	st.clients["old"] = clientEntry{at: now.Add(-2 * time.Hour).UnixMilli(), cutoff: now.Add(-2 * time.Hour).UnixMilli()}
+	st.clients["new"] = clientEntry{at: now.Add(-2 * time.Hour).UnixMilli(), cutoff: now.UnixMilli()}
+	st.forget(now, time.Hour)
+	if _, ok := st.subjects["old"]; ok {
+		t.Error("old subject kept")
+	}
+	if _, ok := st.clients["old"]; ok {
+		t.Error("old client kept")
+	}
+	if _, ok := st.subjects["new"]; !ok {
+		t.Error("new subject dropped")
+	}
+	if _, ok := st.clients["new"]; !ok {
+		t.Error("a client whose cutoff is recent dropped")
+	}
+}
