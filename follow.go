@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/snowtoken/snowtoken/config"
+	"github.com/snowtoken/snowtoken/revlog"
+	"github.com/snowtoken/snowtoken/token"
+)
+
+// followRevocations starts this replica's heartbeat writer and its
+// follower of the revocation log (package revlog), each until the returned
+// stop, and returns the follower, which validation asks before it reads
+// Redis and the feed serves. It returns a nil follower, and starts
+// nothing, when SNOWTOKEN_REVLOG_THRESHOLD is 0s, and in dev mode: the
+// embedded Redis lacks what the follower needs (XINFO STREAM's
+// entries-added), so there every validation reads Redis, as it does on any
+// replica whose follower is stale. The follower's Redis client is its own:
+// it holds a connection in XREAD BLOCK.
+func followRevocations(cfg config.Config, rdb redis.UniversalClient, store *token.Store, reg prometheus.Registerer, log *slog.Logger) (*revlog.Follower, func(), error) {
+	switch {
+	case cfg.RevlogThreshold == 0:
+		log.Warn("SNOWTOKEN_REVLOG_THRESHOLD=0s: no revocation log follower; every validation reads Redis")
+		return nil, func() {}, nil
+	case !cfg.RedisConfigured():
+		log.Warn("DEV MODE: the embedded Redis cannot carry the revocation log's heartbeats; every validation reads Redis")
+		return nil, func() {}, nil
+	}
+	w, err := revlog.NewWriter(rdb, store.LogKey(), revlog.WriterOptions{Period: cfg.RevlogPeriod, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	frdb := cfg.NewRedisClient()
+	f, err := revlog.New(frdb, store.LogKey(), revlog.Options{Threshold: cfg.RevlogThreshold,
+		Leeway: token.DefaultLeeway, Retention: token.LogRetention(cfg.MaxTokenTTL, token.DefaultLeeway),
+		Registerer: reg, Logger: log})
+	if err != nil {
+		frdb.Close()
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { _ = w.Run(ctx); done <- struct{}{} }()
+	go func() { _ = f.Run(ctx); done <- struct{}{} }()
+	return f, func() {
+		cancel()
+		frdb.Close() // ends a read blocked in XREAD now, not BlockTimeout later
+		<-done
+		<-done
+	}, nil
+}
