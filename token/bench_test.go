@@ -212,14 +212,16 @@ func deleteKeys(tb testing.TB, r *redistest.Redis, keys []string) {
 
 // TestRedisMemoryPerLogEntry measures what one entry of the revocation log
 // costs a real Redis: 20,000 revocations of tokens through RevokeToken, as
-// MEMORY USAGE of the Stream (SAMPLES 0: every node) and as the used_memory
-// delta, with the revoked records written again so that only the log
-// differs. docs/redis.md quotes the figure.
+// MEMORY USAGE of the Stream (SAMPLES 0: every node), and what a token's
+// revocation costs with its dedupe key (which lives until the token's exp
+// and three leeways) as the used_memory delta, with the revoked records
+// written again so that only the log and the dedupe keys differ.
+// docs/redis.md quotes the figures.
 func TestRedisMemoryPerLogEntry(t *testing.T) {
 	if !redistest.Real() {
 		t.Skipf("needs a real Redis: set %s", redistest.EnvURL)
 	}
-	const entries, maxBytes = 20_000, 40
+	const entries, maxBytes, maxWithDedupe = 20_000, 40, 230
 	e := newEnv(t, Options{})
 	ctx := context.Background()
 	exp := e.clock.Now().Add(time.Hour).Unix()
@@ -232,7 +234,14 @@ func TestRedisMemoryPerLogEntry(t *testing.T) {
 		jtis[i] = id.String()
 		keys[i] = e.store.opaqueKey(jtis[i])
 	}
-	t.Cleanup(func() { deleteKeys(t, e.redis, keys) })
+	t.Cleanup(func() {
+		deleteKeys(t, e.redis, keys)
+		seen := make([]string, len(jtis))
+		for i, jti := range jtis {
+			seen[i] = e.store.seenKey(jti)
+		}
+		deleteKeys(t, e.redis, seen)
+	})
 	records := func() {
 		pipe := e.redis.Client.Pipeline()
 		for _, k := range keys {
@@ -247,7 +256,7 @@ func TestRedisMemoryPerLogEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	records()
-	if err := e.redis.Client.Del(ctx, e.store.LogKey()).Err(); err != nil {
+	if err := e.redis.Client.Del(ctx, e.store.LogKey(), e.store.seenKey(jtis[0])).Err(); err != nil {
 		t.Fatal(err)
 	}
 	before := usedMemory(t, e.redis)
@@ -279,10 +288,18 @@ func TestRedisMemoryPerLogEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	seen, err := e.redis.Client.MemoryUsage(ctx, e.store.seenKey(jtis[1])).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
 	perEntry, perDelta := float64(usage)/entries, float64(after-before)/entries
-	t.Logf("Redis memory per revocation log entry: MEMORY USAGE %s SAMPLES 0 = %d over %d entries: %.1f bytes; used_memory %d -> %d: %.1f bytes",
-		e.store.LogKey(), usage, entries, perEntry, before, after, perDelta)
+	t.Logf("Redis memory per revocation log entry: MEMORY USAGE %s SAMPLES 0 = %d over %d entries: %.1f bytes; "+
+		"with the dedupe key (MEMORY USAGE %d, %d bytes long), used_memory %d -> %d: %.1f bytes",
+		e.store.LogKey(), usage, entries, perEntry, seen, len(e.store.seenKey(jtis[1])), before, after, perDelta)
 	if perEntry > maxBytes {
 		t.Errorf("a log entry costs %.1f bytes of Redis memory, want at most %d", perEntry, maxBytes)
+	}
+	if perDelta > maxWithDedupe {
+		t.Errorf("a token's revocation costs %.1f bytes of Redis memory with its dedupe key, want at most %d", perDelta, maxWithDedupe)
 	}
 }

@@ -42,9 +42,9 @@ func wantLogged(tb testing.TB, e *env, before int, want map[string]any) {
 
 // TestRevocationLog: every kind of revocation (a JWT, an opaque token, a
 // subject, a client) appends exactly one entry that says what was revoked,
-// on a single Redis's paths and on a Cluster's; a revocation that changes
-// nothing (a token revoked already, a subject without tokens, a client's
-// earlier time) appends none.
+// on a single Redis's paths and on a Cluster's; a token revoked again and
+// a client's earlier time append none; a subject without a marker appends
+// one.
 func TestRevocationLog(t *testing.T) {
 	forLayouts(t, func(t *testing.T, cluster bool) {
 		e := newOpaqueEnv(t, Options{}, cluster)
@@ -67,12 +67,18 @@ func TestRevocationLog(t *testing.T) {
 			n++
 		}
 
+		// A subject without a marker is logged all the same (a validator
+		// that decides from the log never read the marker), and gets none.
 		if err := e.svc.RevokeSubject(ctx, "nobody"); err != nil {
 			t.Fatal(err)
 		}
-		if got := len(logEntries(t, e)); got != n {
-			t.Fatalf("revoking a subject without a marker logged: %d entries, want %d", got, n)
+		if msgs := logEntries(t, e); len(msgs) != n+1 || msgs[n].Values["k"] != "s" || msgs[n].Values["i"] != "nobody" {
+			t.Fatalf("revoking a subject without a marker: log %v, want an entry for nobody", msgs[n:])
 		}
+		if got := e.redis.Client.Exists(ctx, e.redis.Prefix+"{nobody}:gen").Val(); got != 0 {
+			t.Errorf("revoking a subject without a marker wrote one")
+		}
+		n++
 		iss := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "bob"})
 		if err := e.svc.RevokeSubject(ctx, "bob"); err != nil {
 			t.Fatal(err)
@@ -304,9 +310,11 @@ func (r *roundTrips) take() (int, []string) {
 // Sentinel no round trip: a token's revocation is one script (a DEL
 // before the log), an opaque token's the GET of its record and the script,
 // a subject's one script (a SET), a client's one script, as before. On a
-// Cluster the entry is a round trip of its own, after the script's check
-// that the revocation changes anything (so that revoking a token again
-// logs nothing), and before the script: two more than before.
+// Cluster the entry is a round trip of its own, before the write: a
+// token's is the entry's script (deduplicated in the {revlog} slot) and a
+// DEL, a subject's the entry and the script, a client's the script's check
+// that the revocation changes anything (so that an earlier time logs
+// nothing), the entry and the script.
 func TestRevocationRoundTrips(t *testing.T) {
 	forLayouts(t, func(t *testing.T, cluster bool) {
 		r := redistest.New(t)
@@ -319,7 +327,7 @@ func TestRevocationRoundTrips(t *testing.T) {
 		opaque := e.issue(t, e.svc, "ogateway", IssueRequest{Subject: "alice"})
 		// Load the scripts: a first EVALSHA may answer NOSCRIPT on a
 		// real Redis that never ran them.
-		for _, sc := range []string{revokeTokenLua, revokeSubjectLua, revokeClientLua, logAppendSrc} {
+		for _, sc := range []string{revokeTokenLua, logTokenSrc, revokeSubjectLua, revokeClientLua, logAppendSrc} {
 			if err := r.Client.ScriptLoad(ctx, sc).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -327,7 +335,7 @@ func TestRevocationRoundTrips(t *testing.T) {
 		rt.take()
 		want := map[string]int{"jwt": 1, "opaque": 2, "subject": 1, "client": 1}
 		if cluster {
-			want = map[string]int{"jwt": 3, "opaque": 4, "subject": 3, "client": 3}
+			want = map[string]int{"jwt": 2, "opaque": 3, "subject": 2, "client": 3}
 		}
 		for _, c := range []struct {
 			name   string
@@ -418,4 +426,152 @@ func TestLogRetentionShorterThanTokens(t *testing.T) {
 			t.Errorf("retention %v, max ttl %v: %v", c.retention, opts.MaxTTL, err)
 		}
 	}
+}
+
+// TestRevokeTokenWithoutRecord: a revocation of a signed, unexpired token
+// whose record is gone (evicted, lost) is logged all the same, since a
+// validator that decides from the log never read the record; revoking it
+// again logs nothing more (the dedupe key), and a record left behind by an
+// earlier revocation whose DEL did not go through is deleted by the next,
+// which logs nothing. Both layouts.
+func TestRevokeTokenWithoutRecord(t *testing.T) {
+	forLayouts(t, func(t *testing.T, cluster bool) {
+		e := newOpaqueEnv(t, Options{}, cluster)
+		ctx := t.Context()
+		iss := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice", ExpiresIn: 30 * time.Minute})
+		exp := e.clock.Now().Add(30 * time.Minute).Unix()
+		key := e.sessionKey("alice", iss.ID)
+		if err := e.redis.Client.Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			jti, err := e.svc.Revoke(ctx, e.clients["gateway"], iss.AccessToken)
+			if err != nil || jti != iss.ID.String() {
+				t.Fatalf("Revoke %d of a token without a record: %q, %v; want its jti", i+1, jti, err)
+			}
+		}
+		wantLogged(t, e, 0, map[string]any{"k": "t", "i": iss.ID.String(), "v": strconv.FormatInt(exp, 10)})
+
+		// The dedupe key lives until three leeways after exp.
+		seen := e.store.LogKey() + ":r:" + iss.ID.String()
+		ttl := e.redis.Client.PTTL(ctx, seen).Val()
+		if want := time.Until(time.Unix(exp, 0).Add(3 * DefaultLeeway)); ttl <= 0 || ttl > want+time.Second || ttl < want-time.Minute {
+			t.Errorf("dedupe key %q PTTL %v, want about %v", seen, ttl, want)
+		}
+
+		// An entry in, a DEL that did not go through: the next revoke
+		// deletes the record and logs nothing.
+		if err := e.redis.Client.Set(ctx, key, "m", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.svc.Revoke(ctx, e.clients["gateway"], iss.AccessToken); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.redis.Client.Exists(ctx, key).Val(); n != 0 {
+			t.Errorf("a record whose token's entry was in the log survived its revocation")
+		}
+		if got := len(logEntries(t, e)); got != 1 {
+			t.Errorf("log has %d entries after a third revoke, want 1", got)
+		}
+	})
+}
+
+// TestRevokeTokenDedupeLifetime: the dedupe key never outlives the entry
+// (at most the log's retention: an exp far off, or none); a token past
+// three leeways after its exp by Redis's clock validates nowhere and is not
+// logged, though its record is deleted.
+func TestRevokeTokenDedupeLifetime(t *testing.T) {
+	forLayouts(t, func(t *testing.T, cluster bool) {
+		e := newOpaqueEnv(t, Options{}, cluster)
+		ctx := t.Context()
+		retention := e.store.logRetention
+		now := time.Now()
+		for _, c := range []struct {
+			name string
+			exp  int64
+			log  bool
+		}{
+			{"exp unknown", 0, true},
+			{"exp beyond the retention", now.Add(2 * retention).Unix(), true},
+			{"expired long ago", now.Add(-time.Hour).Unix(), false},
+		} {
+			jti := strconv.Itoa(len(c.name))
+			key := e.redis.Prefix + "{bob}:" + jti
+			if err := e.redis.Client.Set(ctx, key, "m", time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := len(logEntries(t, e))
+			if err := e.store.RevokeToken(ctx, key, jti, c.exp); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if got := len(logEntries(t, e)) - before; got != map[bool]int{true: 1, false: 0}[c.log] {
+				t.Errorf("%s: %d entries appended, want logged %v", c.name, got, c.log)
+			}
+			if e.redis.Client.Exists(ctx, key).Val() != 0 {
+				t.Errorf("%s: record not deleted", c.name)
+			}
+			ttl := e.redis.Client.PTTL(ctx, e.store.LogKey()+":r:"+jti).Val()
+			switch {
+			case !c.log && ttl != -2*time.Nanosecond && ttl != -2*time.Millisecond:
+				t.Errorf("%s: dedupe key written (PTTL %v)", c.name, ttl)
+			case c.log && (ttl <= retention-time.Minute || ttl > retention):
+				t.Errorf("%s: dedupe key PTTL %v, want the retention %v", c.name, ttl, retention)
+			}
+		}
+	})
+}
+
+// TestRevocationOnCluster: on a one-node Redis Cluster of its own (a
+// redis-server), revocations keep to their slots: a token's entry and
+// dedupe key in {revlog}, its record in its subject's; a subject's and a
+// client's through the append. A token whose record is gone is logged once.
+func TestRevocationOnCluster(t *testing.T) {
+	s := redistest.NewConfiguredServer(t, "--cluster-enabled", "yes")
+	admin := s.Client()
+	ctx := t.Context()
+	if err := admin.Do(ctx, "cluster", "addslotsrange", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if info, _ := admin.ClusterInfo(ctx).Result(); strings.Contains(info, "cluster_state:ok") {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("cluster_state not ok within 10 s")
+		}
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{s.Addr}})
+	t.Cleanup(func() { c.Close() })
+	e := newEnvOn(t, &redistest.Redis{Client: c, Prefix: "st:"}, Options{})
+	if !e.store.cluster {
+		t.Fatal("the store does not take a ClusterClient for a Cluster")
+	}
+	jwt := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"})
+	opaque := e.issue(t, e.svc, "ogateway", IssueRequest{Subject: "alice"})
+	if err := c.Del(ctx, e.sessionKey("alice", jwt.ID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := e.svc.Revoke(ctx, e.clients["gateway"], jwt.AccessToken); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.svc.Revoke(ctx, e.clients["ogateway"], opaque.AccessToken); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.svc.RevokeSubject(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.RevokeClient(ctx, "svc"); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, m := range logEntries(t, e) {
+		kinds = append(kinds, fmt.Sprint(m.Values["k"]))
+	}
+	if got := strings.Join(kinds, " "); got != "t t s c" {
+		t.Errorf("log kinds %q, want %q", got, "t t s c")
+	}
+	wantRevoked(t, e.svc, jwt.AccessToken)
+	wantRevoked(t, e.svc, opaque.AccessToken)
 }

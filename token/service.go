@@ -92,6 +92,10 @@ func NewService(keys *KeySet, store *Store, ids IDs, opts Options) (*Service, er
 		return nil, fmt.Errorf("%w: the store's log retention %v is shorter than max ttl (%v) and three leeways (%v): see LogRetention",
 			ErrOptions, store.logRetention, opts.MaxTTL, need)
 	}
+	if store != nil && store.leeway < opts.Leeway {
+		return nil, fmt.Errorf("%w: the store's leeway %v is shorter than the service's (%v): see StoreOptions.Leeway",
+			ErrOptions, store.leeway, opts.Leeway)
+	}
 	var defaultAud []string
 	if opts.Audience != "" {
 		if err := checkAudience(opts.Audience); err != nil {
