@@ -90,6 +90,36 @@ func BenchmarkValidate(b *testing.B) {
 	})
 }
 
+// liveLog is a Revocations that says every token is live: the cost of
+// validation itself when the log decides.
+type liveLog struct{}
+
+func (liveLog) Mark() LogMark                         { return 1 }
+func (liveLog) Decide(time.Time, LogQuery) LogVerdict { return LogLive }
+
+// BenchmarkValidateFromLog is BenchmarkValidate's hot token, JWT and
+// opaque, decided from a log that says it is live (Options.Revocations):
+// no Redis command at all.
+func BenchmarkValidateFromLog(b *testing.B) {
+	e := newEnv(b, Options{Revocations: liveLog{}})
+	ctx := b.Context()
+	for _, client := range []string{"svc", "osvc"} {
+		raw := e.issue(b, e.svc, client, IssueRequest{ExpiresIn: 10 * time.Minute}).AccessToken
+		name := map[string]string{"svc": "hot", "osvc": "hot opaque"}[client]
+		b.Run(name, func(b *testing.B) {
+			if _, err := e.svc.Validate(ctx, raw); err != nil { // an opaque token's first reads Redis
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.svc.Validate(ctx, raw); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // usedMemory returns used_memory of INFO memory.
 func usedMemory(tb testing.TB, r *redistest.Redis) int64 {
 	tb.Helper()

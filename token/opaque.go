@@ -321,27 +321,76 @@ var errNoSession = fmt.Errorf("%w: no session", ErrRevoked)
 // validateOpaque is Validate for an opaque token: its ID and secret, then
 // its record, marker and client's revocation time in one round trip (two on
 // a Cluster). The secret is compared first, so nothing about the session
-// shows to a token whose secret does not match. Nothing is cached: the
-// claims come from the record on every call.
+// shows to a token whose secret does not match.
+//
+// With Options.Revocations, a token validated once is in the verified-token
+// cache until its exp and the leeway, under the SHA-256 of the token, which
+// holds the secret: only a holder of the token finds the entry. A cached
+// token is decided from the log as a JWT is (fromLog); Redis is read, as
+// below, when the log cannot tell or the token is not in the cache (its
+// claims are in its record only), and the answer refreshes the entry.
+// Without Revocations nothing is cached: the claims come from the record,
+// and a revoked token is refused, on every call.
 func (s *Service) validateOpaque(ctx context.Context, raw string) (*Verified, error) {
 	id, secret, err := parseOpaque(raw)
 	if err != nil {
 		return nil, err
+	}
+	now := s.opts.Now()
+	var sum [sha256.Size]byte
+	var m LogMark
+	var hit *Verified // the cached token the log could not tell of
+	if r := s.opts.Revocations; r == nil {
+		s.stats.noLog.Add(1)
+	} else {
+		sum = sha256.Sum256(bytesOf(raw)) // no copy of the token
+		if hit = s.cache.get(&sum, now); hit != nil {
+			var done bool
+			m, done, err = s.fromLog(hit, now)
+			switch {
+			case done && err != nil:
+				return nil, err
+			case done:
+				return hit, nil
+			}
+		} else {
+			s.stats.uncached.Add(1)
+			m = r.Mark() // before Redis is read
+		}
 	}
 	parts, err := s.ids.Decompose(id)
 	if err != nil {
 		return nil, fmt.Errorf("%w: id: %w", ErrInvalidToken, err)
 	}
 	jti := id.String()
+	v, err := s.readOpaque(ctx, id, jti, parts, &secret, now)
+	if hit != nil {
+		s.checked(hit, m, err) // a token revoked in Redis stays refused
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.opts.Revocations != nil {
+		s.checked(v, m, nil)
+		s.cache.put(&sum, v, now)
+	}
+	return v, nil
+}
+
+// readOpaque reads the record of the opaque token id (jti in decimal,
+// whose parts are parts), and returns the token it makes if secret matches
+// it and the token is live at now.
+func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string, parts snowflakealg.Parts, secret *[opaqueSecretLen]byte, now time.Time) (*Verified, error) {
 	rec, gen, client, err := s.store.ReadOpaque(ctx, s.store.opaqueKey(jti))
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.openRecord(rec, &secret)
+	r, err := s.openRecord(rec, secret)
 	if err != nil {
 		return nil, err
 	}
-	if !s.opts.Now().Before(time.Unix(r.exp, 0).Add(s.opts.Leeway)) {
+	exp := time.Unix(r.exp, 0)
+	if !now.Before(exp.Add(s.opts.Leeway)) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, jwt.ErrTokenExpired)
 	}
 	if err := live(parts.Time.UnixMilli(), r.marker, gen, client); err != nil {
@@ -351,7 +400,7 @@ func (s *Service) validateOpaque(ctx context.Context, raw string) (*Verified, er
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	dates := &[2]jwt.NumericDate{{Time: time.Unix(r.iat, 0)}, {Time: time.Unix(r.exp, 0)}} // one allocation for both
+	dates := &[2]jwt.NumericDate{{Time: time.Unix(r.iat, 0)}, {Time: exp}} // one allocation for both
 	return &Verified{
 		Claims: Claims{
 			RegisteredClaims: jwt.RegisteredClaims{
@@ -361,6 +410,7 @@ func (s *Service) validateOpaque(ctx context.Context, raw string) (*Verified, er
 			ClientID: r.client, Scope: r.scope,
 		},
 		ID: id, Parts: parts, Scopes: scopes,
+		cacheUntil: exp.Add(s.opts.Leeway),
 	}, nil
 }
 
@@ -383,9 +433,13 @@ func (s *Service) openRecord(rec any, secret *[opaqueSecretLen]byte) (opaqueReco
 	return r, nil
 }
 
-// revokeOpaque is Revoke for an opaque token: its record is deleted only
-// once the token's secret matches it, so a guessed ID revokes nothing. What
-// has no record (never issued, expired, revoked already) or another secret
+// revokeOpaque is Revoke for an opaque token: its record is deleted, and
+// the revocation logged, only once the token's secret matches it, so a
+// guessed ID revokes nothing. A token without a record is revoked all the
+// same when this replica's verified-token cache holds it (its secret
+// matched when it was cached); the other replicas that cached it accept it
+// until its exp. What has no record and is not in the cache (never issued,
+// expired, revoked already, lost and not validated here) or another secret
 // is no token of ours: "", nil.
 func (s *Service) revokeOpaque(ctx context.Context, caller *Client, raw string) (string, error) {
 	id, secret, err := parseOpaque(raw)
@@ -398,17 +452,29 @@ func (s *Service) revokeOpaque(ctx context.Context, caller *Client, raw string) 
 	if err != nil {
 		return "", err
 	}
+	var client string
+	var exp int64
 	if rec == "" {
-		return "", nil
+		// No record (never issued, expired, revoked, or lost): what this
+		// replica has validated is in its cache, and a validator that
+		// decides from the log may accept it still, so it is revoked.
+		sum := sha256.Sum256(bytesOf(raw))
+		v := s.cache.get(&sum, s.opts.Now())
+		if v == nil {
+			return "", nil
+		}
+		client, exp = v.Claims.ClientID, v.Claims.ExpiresAt.Unix()
+	} else {
+		r, err := s.openRecord(rec, &secret)
+		if err != nil {
+			return "", nil
+		}
+		client, exp = r.client, r.exp
 	}
-	r, err := s.openRecord(rec, &secret)
-	if err != nil {
-		return "", nil
-	}
-	if r.client != caller.ID && !caller.Admin {
+	if client != caller.ID && !caller.Admin {
 		return "", fmt.Errorf("%w: the token was issued to another client", ErrForbidden)
 	}
-	if err := s.store.RevokeToken(ctx, key, jti, r.exp); err != nil {
+	if err := s.store.RevokeToken(ctx, key, jti, exp); err != nil {
 		return "", err
 	}
 	return jti, nil

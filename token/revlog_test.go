@@ -575,3 +575,28 @@ func TestRevocationOnCluster(t *testing.T) {
 	wantRevoked(t, e.svc, jwt.AccessToken)
 	wantRevoked(t, e.svc, opaque.AccessToken)
 }
+
+// TestStoreLeewayShorterThanService: a service refuses a store that would
+// stop logging its tokens' revocations (three of the store's leeways after
+// exp) while they still validate (its own leeway after exp, on clocks up
+// to a leeway apart), and takes one whose leeway is at least its own.
+func TestStoreLeewayShorterThanService(t *testing.T) {
+	e := newEnv(t, Options{})
+	for _, c := range []struct {
+		store, svc time.Duration
+		ok         bool
+	}{
+		{0, DefaultLeeway, true}, // DefaultLeeway
+		{0, DefaultLeeway + time.Millisecond, false},
+		{time.Minute, time.Minute, true},
+		{time.Second, -1, true}, // no leeway
+	} {
+		store := NewStore(e.redis.Client, StoreOptions{Prefix: e.redis.Prefix, Leeway: c.store,
+			LogRetention: LogRetention(DefaultMaxTTL, max(c.svc, DefaultLeeway))})
+		_, err := NewService(e.keys, store, e.ids, Options{Issuer: testIssuer, Leeway: c.svc})
+		store.Close()
+		if c.ok != (err == nil) || err != nil && !errors.Is(err, ErrOptions) {
+			t.Errorf("store leeway %v, service leeway %v: %v", c.store, c.svc, err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -45,6 +46,15 @@ type Options struct {
 	CacheSize int
 	// Now reads the clock. Nil means time.Now.
 	Now func() time.Time
+	// Revocations, if set, decides on tokens from the revocation log, in
+	// memory (see Revocations): a token it says is live is accepted with no
+	// Redis command, one it says is revoked refused with none; when it
+	// cannot tell, Validate reads Redis as without it, and records the
+	// answer with the verified token, so that the next validation of the
+	// same token may be decided from memory. Opaque tokens are then cached
+	// too (their claims, from their record). Nil means every validation
+	// reads Redis.
+	Revocations Revocations
 }
 
 // Service issues, validates and revokes tokens.
@@ -61,6 +71,9 @@ type Service struct {
 	// defaultAud is Options.Audience as a list: what a client that lists
 	// no audiences may ask for.
 	defaultAud []string
+	// stats counts how validations were decided, for every service that
+	// WithKeys makes from this one.
+	stats *logCounters
 }
 
 // NewService returns a service that signs with keys, keeps sessions in store
@@ -104,7 +117,7 @@ func NewService(keys *KeySet, store *Store, ids IDs, opts Options) (*Service, er
 		defaultAud = []string{opts.Audience}
 	}
 	s := &Service{
-		store: store, ids: ids, opts: opts, defaultAud: defaultAud,
+		store: store, ids: ids, opts: opts, defaultAud: defaultAud, stats: &logCounters{},
 		// No audience here: which are good depends on the client (CheckClient).
 		full: newPolicy(true, jwtpolicy.ParserOptions(opts.Issuer, "", opts.Leeway, opts.Now)...),
 		sigOnly: newPolicy(false, jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
@@ -260,7 +273,18 @@ type Verified struct {
 
 	keys       keys
 	cacheUntil time.Time
+	// mark is the LogMark taken before the last Redis check that found
+	// the token live (0: none), or markRevoked once Redis found it
+	// revoked; shared by the validations that hit the cache.
+	mark atomic.Uint64
 }
+
+// markRevoked is Verified.mark once Redis answered that the token is
+// revoked: revocation in Redis is for good (a record is never written
+// again, a marker never comes back, a client's time never moves back), so
+// the token is refused from then on without asking the log, whose follower
+// may not have applied the entry yet.
+const markRevoked = ^uint64(0)
 
 // HasScopes reports whether the token carries every scope in want.
 func (v *Verified) HasScopes(want []string) bool { return containsAll(v.Scopes, want) }
@@ -269,21 +293,33 @@ func (v *Verified) HasScopes(want []string) bool { return containsAll(v.Scopes, 
 func (v *Verified) MissingScopes(want []string) []string { return missing(v.Scopes, want) }
 
 // Validate checks a token: signature (EdDSA, one of our kids), typ, iss, exp
-// and iat, then its session record in Redis; an opaque token, its secret
-// against its record (validateOpaque). Its aud depends on its client:
-// CheckClient checks it against the clients in force. Any failure of the
-// token wraps ErrInvalidToken (and ErrRevoked when its session is gone); a
-// Redis failure is ErrUnavailable, never a pass. The result is shared with
-// later validations of the same token: read it, never modify it.
+// and iat, then its session: what Options.Revocations says of it, and when
+// it cannot tell (or there is none) its session record in Redis; an opaque
+// token, its secret against its record (validateOpaque). Its aud depends on
+// its client: CheckClient checks it against the clients in force. Any
+// failure of the token wraps ErrInvalidToken (and ErrRevoked when its
+// session is gone or the log revokes it); a Redis failure is
+// ErrUnavailable, never a pass. The result is shared with later validations
+// of the same token: read it, never modify it.
 func (s *Service) Validate(ctx context.Context, raw string) (*Verified, error) {
 	if isOpaque(raw) {
 		return s.validateOpaque(ctx, raw)
 	}
-	v, err := s.verify(raw)
+	now := s.opts.Now()
+	v, err := s.verify(raw, now)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.store.Check(ctx, v.keys); err != nil {
+	m, done, err := s.fromLog(v, now)
+	switch {
+	case done && err != nil:
+		return nil, err
+	case done:
+		return v, nil
+	}
+	err = s.store.Check(ctx, v.keys)
+	s.checked(v, m, err)
+	if err != nil {
 		if errors.Is(err, ErrRevoked) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 		}
@@ -292,9 +328,88 @@ func (s *Service) Validate(ctx context.Context, raw string) (*Verified, error) {
 	return v, nil
 }
 
+// errLogRevoked is a token that the revocation log, or an earlier answer of
+// Redis (markRevoked), revokes; made once: refusing costs no allocation.
+var errLogRevoked = fmt.Errorf("%w: %w: the token was revoked", ErrInvalidToken, ErrRevoked)
+
+// fromLog is what Options.Revocations says of v at now: done, with a nil
+// error for a live token and errLogRevoked for a revoked one, or not done,
+// with the mark to record if the Redis check that must follow finds the
+// token live (0 without Revocations).
+func (s *Service) fromLog(v *Verified, now time.Time) (m LogMark, done bool, err error) {
+	r := s.opts.Revocations
+	if r == nil {
+		s.stats.noLog.Add(1)
+		return 0, false, nil
+	}
+	checked := v.mark.Load()
+	if checked == markRevoked {
+		s.stats.revoked.Add(1)
+		return 0, true, errLogRevoked
+	}
+	switch r.Decide(now, LogQuery{JTI: v.Claims.ID, Subject: v.Claims.Subject, Client: v.Claims.ClientID,
+		Issued: v.Parts.Time.UnixMilli(), Checked: LogMark(checked)}) {
+	case LogLive:
+		s.stats.live.Add(1)
+		return 0, true, nil
+	case LogRevoked:
+		s.stats.revoked.Add(1)
+		return 0, true, errLogRevoked
+	}
+	s.stats.unknown.Add(1)
+	return r.Mark(), false, nil // before Redis is read
+}
+
+// checked records on v what Redis answered (err) of it after the mark m,
+// when there is a log to decide from: live, m, for the next Decide;
+// revoked, markRevoked, which nothing replaces.
+func (s *Service) checked(v *Verified, m LogMark, err error) {
+	var mark uint64
+	switch {
+	case s.opts.Revocations == nil:
+		return
+	case err == nil:
+		mark = uint64(m)
+	case errors.Is(err, ErrRevoked):
+		mark = markRevoked
+	default:
+		return
+	}
+	for {
+		old := v.mark.Load()
+		if old == markRevoked || v.mark.CompareAndSwap(old, mark) {
+			return
+		}
+	}
+}
+
+// LogStats counts the validations of a service (and of every service
+// WithKeys made from it) by how their session was decided. Counts only
+// grow.
+type LogStats struct {
+	// Live and Revoked were decided in memory, with no Redis command: by
+	// Options.Revocations, or (Revoked) by an earlier answer of Redis.
+	Live, Revoked uint64
+	// Unknown read Redis because Options.Revocations could not tell;
+	// Uncached because an opaque token not in the cache has its claims in
+	// Redis only; NoLog because there is no Options.Revocations.
+	Unknown, Uncached, NoLog uint64
+}
+
+// logCounters are LogStats, counted.
+type logCounters struct {
+	live, revoked, unknown, uncached, noLog atomic.Uint64
+}
+
+// LogStats returns the counts so far.
+func (s *Service) LogStats() LogStats {
+	c := s.stats
+	return LogStats{Live: c.live.Load(), Revoked: c.revoked.Load(), Unknown: c.unknown.Load(),
+		Uncached: c.uncached.Load(), NoLog: c.noLog.Load()}
+}
+
 // verify checks everything but the session, through the cache.
-func (s *Service) verify(raw string) (*Verified, error) {
-	now := s.opts.Now()
+func (s *Service) verify(raw string, now time.Time) (*Verified, error) {
 	sum, v, err := s.cached(raw, now)
 	if v != nil || err != nil {
 		return v, err

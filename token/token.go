@@ -28,6 +28,8 @@
 //	st:client:{<id>}  = <Unix ms>                         no TTL: the client's tokens up to then are revoked
 //	st:{revlog}       = Stream of entries {k, i, v}       no TTL; each XADD trims entries older than
 //	                                                      LogRetention (MINID ~): the revocation log
+//	st:{revlog}:r:<jti> = 1                             TTL: the token's exp and three leeways, at most
+//	                                                      LogRetention: the token's revocation is logged
 //	st:{revlog}:hb, :epoch, :writer                       the log's heartbeats, epoch and heartbeat writer:
 //	                                                      package revlog, which follows the log
 //	st:ready:<random> = 1                                 TTL 1 min: Ready's write probe
@@ -71,13 +73,15 @@
 //
 // # The revocation log
 //
-// Every revocation that changes something appends one entry to st:{revlog}
-// (Store.LogKey), a Redis Stream whose entry IDs are Redis's clock. Nothing
-// reads it yet: the records above stay the source of truth, and the log is
-// there for validators that will learn revocations from it. An entry has
-// the same three fields, in the same order, whatever its kind, so that a
-// Stream's listpack node stores the field names once (with its first
-// entry) and each entry holds only its values:
+// Every revocation appends one entry to st:{revlog} (Store.LogKey), a
+// Redis Stream whose entry IDs are Redis's clock: a token's while it may
+// still validate, a subject's every time, a client's when it raises the
+// client's time. Validators that follow it (Options.Revocations, a
+// revlog.Follower) decide on tokens from it in memory; the records above
+// stay the source of truth for the others, and for what the log cannot
+// tell. An entry has the same three fields, in the same order, whatever
+// its kind, so that a Stream's listpack node stores the field names once
+// (with its first entry) and each entry holds only its values:
 //
 //	k = t   i = <jti>       v = <the token's exp, Unix s>   a token (JWT or opaque); v empty if unknown
 //	k = s   i = <sub>       v = <the subject's new marker>  every token of a subject
@@ -85,22 +89,32 @@
 //
 // Who writes it: RevokeToken (Service.Revoke, both formats), RevokeSubject
 // and RevokeClient (the admin routes and `snowtoken client revoke`), each
-// through the script that writes the record. A revocation that changes
-// nothing (a record already gone, a subject without a marker, a client time
-// not later than the one held) logs nothing, so that revoking a token again
-// and again does not grow the log. On a single Redis or Sentinel the script
-// writes the entry and then the record: one atomic step, both or neither,
-// in the one round trip the revocation took before the log. On a Cluster
-// the log, in a slot of its own ({revlog}, where its future heartbeat
-// belongs too), cannot be in the record's script: the script first checks
-// that the revocation changes something, then the entry is appended, then
-// the script writes the record; three round trips. A revocation succeeds
-// (200 or 204) only when both were written; either failing is
-// ErrUnavailable (503). The window between them is safe because of that
-// order: an entry whose record write failed tells a reader to refuse a token
-// Redis still holds valid (closed, and the client, told 503, revokes again);
-// the other order would leave a revocation that no reader of the log hears
-// of (open).
+// through the script that writes the record. A token's revocation is
+// logged whether or not its record exists: a validator that decides from
+// the log never read the record, so a token whose record was lost
+// (evicted) is live to it until the log revokes it. It is logged once: the
+// entry's script writes st:{revlog}:r:<jti>, beside the log, and appends
+// nothing while that key exists, until three leeways after the token's exp
+// (by Redis's clock, at most LogRetention), by when the token validates
+// nowhere and its revocation is not logged at all. So revoking a token
+// again and again does not grow the log. A subject's revocation is logged
+// even when the subject has no marker (which it does not get). A client
+// time not later than the one held logs nothing: the entry that raised it
+// covers every token this one would. On a single Redis or Sentinel the
+// script writes the entry and then the record: one atomic step, both or
+// neither, in the one round trip the revocation took before the log. On a
+// Cluster the log, in a slot of its own ({revlog}, with its dedupe keys
+// and heartbeats), cannot be in the record's script: the entry is appended
+// first, then the record written; a token's revocation is the entry's
+// script and a DEL, a subject's the append and the script, a client's a
+// check that its time is later, the append and the script: two, two and
+// three round trips. A revocation succeeds (200 or 204) only when both
+// were written; either failing is ErrUnavailable (503). The window between
+// them is safe because of that order: an entry whose record write failed
+// tells a reader to refuse a token Redis still holds valid (closed, and
+// the client, told 503, revokes again: a token's DEL then goes through
+// though its entry is not appended again); the other order would leave a
+// revocation that no reader of the log hears of (open).
 //
 // Each append trims, with MINID ~, the entries older than its own entry's
 // ID less LogRetention (the longest token lifetime and three leeways: see
@@ -111,15 +125,16 @@
 // floor; a few older ones stay until their node is all older. The log has
 // no length cap (MAXLEN): one would drop revocations of tokens still valid.
 // Its size is the revocation rate times LogRetention, about 36 bytes an
-// entry (TestRedisMemoryPerLogEntry). The key has no TTL, so no
-// maxmemory-policy the service accepts evicts it.
+// entry, and a token's dedupe key about 160 more until the token's exp
+// (TestRedisMemoryPerLogEntry). The log has no TTL, so no maxmemory-policy
+// the service accepts evicts it.
 //
 // # What happens when a key disappears
 //
 // State that a security decision depends on is never assumed:
 //
-//	record lost   (eviction, expiry, failover, restart)  the token is invalid: the session is over
-//	marker lost   (eviction, failover, restart)          every record of the subject is invalid:
+//	record lost   (eviction, expiry, failover, restart)  the token is invalid to Check: the session is over
+//	marker lost   (eviction, failover, restart)          every record of the subject is invalid to Check:
 //	                                                     whether it was revoked cannot be known,
 //	                                                     so Check fails closed (ErrMarkerLost)
 //	                                                     and the next Issue starts a new marker
@@ -127,12 +142,14 @@
 //	  no TTL, so no policy redisconf accepts evicts it)  docs/redis.md says what rules that out
 //	opaque record lost (as a record)                     the opaque token is invalid: the session is over;
 //	                                                     its claims are gone with it, so nothing else
-//	                                                     can validate it either
+//	                                                     can validate it either (but see below)
 //	opaque record unreadable (another layout version,    the token is invalid (fail closed), never misread
 //	  written by hand)
-//	revocation log lost (FLUSHALL, failover, restart;    nothing today: no one reads it, and the records
-//	  no TTL, so no policy redisconf accepts evicts it)  decide; its readers must detect the loss and
-//	                                                     fall back to the records
+//	dedupe key lost (st:{revlog}:r:<jti>; its loss       a revocation of the token again appends its
+//	  comes with the log's: same slot, same script)      entry again: one too many (closed)
+//	revocation log lost (FLUSHALL, failover, restart;    its followers detect the loss (a new epoch:
+//	  no TTL, so no policy redisconf accepts evicts it)  package revlog) and answer LogUnknown until
+//	                                                     they have read it again: Validate reads Redis
 //
 // So eviction under any maxmemory-policy the service accepts can log users
 // out but never bring a revoked token back. What can bring one back is a revocation that Redis
@@ -140,10 +157,25 @@
 // restart without an append-only file): docs/redis.md says which Redis
 // settings rule that out.
 //
+// A validator that decides from the log (Options.Revocations) no longer
+// reads a lost record or marker as "revoked": it accepts a token the log
+// says is live, and the log says nothing of a record that was evicted. That
+// holds because every revocation is in the log, a token's whether or not
+// its record exists, a subject's whether or not it has a marker, and a
+// loss of the log itself is detected (its epoch; the follower vouches only
+// for tokens checked in Redis since its last full read, or issued after
+// the log's horizon). One gap remains: an opaque token's revocation needs
+// its record to check its secret, so when the record is gone only a
+// replica that has the token in its cache logs it (revokeOpaque); the
+// others that cached it accept it until its exp.
+//
 // Verifying an Ed25519 signature costs ~60 µs, so Validate remembers JWTs it
-// has verified, keyed by the SHA-256 of the token, until they expire. The
-// cache only skips repeating the signature and claims check of a byte-for-byte
-// identical token; the Redis record is checked on every call.
+// has verified, keyed by the SHA-256 of the token, until they expire (with
+// Options.Revocations, opaque tokens too, with their claims). The cache
+// only skips repeating the signature and claims check of a byte-for-byte
+// identical token, and remembers the log's mark at its last Redis check;
+// without Options.Revocations the Redis record is checked on every call,
+// and with it whenever the log cannot tell.
 package token
 
 import (
@@ -216,7 +248,7 @@ const (
 	DefaultLeeway    = 5 * time.Second
 	DefaultCacheSize = 100_000
 	// CacheEntryBytes bounds the heap one verified-token cache entry takes
-	// with its Verified (TestVerifiedCacheMemory measures 659 bytes and
+	// with its Verified (TestVerifiedCacheMemory measures 691 bytes and
 	// holds the figure under this bound): 69 MiB at DefaultCacheSize.
 	CacheEntryBytes = 720
 	// MaxTokenLen bounds what Validate reads; our tokens are about 400 bytes.
