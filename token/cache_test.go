@@ -55,16 +55,30 @@ func BenchmarkVerifiedCache(b *testing.B) {
 
 // TestVerifiedCacheMemory measures what one cached token costs the heap:
 // tokens issued for distinct subjects, each validated once (a cache entry
-// each), the heap compared full and emptied. The figure must stay within
-// CacheEntryBytes, the bound the issuer sizes the cache against its memory
-// limit with.
+// each), the heap compared full and emptied; JWTs, and opaque tokens, which
+// are cached with their claims when there is a revocation log. The figure
+// must stay within CacheEntryBytes, the bound the issuer sizes the cache
+// against its memory limit with.
 func TestVerifiedCacheMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("issues 20,000 tokens")
 	}
+	for _, c := range []struct {
+		format, client string
+		opts           Options
+	}{
+		{FormatJWT, "gateway", Options{}},
+		{FormatOpaque, "ogateway", Options{Revocations: liveLog{}}},
+	} {
+		t.Run(c.format, func(t *testing.T) { measureCache(t, c.client, c.opts) })
+	}
+}
+
+// measureCache is TestVerifiedCacheMemory for the tokens of client.
+func measureCache(t *testing.T, client string, opts Options) {
 	const n = 20_000
-	e := newEnv(t, Options{})
-	gateway := e.clients["gateway"]
+	e := newEnv(t, opts)
+	gateway := e.clients[client]
 	toks := make([]string, n)
 	for i := range toks {
 		iss, err := e.svc.Issue(t.Context(), gateway, IssueRequest{Subject: "user-" + strconv.Itoa(i)})

@@ -3,6 +3,7 @@ package token
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -323,4 +324,60 @@ func TestRevokeOpaqueWithoutRecord(t *testing.T) {
 		t.Fatalf("Revoke where it is cached: %q, %v; want its jti", jti, err)
 	}
 	wantLogged(t, e, 0, map[string]any{"k": "t", "i": jti, "v": exp})
+}
+
+// TestValidateFromLogConcurrent: validations of the same JWT and opaque
+// token in many goroutines share the cached token and its mark while the
+// log goes stale and fresh again (run with -race); none fails, and once
+// Redis has refused a revoked token every later validation refuses it,
+// whatever the log says.
+func TestValidateFromLogConcurrent(t *testing.T) {
+	log := newLogStandIn()
+	e, _ := logEnv(t, log)
+	ctx := t.Context()
+	jwt := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"})
+	opaque := e.issue(t, e.svc, "ogateway", IssueRequest{Subject: "alice"})
+	run := func(check func(raw string) error) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for w := range 8 {
+			wg.Go(func() {
+				for i := range 200 {
+					if w == 0 && i%20 == 0 {
+						log.set(func(l *logStandIn) { l.fresh = !l.fresh })
+					}
+					for _, raw := range []string{jwt.AccessToken, opaque.AccessToken} {
+						if err := check(raw); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	run(func(raw string) error { _, err := e.svc.Validate(ctx, raw); return err })
+	if s := e.svc.LogStats(); s.Live == 0 || s.Unknown == 0 {
+		t.Errorf("LogStats %+v: want validations decided both ways", s)
+	}
+
+	log.set(func(l *logStandIn) { l.fresh = false })
+	for client, raw := range map[string]string{"gateway": jwt.AccessToken, "ogateway": opaque.AccessToken} {
+		if _, err := e.svc.Revoke(ctx, e.clients[client], raw); err != nil {
+			t.Fatal(err)
+		}
+		wantRevoked(t, e.svc, raw)
+	}
+	run(func(raw string) error {
+		if _, err := e.svc.Validate(ctx, raw); !errors.Is(err, ErrRevoked) {
+			return fmt.Errorf("a token Redis refused: %v, want ErrRevoked", err)
+		}
+		return nil
+	})
 }
