@@ -53,3 +53,42 @@ func followRevocations(cfg config.Config, rdb redis.UniversalClient, store *toke
 		<-done
 	}, nil
 }
+
+// revocationsOf is f as a token.Revocations: nil, not a nil *Follower in
+// an interface, when there is no follower.
+func revocationsOf(f *revlog.Follower) token.Revocations {
+	if f == nil {
+		return nil
+	}
+	return f
+}
+
+// decisions exports token.Service.LogStats, which the services of every
+// key reload share:
+//
+//	snowtoken_validation_decisions_total{by}  counter  how validations learned a token's session state:
+//	    log_live, log_revoked     from memory, no Redis command
+//	    redis_unknown             the follower could not tell (stale, a subject with an entry, before the horizon)
+//	    redis_uncached            an opaque token not cached yet
+//	    redis_no_log              no follower (SNOWTOKEN_REVLOG_THRESHOLD=0s, dev mode)
+type decisions struct {
+	svc  *token.Service
+	desc *prometheus.Desc
+}
+
+func newDecisions(svc *token.Service) *decisions {
+	return &decisions{svc: svc, desc: prometheus.NewDesc("snowtoken_validation_decisions_total",
+		"Validations by where they learned the token's session state: the revocation log in memory, or Redis and why.", []string{"by"}, nil)}
+}
+
+func (d *decisions) Describe(ch chan<- *prometheus.Desc) { ch <- d.desc }
+
+func (d *decisions) Collect(ch chan<- prometheus.Metric) {
+	st := d.svc.LogStats()
+	for _, c := range []struct {
+		by string
+		n  uint64
+	}{{"log_live", st.Live}, {"log_revoked", st.Revoked}, {"redis_unknown", st.Unknown}, {"redis_uncached", st.Uncached}, {"redis_no_log", st.NoLog}} {
+		ch <- prometheus.MustNewConstMetric(d.desc, prometheus.CounterValue, float64(c.n), c.by)
+	}
+}

@@ -134,11 +134,19 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	store := token.NewStore(rdb, token.StoreOptions{Timeout: cfg.RedisTimeout, TracerProvider: tp,
 		LogRetention: token.LogRetention(cfg.MaxTokenTTL, token.DefaultLeeway)})
 	defer store.Close()
+	follower, stopFollowing, err := followRevocations(cfg, rdb, store, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopFollowing()
 	svc, err := token.NewService(keys, store, ids, token.Options{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,
-		CacheSize: cacheSize(cfg.CacheSize),
+		CacheSize: cacheSize(cfg.CacheSize), Revocations: revocationsOf(follower),
 	})
 	if err != nil {
+		return err
+	}
+	if err := reg.Register(newDecisions(svc)); err != nil {
 		return err
 	}
 	settings, err := redisSettings(ctx, cfg, rdb, log)

@@ -31,6 +31,7 @@ import (
 	"github.com/snowtoken/snowtoken/bitsalloc"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/redisconf"
+	"github.com/snowtoken/snowtoken/revlog"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -86,6 +87,8 @@ var Vars = []Var{
 	{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX", "32", "prefix length of the IPv4 network that counts as one source address for SNOWTOKEN_AUTH_FAILURES, 16 to 32; an IPv4-mapped IPv6 address counts as IPv4"},
 	{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX", "64", "prefix length of the IPv6 network that counts as one source address for SNOWTOKEN_AUTH_FAILURES, 32 to 128; 64: every address of a customer's /64 shares one budget"},
 	{"SNOWTOKEN_TRUSTED_PROXIES", "(none: the TCP peer is the client)", "comma-separated proxy addresses or CIDRs (10.0.0.5, 10.0.0.0/8) whose X-Forwarded-For names the client's address, for the failed-authentication limit and the audit log; from any other peer the header is ignored"},
+	{"SNOWTOKEN_REVLOG_THRESHOLD", "100ms", "how long after the read that brought the revocation log's last heartbeat a replica still validates from memory (no Redis command); past it, or while it resyncs, every validation reads Redis. A revoke that answered 200 at t is refused by every replica from t plus this. 0s: always read Redis. 50ms to 10s, and at least 4 times SNOWTOKEN_REVLOG_HEARTBEAT"},
+	{"SNOWTOKEN_REVLOG_HEARTBEAT", "25ms", "how often the replica holding the writer key appends a heartbeat to the revocation log's heartbeat stream (every replica tries: one EVALSHA each per period)"},
 	{"SNOWTOKEN_SHUTDOWN_DRAIN", "1s", "on SIGTERM: fail /readyz and close keep-alive connections for this long before refusing new connections (0s: at once)"},
 	{"SNOWTOKEN_LOG_LEVEL", "info", "debug, info, warn or error"},
 }
@@ -125,6 +128,8 @@ type Config struct {
 	AuthIPv4Prefix  int           // the IPv4 network of one source address (package authlimit)
 	AuthIPv6Prefix  int           // the IPv6 network of one source address
 	TrustedProxies  []string      // addresses and CIDRs whose X-Forwarded-For is believed
+	RevlogThreshold time.Duration // freshness of the revocation log follower (package revlog); 0: off
+	RevlogPeriod    time.Duration // the heartbeat period
 }
 
 // Load reads the configuration through getenv.
@@ -238,6 +243,29 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 	}
 	c.LeaseTTL = durationVar("SNOWTOKEN_WORKER_LEASE_TTL", 10*time.Second)
+	c.RevlogThreshold, c.RevlogPeriod = revlog.DefaultThreshold, revlog.DefaultPeriod
+	for _, r := range []struct {
+		name string
+		d    *time.Duration
+	}{{"SNOWTOKEN_REVLOG_THRESHOLD", &c.RevlogThreshold}, {"SNOWTOKEN_REVLOG_HEARTBEAT", &c.RevlogPeriod}} {
+		name, d := r.name, r.d
+		if v := getenv(name); v != "" {
+			n, err := time.ParseDuration(v)
+			if err != nil || n < 0 {
+				bad(name, v, errors.New("want a duration such as 100ms"))
+				continue
+			}
+			*d = n
+		}
+	}
+	switch {
+	case c.RevlogThreshold != 0 && (c.RevlogThreshold < 50*time.Millisecond || c.RevlogThreshold > 10*time.Second):
+		bad("SNOWTOKEN_REVLOG_THRESHOLD", c.RevlogThreshold.String(), errors.New("want 0s (off), or 50ms to 10s"))
+	case c.RevlogPeriod < time.Millisecond:
+		bad("SNOWTOKEN_REVLOG_HEARTBEAT", c.RevlogPeriod.String(), errors.New("want 1ms or more"))
+	case c.RevlogThreshold != 0 && c.RevlogThreshold < 4*c.RevlogPeriod:
+		bad("SNOWTOKEN_REVLOG_HEARTBEAT", c.RevlogPeriod.String(), fmt.Errorf("want at most a quarter of SNOWTOKEN_REVLOG_THRESHOLD (%v): a heartbeat late by a period must not make replicas stale", c.RevlogThreshold))
+	}
 	c.TokenTTL = durationVar("SNOWTOKEN_TOKEN_TTL", token.DefaultTTL)
 	c.MaxTokenTTL = durationVar("SNOWTOKEN_MAX_TOKEN_TTL", token.DefaultMaxTTL)
 	c.CacheSize = token.DefaultCacheSize

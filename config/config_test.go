@@ -70,6 +70,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"AuthIPv4Prefix", c.AuthIPv4Prefix, 32},
 		{"AuthIPv6Prefix", c.AuthIPv6Prefix, 64},
 		{"TrustedProxies", len(c.TrustedProxies), 0},
+		{"RevlogThreshold", c.RevlogThreshold, 100 * time.Millisecond},
+		{"RevlogPeriod", c.RevlogPeriod, 25 * time.Millisecond},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -119,6 +121,8 @@ func TestLoadValues(t *testing.T) {
 		"SNOWTOKEN_ISSUER":           "https://auth.example.com",
 		"SNOWTOKEN_AUDIENCE":         "https://api.example.com",
 		"SNOWTOKEN_TOKEN_TTL":        "15m",
+		"SNOWTOKEN_REVLOG_THRESHOLD": "250ms",
+		"SNOWTOKEN_REVLOG_HEARTBEAT": "50ms",
 		"SNOWTOKEN_MAX_TOKEN_TTL":    "2h",
 		"SNOWTOKEN_CLIENTS_FILE":     "/etc/snowtoken/clients.json",
 		"SNOWTOKEN_SIGNING_KEYS":     " /k/new.pem, /k/old.pem ,,",
@@ -166,6 +170,8 @@ func TestLoadValues(t *testing.T) {
 		{"AuthIPv4Prefix", c.AuthIPv4Prefix, 24},
 		{"AuthIPv6Prefix", c.AuthIPv6Prefix, 48},
 		{"TrustedProxies", strings.Join(c.TrustedProxies, "|"), "10.0.0.5|172.16.0.0/12|fd00::/8"},
+		{"RevlogThreshold", c.RevlogThreshold, 250 * time.Millisecond},
+		{"RevlogPeriod", c.RevlogPeriod, 50 * time.Millisecond},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -191,6 +197,12 @@ func TestLoadRejects(t *testing.T) {
 		name string // the variable the error must name
 	}{
 		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "abc"}, "SNOWTOKEN_TOKEN_TTL"},
+		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "fast"}, "SNOWTOKEN_REVLOG_THRESHOLD"},
+		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "10ms"}, "SNOWTOKEN_REVLOG_THRESHOLD"},
+		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "1m"}, "SNOWTOKEN_REVLOG_THRESHOLD"},
+		{map[string]string{"SNOWTOKEN_REVLOG_HEARTBEAT": "-1ms"}, "SNOWTOKEN_REVLOG_HEARTBEAT"},
+		{map[string]string{"SNOWTOKEN_REVLOG_HEARTBEAT": "0s"}, "SNOWTOKEN_REVLOG_HEARTBEAT"},
+		{map[string]string{"SNOWTOKEN_REVLOG_HEARTBEAT": "30ms"}, "SNOWTOKEN_REVLOG_HEARTBEAT"},
 		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "500ms"}, "SNOWTOKEN_TOKEN_TTL"},
 		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "-1h"}, "SNOWTOKEN_TOKEN_TTL"},
 		{map[string]string{"SNOWTOKEN_MAX_TOKEN_TTL": "abc"}, "SNOWTOKEN_MAX_TOKEN_TTL"},

@@ -177,10 +177,23 @@ func TestValidateFromLog(t *testing.T) {
 	wantRevoked(t, e.svc, iss.AccessToken)
 	wantTrips(t, rt, "revoked", 0)
 
-	// Redis says revoked before the log does: refused for good.
+	// Revoked here: refused here at once, before the log says so (read
+	// your own writes).
+	mine := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "dave"})
+	mustValidate(t, e.svc, mine.AccessToken)
+	if _, err := e.svc.Revoke(ctx, e.clients["gateway"], mine.AccessToken); err != nil {
+		t.Fatal(err)
+	}
+	rt.take()
+	wantRevoked(t, e.svc, mine.AccessToken)
+	wantTrips(t, rt, "revoked here, the log not yet", 0)
+
+	// Redis says revoked (at another replica) before the log does: refused
+	// for good.
+	replica := e.newService(t, e.keys, e.ids, Options{Revocations: newLogStandIn()})
 	other := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "bob"})
 	mustValidate(t, e.svc, other.AccessToken)
-	if _, err := e.svc.Revoke(ctx, e.clients["gateway"], other.AccessToken); err != nil {
+	if _, err := replica.Revoke(ctx, e.clients["gateway"], other.AccessToken); err != nil {
 		t.Fatal(err)
 	}
 	log.set(func(l *logStandIn) { l.fresh = false })
@@ -196,7 +209,7 @@ func TestValidateFromLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustValidate(t, reloaded, e.issue(t, e.svc, "svc", IssueRequest{}).AccessToken)
-	wantStats(t, e.svc, LogStats{Live: 2, Revoked: 2, Unknown: 5})
+	wantStats(t, e.svc, LogStats{Live: 2, Revoked: 3, Unknown: 6})
 }
 
 // TestValidateWithoutLog: with no Options.Revocations every validation
