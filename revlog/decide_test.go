@@ -73,7 +73,7 @@ func TestDecide(t *testing.T) {
 // TestMarksDoNotSurviveAFullRead: a mark taken before a resync vouches for
 // nothing after it (the resync may follow a loss).
 func TestMarksDoNotSurviveAFullRead(t *testing.T) {
-	rg := sharedRig(t, Options{})
+	rg, _ := serverRig(t, Options{}) // its own redis-server: CLIENT KILL
 	rg.revokeSubject(t, "alice")
 	rg.start(t)
 	rg.waitFresh(t)
@@ -207,4 +207,29 @@ func TestForgetsOldSubjectsAndClients(t *testing.T) {
 	if _, ok := st.clients["new"]; !ok {
 		t.Error("a client whose cutoff is recent dropped")
 	}
+}
+
+// TestRevokedHere: a subject or client this replica revoked is decided as
+// revoked (or left to Redis) at once, before the entry comes back; the
+// entry then takes the local note's place.
+func TestRevokedHere(t *testing.T) {
+	rg := sharedRig(t, Options{})
+	rg.start(t)
+	rg.waitFresh(t)
+	issued := time.Now().Add(time.Minute).UnixMilli()
+	m := rg.f.Mark()
+	q := token.LogQuery{JTI: "41", Subject: "erin", Client: "gw", Issued: issued, Checked: m}
+	if v := rg.f.Decide(time.Now(), q); v != token.LogLive {
+		t.Fatalf("before: %v, want LogLive", v)
+	}
+	rg.f.SubjectRevokedHere("erin")
+	if v := rg.f.Decide(time.Now(), q); v != token.LogUnknown {
+		t.Errorf("a subject revoked here, checked before: %v, want LogUnknown", v)
+	}
+	rg.f.ClientRevokedHere("gw", issued)
+	if v := rg.f.Decide(time.Now(), q); v != token.LogRevoked {
+		t.Errorf("a client revoked here: %v, want LogRevoked", v)
+	}
+	marker := rg.revokeSubject(t, "erin")
+	eventually(t, 5*time.Second, "the entry replaces the note", func() bool { got, _ := rg.f.SubjectMarker("erin"); return got == marker })
 }

@@ -116,6 +116,7 @@ type subjectEntry struct {
 	marker string
 	at     int64         // Unix ms, the entry's ID
 	seq    token.LogMark // the mark it was applied at
+	local  bool          // SubjectRevokedHere's, until the entry comes
 }
 
 // clientEntry is the latest cutoff of a client.
@@ -172,7 +173,7 @@ func New(rdb redis.UniversalClient, logKey string, opts Options) (*Follower, err
 	return f, nil
 }
 
-var _ token.Revocations = (*Follower)(nil)
+var _ token.LocalRevocations = (*Follower)(nil)
 
 // newState returns an empty state whose marks follow prev's.
 func newState(prev *state) *state {
@@ -197,6 +198,32 @@ func (f *Follower) Changed() <-chan struct{} {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.changed
+}
+
+// SubjectRevokedHere records, until the log's entry comes, that this
+// replica revoked subject: every check marked before now is void for its
+// tokens (token.LocalRevocations).
+func (f *Follower) SubjectRevokedHere(subject string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.st
+	st.seq++
+	at := f.opts.Now().UnixMilli()
+	if cur, ok := st.subjects[subject]; ok {
+		at = max(at, cur.at)
+	}
+	st.subjects[subject] = subjectEntry{at: at, seq: st.seq, local: true}
+}
+
+// ClientRevokedHere records, until the log's entry comes, that this
+// replica revoked client's tokens up to cutoff, Unix ms
+// (token.LocalRevocations).
+func (f *Follower) ClientRevokedHere(client string, cutoff int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cur, ok := f.st.clients[client]; !ok || cutoff > cur.cutoff {
+		f.st.clients[client] = clientEntry{cutoff: cutoff, at: f.opts.Now().UnixMilli()}
+	}
 }
 
 // Mark returns the follower's position (token.Revocations).
@@ -597,6 +624,11 @@ func (f *Follower) applyHeartbeat(st *state, m redis.XMessage) (string, error) {
 	if l.less(st.base.id) {
 		return ReasonLoss, nil // older than what we read: entries we applied are gone
 	}
+	if hb, err := parseID(m.ID); err == nil && l.less(st.applied) && hb.ms > st.applied.ms {
+		// Appended after the last entry applied (Redis's clock, a later
+		// millisecond), yet it does not name it: the log lost it.
+		return ReasonLoss, nil
+	}
 	at, i := st.base.count, 0
 	for ; i < len(st.recent) && !l.less(st.recent[i].id); i++ {
 		at = st.recent[i].count
@@ -633,7 +665,7 @@ func (f *Follower) applyEntry(st *state, m redis.XMessage, now time.Time) error 
 			st.tokens[i] = max(st.tokens[i], until)
 		}
 	case KindSubject:
-		if cur, ok := st.subjects[i]; !ok || at >= cur.at {
+		if cur, ok := st.subjects[i]; !ok || cur.local || at >= cur.at {
 			st.subjects[i] = subjectEntry{marker: v, at: at, seq: st.seq}
 		}
 	case KindClient:

@@ -58,3 +58,15 @@ const (
 	LogLive                      // nothing in the log covers the token
 	LogRevoked                   // an entry covers the token
 )
+
+// LocalRevocations is a Revocations that takes this replica's own
+// revocations of a subject or a client at once, before their entries come
+// back through the log, so that the replica that revoked refuses at once
+// (a token's own revocation marks its cached verification instead). What
+// it is told must be no more than the entry will say: a subject's entry
+// sends its tokens to Redis, and a client's cutoff is the one written.
+type LocalRevocations interface {
+	Revocations
+	SubjectRevokedHere(subject string)
+	ClientRevokedHere(client string, cutoff int64)
+}

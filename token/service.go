@@ -661,7 +661,14 @@ func (s *Service) signedClaims(raw string) (*Claims, error) {
 // revocation has no such window: it replaces the subject's marker, which
 // records written after it hold, with no clock involved.
 func (s *Service) RevokeClient(ctx context.Context, client string) error {
-	return s.store.RevokeClient(ctx, client, s.opts.Now().Add(s.opts.Leeway))
+	cutoff := s.opts.Now().Add(s.opts.Leeway)
+	if err := s.store.RevokeClient(ctx, client, cutoff); err != nil {
+		return err
+	}
+	if r, ok := s.opts.Revocations.(LocalRevocations); ok {
+		r.ClientRevokedHere(client, cutoff.UnixMilli())
+	}
+	return nil
 }
 
 // RevokeSubject ends every live session of subject at once, in O(1) Redis work.
@@ -669,5 +676,11 @@ func (s *Service) RevokeSubject(ctx context.Context, subject string) error {
 	if err := checkName(subject); err != nil {
 		return fmt.Errorf("%w: subject: %w", ErrInvalidRequest, err)
 	}
-	return s.store.RevokeSubject(ctx, subject)
+	if err := s.store.RevokeSubject(ctx, subject); err != nil {
+		return err
+	}
+	if r, ok := s.opts.Revocations.(LocalRevocations); ok {
+		r.SubjectRevokedHere(subject)
+	}
+	return nil
 }
