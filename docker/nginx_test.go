@@ -25,6 +25,8 @@ import (
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/internal/logtest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/internal/revfeedtest"
+	"github.com/snowtoken/snowtoken/revlog"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -187,6 +189,10 @@ type testIssuer struct {
 	redis   *redistest.Redis
 	secret  string // client demo: orders:read orders:write, as `snowtoken init` makes it
 	handler http.Handler
+	// feed is the revocation log the issuer serves (fresh), to client
+	// feeder with feedSecret.
+	feed       *revfeedtest.Source
+	feedSecret string
 }
 
 func newTestIssuer(tb testing.TB, issuerURL string) *testIssuer {
@@ -204,10 +210,16 @@ func newTestIssuer(tb testing.TB, issuerURL string) *testIssuer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	clients, err := token.NewClients([]token.Client{{ID: "demo", SecretSHA256: sum, Scopes: []string{"orders:read", "orders:write"}}})
+	feedSecret, feedSum, err := token.NewClientSecret()
 	if err != nil {
 		tb.Fatal(err)
 	}
+	clients, err := token.NewClients([]token.Client{{ID: "demo", SecretSHA256: sum, Scopes: []string{"orders:read", "orders:write"}},
+		{ID: "feeder", SecretSHA256: feedSum, Scopes: []string{}, RevocationFeed: true}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	feed := revfeedtest.New(true)
 	ids, err := snowflakealg.New(snowflakealg.Settings{WorkerID: 7})
 	if err != nil {
 		tb.Fatal(err)
@@ -219,11 +231,12 @@ func newTestIssuer(tb testing.TB, issuerURL string) *testIssuer {
 	h, err := handlers.New(handlers.Options{
 		Service: svc, Clients: clients, IDs: ids,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Feed:   feed,
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &testIssuer{redis: r, secret: secret, handler: h}
+	return &testIssuer{redis: r, secret: secret, handler: h, feed: feed, feedSecret: feedSecret}
 }
 
 // startConsumer runs the consumer binary the Dockerfile builds, configured
@@ -727,4 +740,103 @@ func TestNginxRetriesRefusingReplica(t *testing.T) {
 	if tries := hits(refusing...) - before; tries != 3 {
 		t.Errorf("POST /token with four replicas refusing reached them %d times, want 3 (proxy_next_upstream_tries)", tries)
 	}
+}
+
+// TestNginxRevocationFeed checks that the revocation feed's stream passes
+// through nginx/default.conf as it comes: a revocation made while the
+// stream is open arrives, in order after the earlier ones, and heartbeats
+// follow, the one event sent while no heartbeat flows included (far smaller
+// than nginx's buffers, so a proxy that held data back until its buffer
+// filled would never deliver it). No timing is asserted: the test's guard
+// fails a stream that never delivers. nginx 1.22 passes data on to a client
+// that reads even with proxy_buffering on, so this does not tell the
+// location's proxy_buffering off from on: that setting is for a consumer
+// that does not read, whose backlog would otherwise pile up in nginx's
+// buffers and temporary files instead of meeting the issuer's write timeout.
+func TestNginxRevocationFeed(t *testing.T) {
+	nginx := nginxBinary(t)
+	iss := newTestIssuer(t, "http://localhost:8080")
+	issuerSrv := httptest.NewServer(iss.handler)
+	t.Cleanup(issuerSrv.Close)
+	gw := startNginx(t, nginx, nginxHosts{resolver: "127.0.0.11", issuer: issuerSrv.Listener.Addr().String(), consumer: "127.0.0.1:1"})
+
+	first := iss.feed.Add(revlog.KindToken, "117811659438825472", 1001, 2_000_000_000)
+	second := iss.feed.Add(revlog.KindSubject, "alice", 1002, 0)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, gw+"/revocations/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("feeder", iss.feedSecret)
+	req.Header.Set("Last-Event-ID", first.ID)
+	resp, err := (&http.Transport{Proxy: nil}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET /revocations/events through nginx: %s, %q", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	type sse struct{ id, name string }
+	events := make(chan sse, 64)
+	go func() {
+		defer close(events)
+		var ev sse
+		buf := make([]byte, 0, 4096)
+		line := []byte{}
+		for {
+			n, err := resp.Body.Read(buf[:cap(buf)])
+			for _, b := range buf[:n] {
+				if b != '\n' {
+					line = append(line, b)
+					continue
+				}
+				switch l := string(line); {
+				case l == "":
+					if ev.name != "" {
+						events <- ev
+					}
+					ev = sse{}
+				case strings.HasPrefix(l, "id: "):
+					ev.id = l[4:]
+				case strings.HasPrefix(l, "event: "):
+					ev.name = l[7:]
+				}
+				line = line[:0]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	next := func(name string) sse {
+		t.Helper()
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					t.Fatalf("the stream ended before a %s event", name)
+				}
+				if ev.name == name {
+					return ev
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("no %s event through nginx: the stream is held back", name)
+			}
+		}
+	}
+	if ev := next("revoked"); ev.id != second.ID {
+		t.Fatalf("first event %s, want %s", ev.id, second.ID)
+	}
+	next("heartbeat")
+	// The issuer goes stale: no more heartbeats, whose bytes would push a
+	// buffering proxy's buffer out. A revocation now is the stream's only
+	// data: it arrives as it is, or never.
+	iss.feed.SetFresh(false, 0)
+	third := iss.feed.Add(revlog.KindClient, "partner", 1003, 0)
+	if ev := next("revoked"); ev.id != third.ID {
+		t.Fatalf("event %s, want %s", ev.id, third.ID)
+	}
+	// Fresh again: a heartbeat follows, after the event.
+	iss.feed.SetFresh(true, 0)
+	next("heartbeat")
 }

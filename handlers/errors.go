@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowtoken/snowtoken/authlimit"
+	"github.com/snowtoken/snowtoken/revfeed"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -53,6 +54,13 @@ func (s *Server) fail(c *gin.Context, err error) {
 		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
 		s.log.Debug("request deferred", "route", c.FullPath(), "err", err)
 		desc = deferredDescription(err)
+	case errors.Is(err, revfeed.ErrBusy):
+		// Not Redis: the feed's subscribers are at their bound
+		// (revfeed.Options.MaxSubscribers); the consumer retries.
+		status, code = http.StatusServiceUnavailable, "temporarily_unavailable"
+		c.Header("Retry-After", "1")
+		s.log.Warn("revocation feed full", "route", c.FullPath(), "err", err)
+		desc = "the revocation feed serves as many subscribers as it may; retry later"
 	case errors.Is(err, token.ErrUnavailable):
 		status, code = http.StatusServiceUnavailable, "temporarily_unavailable"
 		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
@@ -151,7 +159,7 @@ func redisReason(err error) string {
 
 // ownPackages are the prefixes of this module's sentinel errors' texts
 // ("token: invalid token").
-var ownPackages = [...]string{"token: ", "handlers: ", "snowflakealg: ", "bitsalloc: ", "jwtpolicy: ", "lease: "}
+var ownPackages = [...]string{"token: ", "handlers: ", "snowflakealg: ", "bitsalloc: ", "jwtpolicy: ", "lease: ", "revfeed: "}
 
 // description is what a client is told of err: the description
 // token.Describe gave it, else the details our own code wrote with the Go

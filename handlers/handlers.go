@@ -6,6 +6,9 @@
 //	POST   /token/revoke                            RFC 7009
 //	DELETE /subjects/{subject}/tokens               admin: revoke every token of a subject
 //	DELETE /clients/{client}/tokens                 admin: revoke every token of a client
+//	GET    /revocations/events                      the revocation feed, SSE (package revfeed)
+//	GET    /revocations                             the revocation feed's snapshot
+//	POST   /revocations/poll                        the revocation feed, RFC 8936 poll
 //	GET    /.well-known/jwks.json                   public keys
 //	GET    /.well-known/oauth-authorization-server  RFC 8414 metadata
 //	GET    /ids/{id}                                decode a Snowflake ID
@@ -36,12 +39,14 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/snowtoken/snowtoken/authlimit"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/revfeed"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/tracing"
@@ -98,6 +103,14 @@ type Options struct {
 	// continuing the caller's trace (W3C traceparent); see package tracing.
 	// Nil means no tracing middleware at all.
 	TracerProvider trace.TracerProvider
+	// Feed, if set, is the revocation log the /revocations routes serve
+	// (package revfeed: a revlog.Follower), to clients with revocation_feed
+	// and admins. Nil means those routes answer 404.
+	Feed revfeed.Source
+	// FeedOptions tune the feed (Heartbeat, MaxSubscribers, WriteTimeout,
+	// Page); their zero values are revfeed's defaults. Source, Sign, Issuer,
+	// Draining and Logger are set here.
+	FeedOptions revfeed.Options
 }
 
 // MaxQueryLen bounds the query of every route (GET /token/validate's is the
@@ -117,6 +130,7 @@ type Server struct {
 	current *atomic.Pointer[Server] // shared by every copy
 	engine  *gin.Engine
 	ids     IDs
+	feed    *revfeed.Feed // nil without Options.Feed
 	log     *slog.Logger
 	metrics *metrics
 	opts    Options
@@ -188,6 +202,20 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	if opts.Feed != nil {
+		fo := opts.FeedOptions
+		fo.Source, fo.Issuer, fo.Draining, fo.Logger = opts.Feed, opts.Service.Options().Issuer, opts.Draining, opts.Logger
+		// Signed with the keys of the Server current when it signs (Swap).
+		fo.Sign = func(typ string, claims jwt.Claims) (string, error) {
+			return s.current.Load().svc.SignEvent(typ, claims)
+		}
+		if s.feed, err = revfeed.New(fo); err != nil {
+			return nil, fmt.Errorf("handlers: %w", err)
+		}
+		if err := registerFeed(opts.Registry, s.feed); err != nil {
+			return nil, err
+		}
+	}
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
@@ -241,6 +269,8 @@ var routes = [...]struct {
 	{http.MethodPost, "/token/revoke", (*Server).revoke, false},
 	{http.MethodDelete, "/subjects/:subject/tokens", (*Server).revokeSubject, false},
 	{http.MethodDelete, "/clients/:client/tokens", (*Server).revokeClient, false},
+	{http.MethodGet, "/revocations/events", (*Server).revocationEvents, false},
+	{http.MethodGet, "/revocations", (*Server).revocationSnapshot, false},
 	{http.MethodGet, "/.well-known/jwks.json", (*Server).jwks, false},
 	{http.MethodGet, "/.well-known/oauth-authorization-server", (*Server).metadata, false},
 	{http.MethodGet, "/ids/:id", (*Server).decodeID, false},
@@ -406,6 +436,16 @@ func (s *Server) tokenForm(c *gin.Context) (string, *token.Client, error) {
 			"the token parameter holds a byte outside base64url and its two dots (a line break, a space, padding)")
 	}
 	return raw, client, nil
+}
+
+// basicClient authenticates the client of a request without a body: HTTP
+// Basic only.
+func (s *Server) basicClient(c *gin.Context) (*token.Client, error) {
+	id, secret, err := parseBasic(c.GetHeader("Authorization"))
+	if err != nil {
+		return nil, err
+	}
+	return s.authenticateClient(c, id, secret)
 }
 
 func parseBasic(h string) (id, secret string, err error) {
@@ -705,12 +745,7 @@ func (s *Server) revokeClient(c *gin.Context) {
 // authenticated with HTTP Basic (there is no body), revokes every token of
 // the name in the path; 204.
 func (s *Server) adminRevoke(c *gin.Context, what string, revoke func(context.Context, string) error) {
-	id, secret, err := parseBasic(c.GetHeader("Authorization"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	client, err := s.authenticateClient(c, id, secret)
+	client, err := s.basicClient(c)
 	if err != nil {
 		s.fail(c, err)
 		return

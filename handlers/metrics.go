@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/snowtoken/snowtoken/revfeed"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -165,4 +166,13 @@ func (e secretExpiry) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(secretExpiryDesc, prometheus.GaugeValue, float64(c.SecretExpires.Unix()), c.ID)
 	}
+}
+
+// registerFeed registers the revocation feed's series in reg:
+//
+//	snowtoken_revfeed_subscribers  gauge  streams of GET /revocations/events served now
+func registerFeed(reg *prometheus.Registry, f *revfeed.Feed) error {
+	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "snowtoken_revfeed_subscribers", Help: "Streams of GET /revocations/events served now.",
+	}, func() float64 { return float64(f.Subscribers()) }))
 }

@@ -49,6 +49,11 @@ type Client struct {
 	// clients (RFC 7662 §4: the endpoint must not tell any caller about any
 	// token). Without it a client sees only its own tokens; see MayIntrospectToken.
 	MayIntrospect bool `json:"may_introspect,omitempty"`
+	// RevocationFeed lets the client follow the revocation feed (GET
+	// /revocations/events, GET /revocations, POST /revocations/poll; package
+	// revfeed), as a service validating tokens locally does. An admin may
+	// without it; see MayFollowRevocations.
+	RevocationFeed bool `json:"revocation_feed,omitempty"`
 	// Disabled cuts the client off: it cannot authenticate, and the tokens
 	// it holds no longer validate (Service.CheckClient), without waiting for them
 	// to expire. Removing the client from the file does the same.
@@ -359,6 +364,10 @@ func NewClientSecret() (secret, sha256Hex string, err error) {
 func (c *Client) MayIntrospectToken(owner string) bool {
 	return owner == c.ID || c.MayIntrospect || c.Admin
 }
+
+// MayFollowRevocations reports whether the client may read the revocation
+// feed: with revocation_feed, or as an admin, which revokes tokens itself.
+func (c *Client) MayFollowRevocations() bool { return c.RevocationFeed || c.Admin }
 
 // HasScopes reports whether every scope in want is one of the client's.
 func (c *Client) HasScopes(want []string) bool {

@@ -431,3 +431,23 @@ func TestClientHasScopes(t *testing.T) {
 		}
 	}
 }
+
+// TestMayFollowRevocations checks the clients file's revocation_feed: a
+// client with it may follow the feed, an admin may without it, any other
+// client may not.
+func TestMayFollowRevocations(t *testing.T) {
+	path := writeFile(t, "clients.json", []byte(`{"clients": [
+		{"id": "api", "secret_sha256": "`+sha256Hex("a")+`", "scopes": [], "revocation_feed": true},
+		{"id": "ops", "secret_sha256": "`+sha256Hex("o")+`", "scopes": [], "admin": true},
+		{"id": "svc", "secret_sha256": "`+sha256Hex("s")+`", "scopes": ["read"]}
+	]}`))
+	cs, err := LoadClients(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]bool{"api": true, "ops": true, "svc": false} {
+		if got := cs.byID[id].MayFollowRevocations(); got != want {
+			t.Errorf("%s: MayFollowRevocations() = %v, want %v", id, got, want)
+		}
+	}
+}

@@ -4,9 +4,14 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
 // signer writes tokens without reflection or maps: the header is the same for
@@ -86,4 +91,25 @@ func (s *signer) sign(sub, clientID, scope, jti string, aud []string, iat, exp i
 	out = append(out, '.')
 	out = b64.AppendEncode(out, sig)
 	return string(out), nil
+}
+
+// ErrEventType: SignEvent was asked for an access token's typ, or none.
+var ErrEventType = errors.New("token: not a typ SignEvent signs")
+
+// SignEvent signs claims as a JWT of type typ (such as "secevent+jwt", RFC
+// 8417) with the service's current signing key: EdDSA, its kid in the
+// header, verifiable with the JWKS. It is for what the issuer publishes
+// besides tokens (package revfeed: the revocation feed). typ must be set and
+// must not be an access token's (jwtpolicy.Type, in any case, with or
+// without "application/"), so that nothing SignEvent signs validates as a
+// token.
+func (s *Service) SignEvent(typ string, claims jwt.Claims) (string, error) {
+	t := strings.TrimPrefix(strings.ToLower(typ), "application/")
+	if t == "" || t == jwtpolicy.Type {
+		return "", fmt.Errorf("%w: %.32q", ErrEventType, typ)
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
+	tok.Header["typ"] = typ
+	tok.Header["kid"] = s.keys.signer.ID
+	return tok.SignedString(s.signer.key)
 }

@@ -1,0 +1,50 @@
+package handlers
+
+import (
+	"fmt"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/snowtoken/snowtoken/token"
+)
+
+// feedClient authenticates a client of the revocation feed (HTTP Basic) and
+// checks that it may follow it (token.Client.MayFollowRevocations). The feed
+// must be served (Options.Feed), else ErrNotFound, before any credential is
+// looked at.
+func (s *Server) feedClient(c *gin.Context) (*token.Client, error) {
+	if s.feed == nil {
+		return nil, fmt.Errorf("%w: no revocation feed here", ErrNotFound)
+	}
+	client, err := s.basicClient(c)
+	if err != nil {
+		return nil, err
+	}
+	if !client.MayFollowRevocations() {
+		s.audit(c, "feed.refused", "refused the revocation feed to a client without revocation_feed", "client_id", client.ID, "route", c.FullPath())
+		return nil, fmt.Errorf("%w: the client may not follow the revocation feed (revocation_feed)", token.ErrForbidden)
+	}
+	return client, nil
+}
+
+// revocationEvents serves GET /revocations/events (revfeed.Feed.Events).
+func (s *Server) revocationEvents(c *gin.Context) {
+	if _, err := s.feedClient(c); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := s.feed.Events(c.Writer, c.Request); err != nil {
+		s.fail(c, err)
+	}
+}
+
+// revocationSnapshot serves GET /revocations (revfeed.Feed.Snapshot).
+func (s *Server) revocationSnapshot(c *gin.Context) {
+	if _, err := s.feedClient(c); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := s.feed.Snapshot(c.Writer, c.Request); err != nil {
+		s.fail(c, err)
+	}
+}

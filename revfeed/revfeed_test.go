@@ -1,0 +1,449 @@
+package revfeed_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/internal/revfeedtest"
+	"github.com/snowtoken/snowtoken/revfeed"
+	"github.com/snowtoken/snowtoken/revlog"
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
+)
+
+const (
+	testIssuer = "https://issuer.test"
+	epoch      = revfeedtest.Epoch
+)
+
+// add applies an event to src, a ms after the last.
+func add(src *revfeedtest.Source, kind, key string) revlog.Event {
+	at := int64(revfeedtest.Horizon + 1 + len(src.Events()))
+	return src.Add(kind, key, at, 2_000_000_000)
+}
+
+// issuer is the real handlers' gin engine with the feed, behind an
+// httptest.Server.
+type issuer struct {
+	URL      string
+	pub      ed25519.PublicKey
+	kid      string
+	creds    map[string]string // client ID -> secret
+	registry *prometheus.Registry
+	server   *handlers.Server
+}
+
+// newIssuer serves src (nil: no feed) with opts.
+func newIssuer(t *testing.T, src revfeed.Source, opts revfeed.Options) *issuer {
+	t.Helper()
+	key, err := token.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := token.NewKeySet(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	is := &issuer{pub: key.Private.Public().(ed25519.PublicKey), kid: key.ID, creds: map[string]string{}, registry: prometheus.NewRegistry()}
+	var list []token.Client
+	for _, c := range []token.Client{
+		{ID: "api", Scopes: []string{}, RevocationFeed: true},
+		{ID: "ops", Scopes: []string{}, Admin: true},
+		{ID: "svc", Scopes: []string{"read"}},
+	} {
+		secret, sum, err := token.NewClientSecret()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SecretSHA256, is.creds[c.ID] = sum, secret
+		list = append(list, c)
+	}
+	clients, err := token.NewClients(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := snowflakealg.New(snowflakealg.Settings{WorkerID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := redistest.New(t)
+	store := token.NewStore(r.Client, token.StoreOptions{Prefix: r.Prefix})
+	t.Cleanup(store.Close)
+	svc, err := token.NewService(keys, store, ids, token.Options{Issuer: testIssuer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	is.server, err = handlers.NewServer(handlers.Options{Service: svc, Clients: clients, IDs: ids,
+		Logger: slog.New(slog.DiscardHandler), Registry: is.registry, Feed: src, FeedOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(is.server.Engine())
+	t.Cleanup(srv.Close)
+	is.URL = srv.URL
+	return is
+}
+
+// get sends GET path as client id (empty: no credentials).
+func (is *issuer) get(t *testing.T, ctx context.Context, path, id string, hdr map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, is.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id != "" {
+		req.SetBasicAuth(id, is.creds[id])
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// event is one SSE event.
+type event struct{ id, name, data string }
+
+// readEvents reads the events of body onto the returned channel, closed at
+// the end of the stream.
+func readEvents(body io.Reader) <-chan event {
+	out := make(chan event, 1024)
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(body)
+		sc.Buffer(nil, 1<<20)
+		var ev event
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.name != "" {
+					out <- ev
+				}
+				ev = event{}
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				ev.name = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				ev.data = line[6:]
+			}
+		}
+	}()
+	return out
+}
+
+// hangGuard bounds how long a test waits for something that must come;
+// it is no timing assertion.
+const hangGuard = 20 * time.Second
+
+func next(t *testing.T, evs <-chan event) event {
+	t.Helper()
+	select {
+	case ev, ok := <-evs:
+		if !ok {
+			t.Fatal("the stream ended")
+		}
+		return ev
+	case <-time.After(hangGuard):
+		t.Fatal("no event")
+	}
+	return event{}
+}
+
+// nextNamed skips heartbeats until an event named name.
+func nextNamed(t *testing.T, evs <-chan event, name string) event {
+	t.Helper()
+	for {
+		if ev := next(t, evs); ev.name == name {
+			return ev
+		}
+	}
+}
+
+// verify checks raw's signature with the issuer's key and its typ, into claims.
+func (is *issuer) verify(t *testing.T, raw, typ string, claims jwt.Claims) {
+	t.Helper()
+	tok, err := jwt.ParseWithClaims(raw, claims, func(tok *jwt.Token) (any, error) {
+		if tok.Header["kid"] != is.kid {
+			return nil, fmt.Errorf("kid %v", tok.Header["kid"])
+		}
+		return is.pub, nil
+	}, jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithIssuer(testIssuer), jwt.WithIssuedAt())
+	if err != nil {
+		t.Fatalf("%s does not verify: %v", typ, err)
+	}
+	if tok.Header["typ"] != typ {
+		t.Fatalf("typ %v, want %s", tok.Header["typ"], typ)
+	}
+}
+
+// TestEventsResume checks that a subscriber resuming after an event gets
+// every later one as a signed SET, in order, then a heartbeat whose last is
+// the last event, then the events that come later.
+func TestEventsResume(t *testing.T) {
+	src := revfeedtest.New(true)
+	first := add(src, revlog.KindToken, "117811659438825472")
+	add(src, revlog.KindSubject, "alice")
+	add(src, revlog.KindClient, "partner")
+	is := newIssuer(t, src, revfeed.Options{})
+
+	resp := is.get(t, t.Context(), "/revocations/events", "api", map[string]string{"Last-Event-ID": first.ID})
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	evs := readEvents(resp.Body)
+	check := func(ev event, want revlog.Event, uri string) {
+		t.Helper()
+		if ev.name != "revoked" || ev.id != want.ID {
+			t.Fatalf("event %s %s, want revoked %s", ev.name, ev.id, want.ID)
+		}
+		var cl revfeed.SETClaims
+		is.verify(t, ev.data, revfeed.TypeSET, &cl)
+		got, ok := cl.Events[uri]
+		if cl.ID != want.ID || len(cl.Events) != 1 || !ok || got.Key != want.Key || got.At != want.At ||
+			got.Exp != want.Exp || got.Cutoff != want.Cutoff || got.Kind != want.Kind {
+			t.Fatalf("SET %+v, want %+v under %s", cl, want, uri)
+		}
+	}
+	check(next(t, evs), src.Events()[1], revfeed.EventSubjectRevoked)
+	check(next(t, evs), src.Events()[2], revfeed.EventClientRevoked)
+	hb := nextNamed(t, evs, "heartbeat")
+	var cl revfeed.HeartbeatClaims
+	is.verify(t, hb.data, revfeed.TypeHeartbeat, &cl)
+	if cl.Last != src.Events()[2].ID || cl.Epoch != epoch || cl.Horizon != 1000 || cl.IssuedAtMs == 0 {
+		t.Fatalf("heartbeat %+v, want last %s", cl, src.Events()[2].ID)
+	}
+	later := add(src, revlog.KindToken, "117811659438825999")
+	check(nextNamed(t, evs, "revoked"), later, revfeed.EventTokenRevoked)
+}
+
+// TestEventsReset checks that a stream that cannot resume says reset and
+// ends: without Last-Event-ID, from another epoch, from a forgotten event;
+// and that a malformed Last-Event-ID is a 400.
+func TestEventsReset(t *testing.T) {
+	src := revfeedtest.New(true)
+	old := add(src, revlog.KindToken, "1")
+	add(src, revlog.KindToken, "2")
+	src.Forget(2)
+	is := newIssuer(t, src, revfeed.Options{})
+	for name, last := range map[string]string{
+		"none": "", "other epoch": "ffff-1001-0", "forgotten": old.ID,
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := is.get(t, t.Context(), "/revocations/events", "api", map[string]string{"Last-Event-ID": last})
+			defer resp.Body.Close()
+			evs := readEvents(resp.Body)
+			if ev := next(t, evs); ev.name != "reset" {
+				t.Fatalf("first event %q, want reset", ev.name)
+			}
+			if ev, ok := <-evs; ok {
+				t.Fatalf("the stream went on after reset: %+v", ev)
+			}
+		})
+	}
+	for _, last := range []string{"x", epoch + "-1", epoch + "-a-0", "-1-0", "XYZ-1-0", epoch + "-1-0 x", epoch + "-1-" + strings.Repeat("9", 80)} {
+		resp := is.get(t, t.Context(), "/revocations/events", "api", map[string]string{"Last-Event-ID": last})
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("Last-Event-ID %q: status %d, want 400", last, resp.StatusCode)
+		}
+	}
+}
+
+// TestNoHeartbeatWhileStale checks that no heartbeat is sent while the
+// source is not Fresh: ticks pass (Status is read) with none, and the first
+// heartbeat is one signed after the source went Fresh (its age).
+func TestNoHeartbeatWhileStale(t *testing.T) {
+	src := revfeedtest.New(false)
+	ev := add(src, revlog.KindToken, "1")
+	is := newIssuer(t, src, revfeed.Options{Heartbeat: 5 * time.Millisecond})
+	resp := is.get(t, t.Context(), "/revocations/events", "api", map[string]string{"Last-Event-ID": ev.ID})
+	defer resp.Body.Close()
+	evs := readEvents(resp.Body)
+	for range 5 { // five ticks while stale
+		select {
+		case <-src.StatusCalls():
+		case <-time.After(hangGuard):
+			t.Fatal("no tick")
+		}
+	}
+	src.SetFresh(true, 7*time.Millisecond)
+	hb := next(t, evs)
+	var cl revfeed.HeartbeatClaims
+	if hb.name != "heartbeat" {
+		t.Fatalf("event %q, want heartbeat", hb.name)
+	}
+	is.verify(t, hb.data, revfeed.TypeHeartbeat, &cl)
+	if cl.AgeMs != 7 {
+		t.Fatalf("the first heartbeat has age_ms %d: it was signed while the source was stale", cl.AgeMs)
+	}
+}
+
+// TestFeedAuth checks who may follow the feed: 401 without credentials or
+// with a wrong secret, 403 for a client without revocation_feed, 200 for
+// one with it and for an admin; and 404 where no feed is served.
+func TestFeedAuth(t *testing.T) {
+	src := revfeedtest.New(true)
+	is := newIssuer(t, src, revfeed.Options{})
+	for _, path := range []string{"/revocations/events", "/revocations"} {
+		for id, want := range map[string]int{"": 401, "svc": 403, "api": 200, "ops": 200} {
+			resp := is.get(t, t.Context(), path, id, nil)
+			_, _ = io.Copy(io.Discard, resp.Body) // a stream without Last-Event-ID resets and ends
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("%s as %q: %d, want %d", path, id, resp.StatusCode, want)
+			}
+			if want == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic") {
+				t.Errorf("%s: 401 without a Basic challenge", path)
+			}
+		}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, is.URL+path, nil)
+		req.SetBasicAuth("api", "wrong")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("%s with a wrong secret: %d, want 401", path, resp.StatusCode)
+		}
+	}
+	none := newIssuer(t, nil, revfeed.Options{})
+	resp := none.get(t, t.Context(), "/revocations/events", "ops", nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("without a feed: %d, want 404", resp.StatusCode)
+	}
+}
+
+// gauge reads snowtoken_revfeed_subscribers.
+func (is *issuer) gauge(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := is.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "snowtoken_revfeed_subscribers" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no snowtoken_revfeed_subscribers")
+	return 0
+}
+
+// waitGauge waits until the gauge reads want.
+func (is *issuer) waitGauge(t *testing.T, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(hangGuard)
+	for is.gauge(t) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("subscribers %v, want %v", is.gauge(t), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSubscriberCap checks that past MaxSubscribers a stream is refused with
+// 503 and Retry-After, and that the place is free again once one leaves.
+func TestSubscriberCap(t *testing.T) {
+	src := revfeedtest.New(true)
+	ev := add(src, revlog.KindToken, "1")
+	is := newIssuer(t, src, revfeed.Options{MaxSubscribers: 1})
+	hdr := map[string]string{"Last-Event-ID": ev.ID}
+	ctx, cancel := context.WithCancel(t.Context())
+	first := is.get(t, ctx, "/revocations/events", "api", hdr)
+	defer first.Body.Close()
+	if first.StatusCode != 200 {
+		t.Fatalf("first: %d", first.StatusCode)
+	}
+	if got := is.gauge(t); got != 1 {
+		t.Errorf("snowtoken_revfeed_subscribers = %v, want 1", got)
+	}
+	second := is.get(t, t.Context(), "/revocations/events", "api", hdr)
+	second.Body.Close()
+	if second.StatusCode != http.StatusServiceUnavailable || second.Header.Get("Retry-After") == "" {
+		t.Fatalf("second: %d, Retry-After %q; want 503 with Retry-After", second.StatusCode, second.Header.Get("Retry-After"))
+	}
+	cancel()
+	is.waitGauge(t, 0)
+	third := is.get(t, t.Context(), "/revocations/events", "api", hdr)
+	defer third.Body.Close()
+	if third.StatusCode != 200 {
+		t.Fatalf("after the first left: %d", third.StatusCode)
+	}
+}
+
+// TestSlowSubscriberDropped checks that a subscriber that does not read is
+// dropped once a write cannot complete within WriteTimeout, instead of
+// being queued for.
+func TestSlowSubscriberDropped(t *testing.T) {
+	src := revfeedtest.New(true)
+	ev := add(src, revlog.KindToken, "1")
+	is := newIssuer(t, src, revfeed.Options{WriteTimeout: 100 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(is.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req, _ := http.NewRequest(http.MethodGet, is.URL+"/revocations/events", nil)
+	req.SetBasicAuth("api", is.creds["api"])
+	req.Header.Set("Last-Event-ID", ev.ID)
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	is.waitGauge(t, 1)
+	// Far more than the socket buffers hold, never read.
+	key := strings.Repeat("k", 32<<10)
+	for range 2000 {
+		add(src, revlog.KindSubject, key)
+	}
+	is.waitGauge(t, 0)
+}
+
+// TestSnapshot checks the snapshot: one JWT signed by the issuer's key,
+// application/jwt, holding the whole state.
+func TestSnapshot(t *testing.T) {
+	src := revfeedtest.New(true)
+	tok := add(src, revlog.KindToken, "117811659438825472")
+	sub := add(src, revlog.KindSubject, "alice")
+	cli := add(src, revlog.KindClient, "partner")
+	is := newIssuer(t, src, revfeed.Options{})
+	resp := is.get(t, t.Context(), "/revocations", "api", nil)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/jwt" {
+		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var cl revfeed.SnapshotClaims
+	is.verify(t, string(body), revfeed.TypeSnapshot, &cl)
+	if cl.Epoch != epoch || cl.Last != cli.ID || cl.Horizon != 1000 || !cl.Fresh ||
+		len(cl.Tokens) != 1 || cl.Tokens[0] != (revfeed.RevokedToken{JTI: tok.Key, Exp: tok.Exp, At: tok.At}) ||
+		len(cl.Subjects) != 1 || cl.Subjects[0] != (revfeed.RevokedName{Subject: sub.Key, At: sub.At}) ||
+		len(cl.Clients) != 1 || cl.Clients[0] != (revfeed.RevokedClient{ClientID: cli.Key, Cutoff: cli.Cutoff, At: cli.At}) {
+		t.Fatalf("snapshot %+v", cl)
+	}
+}
