@@ -30,6 +30,15 @@
 // and the issuer is never made to check them; a token that passes is then
 // still sent to /token/validate, so revocation is seen at once.
 //
+// Local with RevocationCheck Follow verifies locally and sees revocation
+// too, with no call per token: the Validator follows the issuer's
+// revocation feed (GET /revocations/events, Server-Sent Events of signed
+// SETs and heartbeats, verified with the JWKS) and keeps what is revoked in
+// memory. While the feed is not fresh (no heartbeat for FeedThreshold,
+// 150 ms by default) or cannot tell, it fails closed (ErrUnavailable, 503)
+// or, with WhenStale FallbackRemote, asks the issuer. It starts at the
+// first token or with Start, and Close stops it.
+//
 // Opaque tokens (the issuer's token_format "opaque", OpaquePrefix and random
 // characters) carry nothing to verify: only the issuer can say what they
 // are. Remote mode checks them like a JWT; Local mode refuses them with
@@ -87,6 +96,7 @@ const (
 	DefaultJWKSMaxAge      = 5 * time.Minute
 	DefaultJWKSMinInterval = 10 * time.Second
 	DefaultRealm           = "snowtoken"
+	DefaultFeedThreshold   = 150 * time.Millisecond
 	// MaxTokenLen bounds the tokens looked at; the issuer refuses longer ones too.
 	MaxTokenLen = 4096
 )
@@ -122,6 +132,32 @@ const (
 	// Choose it only for tokens with short lifetimes, or where accepting a
 	// revoked token that long is acceptable.
 	Skip
+	// Follow follows the issuer's revocation feed (GET
+	// {IssuerURL}/revocations/events, as FeedClientID, a client with
+	// revocation_feed) and decides from what it holds in memory, with no
+	// call per token: a token revoked at the issuer is refused here within
+	// about a heartbeat (25 ms) and a round trip. The feed's every event and
+	// heartbeat is verified with the JWKS. While the followed state is not
+	// fresh (no heartbeat for FeedThreshold: the issuer or the feed is
+	// down, or the issuer's own state is stale), or when it cannot tell
+	// (a token issued within Leeway of a subject's or client's revocation,
+	// or before the log's horizon), WhenStale decides: FailClosed (the
+	// default: ErrUnavailable, 503) or FallbackRemote. See Start and Close.
+	Follow
+)
+
+// WhenStale says what RevocationCheck Follow does with a token the followed
+// state cannot decide: it is not fresh, or the token is too close to a
+// revocation of its subject or client to tell.
+type WhenStale int
+
+const (
+	// FailClosed refuses the token with ErrUnavailable (the middleware's
+	// 503 with Retry-After). It is the zero value.
+	FailClosed WhenStale = iota
+	// FallbackRemote asks the issuer (GET /token/validate), as Check does,
+	// through the cache when CacheTTL is set.
+	FallbackRemote
 )
 
 // Options configures a Validator. Zero values mean the documented defaults;
@@ -135,9 +171,27 @@ type Options struct {
 	// Mode is Remote (zero) or Local.
 	Mode Mode
 
-	// RevocationCheck applies to Local mode: Check (zero) or Skip. Read Skip
-	// before choosing it.
+	// RevocationCheck applies to Local mode: Check (zero), Skip or Follow.
+	// Read Skip before choosing it.
 	RevocationCheck RevocationCheck
+
+	// FeedClientID and FeedClientSecret authenticate the Validator to the
+	// revocation feed (Follow): a client of the issuer with
+	// "revocation_feed": true in its clients file. Required with Follow.
+	FeedClientID, FeedClientSecret string
+
+	// FeedThreshold is how long after a heartbeat arrives, less the age of
+	// the issuer's state it reports, the followed state counts as fresh.
+	// Zero means DefaultFeedThreshold. It bounds how long a revocation may
+	// go unseen here: a heartbeat comes every 25 ms while the issuer is
+	// fresh, and the issuer's state may be up to 100 ms old; network time
+	// between issuer and service, and a proxy that delays the stream, come
+	// on top (they are not measured).
+	FeedThreshold time.Duration
+
+	// WhenStale is what Follow does with a token the feed cannot decide:
+	// FailClosed (zero) or FallbackRemote.
+	WhenStale WhenStale
 
 	// Issuer is the iss a token must carry: the issuer's SNOWTOKEN_ISSUER.
 	// Empty means IssuerURL in Local mode; in Remote mode it means no check
@@ -212,6 +266,7 @@ type Validator struct {
 	http        *http.Client
 	cache       *answerCache // nil when CacheTTL is zero
 	keys        *keyCache    // Local mode only
+	feed        *feed        // RevocationCheck Follow only
 	parser      *jwt.Parser  // Local mode only
 }
 
@@ -230,9 +285,15 @@ func New(opts Options) (*Validator, error) {
 	switch {
 	case opts.Mode != Remote && opts.Mode != Local:
 		return nil, fmt.Errorf("%w: unknown Mode %d", ErrOptions, opts.Mode)
-	case opts.RevocationCheck != Check && opts.RevocationCheck != Skip:
+	case opts.RevocationCheck != Check && opts.RevocationCheck != Skip && opts.RevocationCheck != Follow:
 		return nil, fmt.Errorf("%w: unknown RevocationCheck %d", ErrOptions, opts.RevocationCheck)
-	case opts.Timeout < 0, opts.CacheTTL < 0, opts.CacheSize < 0, opts.JWKSMaxAge < 0, opts.JWKSMinInterval < 0:
+	case opts.RevocationCheck == Follow && opts.Mode != Local:
+		return nil, fmt.Errorf("%w: RevocationCheck Follow is for Local mode", ErrOptions)
+	case opts.RevocationCheck == Follow && (opts.FeedClientID == "" || opts.FeedClientSecret == ""):
+		return nil, fmt.Errorf("%w: RevocationCheck Follow needs FeedClientID and FeedClientSecret", ErrOptions)
+	case opts.WhenStale != FailClosed && opts.WhenStale != FallbackRemote:
+		return nil, fmt.Errorf("%w: unknown WhenStale %d", ErrOptions, opts.WhenStale)
+	case opts.Timeout < 0, opts.CacheTTL < 0, opts.CacheSize < 0, opts.JWKSMaxAge < 0, opts.JWKSMinInterval < 0, opts.FeedThreshold < 0:
 		return nil, fmt.Errorf("%w: durations and sizes must not be negative", ErrOptions)
 	}
 	if opts.Timeout == 0 {
@@ -257,6 +318,9 @@ func New(opts Options) (*Validator, error) {
 	if opts.Realm == "" {
 		opts.Realm = DefaultRealm
 	}
+	if opts.FeedThreshold == 0 {
+		opts.FeedThreshold = DefaultFeedThreshold
+	}
 	if strings.ContainsAny(opts.Realm, "\"\\\r\n") {
 		return nil, fmt.Errorf("%w: Realm must not hold quotes, backslashes or line breaks", ErrOptions)
 	}
@@ -279,6 +343,9 @@ func New(opts Options) (*Validator, error) {
 	if opts.Mode == Local {
 		v.keys = &keyCache{v: v, url: base + "/.well-known/jwks.json"}
 		v.parser = jwt.NewParser(jwtpolicy.ParserOptions(opts.Issuer, opts.Audience, opts.Leeway, opts.Now)...)
+		if opts.RevocationCheck == Follow {
+			v.feed = newFeed(v, base)
+		}
 	}
 	return v, nil
 }
@@ -322,8 +389,20 @@ func (v *Validator) validate(ctx context.Context, raw string, requiredScopes []s
 		if err != nil {
 			return nil, err
 		}
-		if v.opts.RevocationCheck == Skip {
+		switch v.opts.RevocationCheck {
+		case Skip:
 			return c, requireScopes(c, requiredScopes)
+		case Follow:
+			v.feed.start()
+			switch v.feed.decide(c) {
+			case revoked:
+				return nil, fmt.Errorf("%w: revoked (revocation feed)", ErrInvalidToken)
+			case live:
+				return c, requireScopes(c, requiredScopes)
+			}
+			if v.opts.WhenStale == FailClosed {
+				return nil, fmt.Errorf("%w: the revocation feed cannot tell whether the token is revoked (not fresh, or too close to a revocation)", ErrUnavailable)
+			}
 		}
 	}
 	return v.ask(ctx, raw, requiredScopes)
