@@ -1,0 +1,84 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// FuzzFeedStream feeds arbitrary bytes to the stream's parser (readLine,
+// sseParser) and what it makes of them to applySET and applyHeartbeat, on
+// a feed that knows one key and has applied a snapshot. Nothing may panic;
+// an event is applied, or a heartbeat makes the state fresh, only when its
+// data verifies with that key as a JWT of its type (checked here with
+// golang-jwt on its own); a line over maxFeedLine is refused.
+func FuzzFeedStream(f *testing.F) {
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
+	_, other, _ := ed25519.GenerateKey(rand.Reader)
+	now := time.Unix(1_800_000_000, 0)
+	sign := func(typ string, k ed25519.PrivateKey, claims jwt.MapClaims) string {
+		t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
+		t.Header["kid"], t.Header["typ"] = "k1", typ
+		s, _ := t.SignedString(k)
+		return s
+	}
+	set := func(k ed25519.PrivateKey, id string) string {
+		return sign("secevent+jwt", k, jwt.MapClaims{"iss": "https://issuer.test", "iat": now.Unix(), "jti": id,
+			"events": map[string]any{eventTokenRevoked: map[string]any{"id": id, "kind": "t", "key": "42", "at": 5, "exp": now.Unix() + 60}}})
+	}
+	beat := sign("revocation-heartbeat+jwt", key, jwt.MapClaims{"iss": "https://issuer.test", "iat": now.Unix(),
+		"iat_ms": now.UnixMilli(), "epoch": "e1", "last": "e1-5-0", "age_ms": 3})
+	f.Add("id: e1-5-0\nevent: revoked\ndata: " + set(key, "e1-5-0") + "\n\nevent: heartbeat\ndata: " + beat + "\n\n")
+	f.Add("id: e1-5-0\nevent: revoked\ndata: " + set(other, "e1-5-0") + "\n\n")
+	f.Add("id: e1-5-0\r\nevent: revoked\r\ndata: " + set(key, "e1-6-0") + "\r\n\r\n: comment\n\nevent: reset\ndata: {}\n\n")
+	f.Add("event: heartbeat\ndata: " + strings.Repeat("a", maxFeedLine+10) + "\n\n")
+	f.Fuzz(func(t *testing.T, stream string) {
+		v := &Validator{opts: Options{Issuer: "https://issuer.test", Leeway: DefaultLeeway, FeedThreshold: DefaultFeedThreshold,
+			JWKSMaxAge: time.Hour, JWKSMinInterval: time.Hour, Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)}}
+		v.keys = &keyCache{v: v, keys: map[string]ed25519.PublicKey{"k1": pub}, loaded: now, tried: now}
+		fd := newFeed(v, "http://issuer.test")
+		fd.synced, fd.epoch, fd.last = true, "e1", "e1-0-0"
+		fd.tokens, fd.subjects, fd.clients = map[string]int64{}, map[string]int64{}, map[string]int64{}
+		verifies := func(raw, typ string) bool {
+			tok, err := jwt.Parse(raw, func(*jwt.Token) (any, error) { return pub, nil }, jwt.WithValidMethods([]string{"EdDSA"}))
+			return err == nil && tok.Header["typ"] == typ
+		}
+		r := bufio.NewReaderSize(strings.NewReader(stream), 4096)
+		var p sseParser
+		for {
+			line, err := readLine(r)
+			if err != nil {
+				return
+			}
+			if len(line) > maxFeedLine {
+				t.Fatalf("a line of %d bytes read", len(line))
+			}
+			ev, ok := p.line(line)
+			if !ok {
+				continue
+			}
+			switch ev.name {
+			case "revoked":
+				before := fd.last
+				if err := fd.applySET(context.Background(), ev.id, ev.data); err == nil && !verifies(ev.data, typeSET) {
+					t.Fatalf("applied a SET that does not verify: %q", ev.data)
+				} else if err != nil && fd.last != before {
+					t.Fatal("a refused SET moved last")
+				}
+			case "heartbeat":
+				wasFresh := fd.decide(&Claims{JTI: "x", IssuedAt: now}) != unknown
+				if err := fd.applyHeartbeat(context.Background(), ev.data); err == nil && !wasFresh &&
+					fd.decide(&Claims{JTI: "x", IssuedAt: now}) != unknown && !verifies(ev.data, typeHeartbeat) {
+					t.Fatalf("fresh from a heartbeat that does not verify: %q", ev.data)
+				}
+			}
+		}
+	})
+}
