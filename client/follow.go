@@ -511,7 +511,7 @@ func (f *feed) snapshot(ctx context.Context) error {
 	return nil
 }
 
-// decide says whether the token c is revoked, by the state, if it is fresh:
+// decide says whether the token c is revoked, by the state:
 //
 //	its jti revoked                                      revoked
 //	its client's cutoff or its subject's revocation at E:
@@ -520,11 +520,14 @@ func (f *feed) snapshot(ctx context.Context) error {
 //	  in between                                         unknown (the clocks may disagree)
 //	issued before Horizon + Leeway                       unknown (its revocation may predate the log)
 //	otherwise                                            live
+//
+// A revocation, once verified, stays true: revoked is answered from a
+// stale state too. Live needs a fresh one.
 func (f *feed) decide(c *Claims) verdict {
 	now := f.v.opts.Now()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if !f.synced || !now.Before(f.freshUntil) {
+	if !f.synced {
 		return unknown
 	}
 	if _, ok := f.tokens[c.JTI]; ok {
@@ -547,7 +550,7 @@ func (f *feed) decide(c *Claims) verdict {
 			v = unknown
 		}
 	}
-	if from < f.horizon+lw {
+	if from < f.horizon+lw || !now.Before(f.freshUntil) {
 		return unknown
 	}
 	return v

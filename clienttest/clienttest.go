@@ -26,6 +26,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/revfeed"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -51,6 +52,10 @@ type Config struct {
 	// Now is the issuer's clock for iat, exp and validation. Nil means
 	// time.Now. Share it with the code under test to move both in step.
 	Now func() time.Time
+	// Feed, if set, is the revocation log the issuer serves at
+	// /revocations/events (package revfeed), which the client, an admin,
+	// may follow (client.Follow). Nil means no feed: those routes are 404.
+	Feed revfeed.Source
 }
 
 // Issuer is a running issuer.
@@ -72,6 +77,7 @@ type Issuer struct {
 	mu   sync.Mutex
 	keys []token.Key
 	hits map[string]int
+	feed revfeed.Source
 }
 
 // New starts an Issuer on the Redis of internal/redistest (a real one when
@@ -101,7 +107,7 @@ func Start(cfg Config) (_ *Issuer, err error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	is := &Issuer{ClientID: cfg.ClientID, now: cfg.Now, hits: make(map[string]int)}
+	is := &Issuer{ClientID: cfg.ClientID, now: cfg.Now, hits: make(map[string]int), feed: cfg.Feed}
 	defer func() {
 		if err != nil {
 			is.Close()
@@ -160,7 +166,7 @@ func (is *Issuer) serveKeys() error {
 		return err
 	}
 	h, err := handlers.New(handlers.Options{
-		Service: svc, Clients: is.clients, IDs: is.ids, Logger: slog.New(slog.DiscardHandler),
+		Service: svc, Clients: is.clients, IDs: is.ids, Logger: slog.New(slog.DiscardHandler), Feed: is.feed,
 	})
 	if err != nil {
 		return err
