@@ -271,6 +271,7 @@ var routes = [...]struct {
 	{http.MethodDelete, "/clients/:client/tokens", (*Server).revokeClient, false},
 	{http.MethodGet, "/revocations/events", (*Server).revocationEvents, false},
 	{http.MethodGet, "/revocations", (*Server).revocationSnapshot, false},
+	{http.MethodPost, "/revocations/poll", (*Server).revocationPoll, false},
 	{http.MethodGet, "/.well-known/jwks.json", (*Server).jwks, false},
 	{http.MethodGet, "/.well-known/oauth-authorization-server", (*Server).metadata, false},
 	{http.MethodGet, "/ids/:id", (*Server).decodeID, false},

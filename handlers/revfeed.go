@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"fmt"
+	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -45,6 +47,28 @@ func (s *Server) revocationSnapshot(c *gin.Context) {
 		return
 	}
 	if err := s.feed.Snapshot(c.Writer, c.Request); err != nil {
+		s.fail(c, err)
+	}
+}
+
+// revocationPoll serves POST /revocations/poll (revfeed.Feed.Poll): an RFC
+// 8936 poll, application/json, bounded by MaxBodyBytes.
+func (s *Server) revocationPoll(c *gin.Context) {
+	if _, err := s.feedClient(c); err != nil {
+		s.fail(c, err)
+		return
+	}
+	req := c.Request
+	if ct := req.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		s.fail(c, fmt.Errorf("%w: content type must be application/json (RFC 8936 §2.4)", token.ErrInvalidRequest))
+		return
+	}
+	if req.URL.RawQuery != "" {
+		s.fail(c, fmt.Errorf("%w: parameters belong in the body, not the URL", token.ErrInvalidRequest))
+		return
+	}
+	body := http.MaxBytesReader(c.Writer, req.Body, s.opts.MaxBodyBytes)
+	if err := s.feed.Poll(c.Writer, req, body); err != nil {
 		s.fail(c, err)
 	}
 }
