@@ -178,6 +178,8 @@ type Options struct {
 	// FeedClientID and FeedClientSecret authenticate the Validator to the
 	// revocation feed (Follow): a client of the issuer with
 	// "revocation_feed": true in its clients file. Required with Follow.
+	// The stream is one long request: an HTTPClient with a Timeout of its
+	// own ends it every Timeout (it reconnects, resuming); leave it zero.
 	FeedClientID, FeedClientSecret string
 
 	// FeedThreshold is how long after a heartbeat arrives, less the age of

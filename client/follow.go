@@ -140,12 +140,20 @@ func (f *feed) run(ctx context.Context) {
 	defer close(f.done)
 	backoff := feedBackoffMin
 	var lastLog time.Time
+	resetBefore := false // the last stream ended in a reset too
 	for ctx.Err() == nil {
 		progressed, err := f.follow(ctx)
 		if errors.Is(err, errFeedReset) {
-			if err = f.snapshot(ctx); err == nil {
-				continue
+			reset := resetBefore && !progressed
+			resetBefore = true
+			if err = f.snapshot(ctx); err == nil && !reset {
+				continue // straight on to the stream after the snapshot
 			}
+			if err == nil {
+				err = errors.New("the stream reset again right after a snapshot")
+			}
+		} else {
+			resetBefore = false
 		}
 		if ctx.Err() != nil {
 			return

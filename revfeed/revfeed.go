@@ -234,6 +234,7 @@ func (f *Feed) unsubscribe() {
 func (f *Feed) tick(stop chan struct{}) {
 	t := time.NewTicker(f.opts.Heartbeat)
 	defer t.Stop()
+	var loggedAt time.Time
 	for {
 		select {
 		case <-stop:
@@ -244,7 +245,11 @@ func (f *Feed) tick(stop chan struct{}) {
 		if st := f.opts.Source.Status(f.opts.Now()); st.Fresh {
 			raw, err := f.signHeartbeat(st)
 			if err != nil {
-				f.opts.Logger.Error("revocation feed: cannot sign a heartbeat", "err", err)
+				// Every tick would say it again: once a minute at most.
+				if now := time.Now(); now.Sub(loggedAt) >= time.Minute {
+					loggedAt = now
+					f.opts.Logger.Error("revocation feed: cannot sign a heartbeat; consumers go stale", "err", err)
+				}
 			} else {
 				b.jwt, b.last, b.at = raw, st.Last, time.Now()
 			}

@@ -47,6 +47,9 @@ type issuer struct {
 	creds    map[string]string // client ID -> secret
 	registry *prometheus.Registry
 	server   *handlers.Server
+	svc      *token.Service
+	clients  *token.Clients
+	key      token.Key
 }
 
 // newIssuer serves src (nil: no feed) with opts.
@@ -89,6 +92,7 @@ func newIssuer(t *testing.T, src revfeed.Source, opts revfeed.Options) *issuer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	is.svc, is.clients, is.key = svc, clients, key
 	is.server, err = handlers.NewServer(handlers.Options{Service: svc, Clients: clients, IDs: ids,
 		Logger: slog.New(slog.DiscardHandler), Registry: is.registry, Feed: src, FeedOptions: opts})
 	if err != nil {
@@ -564,4 +568,33 @@ func TestPollRefuses(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want 400", tc.ct, tc.body, resp.StatusCode, b)
 		}
 	}
+}
+
+// TestSignedWithCurrentKeys checks that after a key rotation (Server.Swap)
+// the feed signs with the new signing key, which the JWKS then holds.
+func TestSignedWithCurrentKeys(t *testing.T) {
+	src := revfeedtest.New(true)
+	is := newIssuer(t, src, revfeed.Options{})
+	next, err := token.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := token.NewKeySet(next, is.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := is.svc.WithKeys(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	is.server.Swap(svc, is.clients, handlers.Version{})
+	is.pub, is.kid = next.Private.Public().(ed25519.PublicKey), next.ID
+	resp := is.get(t, t.Context(), "/revocations", "api", nil)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cl revfeed.SnapshotClaims
+	is.verify(t, string(body), revfeed.TypeSnapshot, &cl) // checks the kid
 }
