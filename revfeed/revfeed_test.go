@@ -598,3 +598,23 @@ func TestSignedWithCurrentKeys(t *testing.T) {
 	var cl revfeed.SnapshotClaims
 	is.verify(t, string(body), revfeed.TypeSnapshot, &cl) // checks the kid
 }
+
+// TestEventsHead checks that HEAD /revocations/events answers the stream's
+// status and headers, and ends, without a stream.
+func TestEventsHead(t *testing.T) {
+	src := revfeedtest.New(true)
+	ev := add(src, revlog.KindToken, "1")
+	is := newIssuer(t, src, revfeed.Options{})
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodHead, is.URL+"/revocations/events", nil)
+	req.SetBasicAuth("api", is.creds["api"])
+	req.Header.Set("Last-Event-ID", ev.ID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("HEAD: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	is.waitGauge(t, 0)
+}
