@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowtoken/snowtoken/config"
+	"github.com/snowtoken/snowtoken/revfeed"
 	"github.com/snowtoken/snowtoken/revlog"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -30,14 +31,16 @@ func followRevocations(cfg config.Config, rdb redis.UniversalClient, store *toke
 		log.Warn("DEV MODE: the embedded Redis cannot carry the revocation log's heartbeats; every validation reads Redis")
 		return nil, func() {}, nil
 	}
-	w, err := revlog.NewWriter(rdb, store.LogKey(), revlog.WriterOptions{Period: cfg.RevlogPeriod, Logger: log})
-	if err != nil {
-		return nil, nil, err
-	}
 	frdb := cfg.NewRedisClient()
 	f, err := revlog.New(frdb, store.LogKey(), revlog.Options{Threshold: cfg.RevlogThreshold,
 		Leeway: token.DefaultLeeway, Retention: token.LogRetention(cfg.MaxTokenTTL, token.DefaultLeeway),
 		Registerer: reg, Logger: log})
+	if err != nil {
+		frdb.Close()
+		return nil, nil, err
+	}
+	// Only the holder of the writer key beats while its heartbeats come.
+	w, err := revlog.NewWriter(rdb, store.LogKey(), revlog.WriterOptions{Period: cfg.RevlogPeriod, Logger: log, Heard: f.Heard})
 	if err != nil {
 		frdb.Close()
 		return nil, nil, err
@@ -57,6 +60,16 @@ func followRevocations(cfg config.Config, rdb redis.UniversalClient, store *toke
 // revocationsOf is f as a token.Revocations: nil, not a nil *Follower in
 // an interface, when there is no follower.
 func revocationsOf(f *revlog.Follower) token.Revocations {
+	if f == nil {
+		return nil
+	}
+	return f
+}
+
+// feedOf is f as the source of the revocation feed (GET /revocations/events,
+// package revfeed): nil when there is no follower, so that the routes
+// answer 404.
+func feedOf(f *revlog.Follower) revfeed.Source {
 	if f == nil {
 		return nil
 	}

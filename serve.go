@@ -162,7 +162,8 @@ func serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	refused := new(refusals)
 	h, err := handlers.NewServer(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
 		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit, TrustedProxies: cfg.TrustedProxies,
-		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}, Refused: refused.load})
+		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}, Refused: refused.load,
+		Feed: feedOf(follower)})
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,11 @@ package revlog
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -232,4 +234,29 @@ func TestRevokedHere(t *testing.T) {
 	}
 	marker := rg.revokeSubject(t, "erin")
 	eventually(t, 5*time.Second, "the entry replaces the note", func() bool { got, _ := rg.f.SubjectMarker("erin"); return got == marker })
+}
+
+// TestWriterSilentWhileHeard: a Writer that does not hold the writer key
+// runs no script while its replica hears heartbeats (WriterOptions.Heard),
+// and takes over once it hears none.
+func TestWriterSilentWhileHeard(t *testing.T) {
+	r := redistest.New(t)
+	logKey := r.Prefix + "{revlog}"
+	var heard atomic.Bool
+	heard.Store(true)
+	w, err := NewWriter(r.Client, logKey, WriterOptions{Period: 5 * time.Millisecond, Heard: func(time.Duration) bool { return heard.Load() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := goRun(t, w.Run)
+	time.Sleep(50 * time.Millisecond) // ten periods
+	if n, err := r.Client.Exists(t.Context(), logKey+":hb", logKey+":writer").Result(); err != nil || n != 0 {
+		t.Fatalf("%d keys written while heard (%v), want none", n, err)
+	}
+	heard.Store(false)
+	eventually(t, 5*time.Second, "a heartbeat once none is heard", func() bool {
+		n, _ := r.Client.XLen(t.Context(), logKey+":hb").Result()
+		return n > 0
+	})
+	stop()
 }

@@ -85,6 +85,7 @@ type Follower struct {
 	mu      sync.RWMutex
 	st      *state
 	fresh   freshness
+	heardAt time.Time // Options.Now when the last heartbeat was accepted
 	changed chan struct{} // closed and replaced at every change (Changed)
 }
 
@@ -300,6 +301,14 @@ func (f *Follower) Fresh(now time.Time) bool {
 // isFresh is Fresh, under f.mu.
 func (f *Follower) isFresh(now time.Time) bool {
 	return f.fresh.synced && !f.fresh.at.IsZero() && now.Sub(f.fresh.at) < f.opts.Threshold
+}
+
+// Heard reports whether the follower accepted a heartbeat within the
+// last d (WriterOptions.Heard).
+func (f *Follower) Heard(d time.Duration) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return !f.heardAt.IsZero() && f.opts.Now().Sub(f.heardAt) < d
 }
 
 // lastHeartbeat is when the last heartbeat was accepted (zero: none).
@@ -597,7 +606,7 @@ func (f *Follower) apply(res []redis.XStream, since time.Time) (full bool, reaso
 	}
 	if len(hbs) > 0 {
 		f.met.accepted(since, now)
-		f.fresh.at = since
+		f.fresh.at, f.heardAt = since, now
 		st.forget(now, f.opts.Retention)
 	}
 	return false, "", nil

@@ -64,8 +64,12 @@
 // Every replica runs a Writer; the heartbeat script itself elects one: it
 // writes a heartbeat only when the writer key is absent or holds its owner
 // token, and then sets the key to that token with PX 4 periods. So a
-// heartbeat costs its holder one EVALSHA per period, and every other replica
-// one EVALSHA per period that writes nothing. Two writers for a moment (a
+// heartbeat costs its holder one EVALSHA per period (six commands in
+// INFO commandstats: the script and GET, SET, GET, XINFO, XADD in it). A
+// Writer that does not hold the key runs nothing while its replica's
+// follower hears heartbeats (WriterOptions.Heard); after two periods
+// without one it runs the script every period, and takes the key over
+// once it expires. Two writers for a moment (a
 // holder paused past its key's TTL) are harmless: a heartbeat says only what
 // Redis held when the script ran.
 //
@@ -114,7 +118,7 @@
 //
 // # Cost
 //
-// The writer: one EVALSHA a period on every replica. The follower: one XREAD
+// The writer: one EVALSHA a period on the holder. The follower: one XREAD
 // a heartbeat, and a paged XRANGE of the whole log per resync; in memory
 // about 60 B a revoked token, forgotten after its exp and Leeway, subjects
 // and clients after the retention (a scan of the maps at most once a
@@ -171,9 +175,9 @@ if not e or not string.find(e, '.', 1, true) then
   redis.call('SET', KEYS[3], e)
 end
 local last, n = '0-0', 0
-if redis.call('EXISTS', KEYS[1]) == 1 then
+local info = redis.pcall('XINFO', 'STREAM', KEYS[1])
+if info.err == nil then
   n = nil
-  local info = redis.call('XINFO', 'STREAM', KEYS[1])
   for i = 1, #info, 2 do
     if info[i] == 'last-generated-id' then last = info[i + 1]
     elseif info[i] == 'entries-added' then n = info[i + 1] end

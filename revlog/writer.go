@@ -20,6 +20,12 @@ type WriterOptions struct {
 	HeartbeatMaxLen int
 	// Logger receives failures to beat, at most one a second. Nil means slog.Default().
 	Logger *slog.Logger
+	// Heard, if set, reports whether this replica heard a heartbeat within
+	// the given time (Follower.Heard): while it heard one within two
+	// periods and this Writer does not hold the writer key, Run does not
+	// beat, since the holder is alive; so only the holder's beats cost
+	// Redis commands. Nil: every Writer runs the script every period.
+	Heard func(within time.Duration) bool
 }
 
 // Writer appends heartbeats to the heartbeat stream of a log, while it
@@ -31,6 +37,7 @@ type Writer struct {
 	period time.Duration
 	maxLen string
 	log    *slog.Logger
+	heard  func(time.Duration) bool
 }
 
 // beatLua, with KEYS log, hb, epoch, writer and ARGV new epoch, owner, PX,
@@ -62,7 +69,7 @@ func NewWriter(rdb redis.UniversalClient, logKey string, opts WriterOptions) (*W
 		opts.Logger = slog.Default()
 	}
 	return &Writer{rdb: rdb, keys: keysFor(logKey), owner: newToken(), period: opts.Period,
-		maxLen: strconv.Itoa(opts.HeartbeatMaxLen), log: opts.Logger}, nil
+		maxLen: strconv.Itoa(opts.HeartbeatMaxLen), log: opts.Logger, heard: opts.Heard}, nil
 }
 
 // Beat runs the heartbeat script once: one EVALSHA (EVAL when Redis lacks
@@ -79,15 +86,22 @@ func (w *Writer) Beat(ctx context.Context) (bool, error) {
 
 // Run beats every period until ctx ends, then returns ctx's error. A beat
 // that fails is logged (at most once a second) and the next one tried on
-// time: a missed tick is skipped, never made up.
+// time: a missed tick is skipped, never made up. A Writer that does not
+// hold the writer key skips its beat while WriterOptions.Heard says the
+// holder's heartbeats come.
 func (w *Writer) Run(ctx context.Context) error {
 	t := time.NewTicker(w.period)
 	defer t.Stop()
 	var logged time.Time
+	holding := false
 	for {
-		if _, err := w.Beat(ctx); err != nil && ctx.Err() == nil && time.Since(logged) >= time.Second {
-			logged = time.Now()
-			w.log.Warn("revocation log heartbeat failed", "err", err.Error())
+		if holding || w.heard == nil || !w.heard(2*w.period) {
+			var err error
+			holding, err = w.Beat(ctx)
+			if err != nil && ctx.Err() == nil && time.Since(logged) >= time.Second {
+				logged = time.Now()
+				w.log.Warn("revocation log heartbeat failed", "err", err.Error())
+			}
 		}
 		select {
 		case <-ctx.Done():
