@@ -85,7 +85,7 @@ type Follower struct {
 	mu      sync.RWMutex
 	st      *state
 	fresh   freshness
-	heardAt time.Time // Options.Now when the last heartbeat was accepted
+	heardAt time.Time     // Options.Now when the last heartbeat was accepted
 	changed chan struct{} // closed and replaced at every change (Changed)
 }
 
