@@ -116,7 +116,7 @@ func TestRunWrkChecksFirst(t *testing.T) {
 	}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusUnauthorized) }))
 	defer ts.Close()
-	_, err := runWrk(t.TempDir(), ts.URL, "", time.Second, os.Getpid(), 0, func([]byte) error { return fmt.Errorf("the check") })
+	_, err := runWrk(t.TempDir(), ts.URL, "", time.Second, os.Getpid(), 0, 0, func([]byte) error { return fmt.Errorf("the check") })
 	if err == nil || !strings.Contains(err.Error(), "the check") {
 		t.Fatalf("runWrk: %v, want the check's error", err)
 	}

@@ -286,14 +286,14 @@ func run() (err error) {
 			return err
 		}
 		rows = append(rows, &row{name: e.name, url: e.url + e.req.path, script: filepath.Base(name), server: e.pid, redis: e.redis,
-			floor: e.floor, target: e.target})
+			floor: e.floor, target: e.target, cmdsTarget: e.cmdsTarget})
 		if i == hotJWT { // never-seen right after hot, whose rate sizes its pool
 			ns := &neverSeen{dir: dir, issuerURL: issuerURL, basic: basic, hot: rows[len(rows)-1]}
 			rows = append(rows, &row{name: "GET /token/validate, never-seen JWTs (cache full)", url: issuerURL + "/token/validate",
 				server: s.issuerPid, redis: s.redisPid, floor: floorVerify, target: 1.6, prepare: ns.prepare, check: ns.check})
 		}
 	}
-	if err := wrkTable(dir, rows); err != nil {
+	if err := wrkTable(dir, rows, redisPort); err != nil {
 		return err
 	}
 	if *chart != "" {

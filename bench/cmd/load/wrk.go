@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,10 @@ type wrkResult struct {
 	non2xx   int
 	// CPU time per request of the server under test, of Redis and of wrk.
 	serverCPU, redisCPU, wrkCPU time.Duration
+	// requests is how many requests wrk counted; commands, the Redis
+	// commands meanwhile (commands.go), nil for a row without Redis.
+	requests int64
+	commands commandCalls
 }
 
 // row is one endpoint of the wrk table and its runs.
@@ -31,6 +36,7 @@ type row struct {
 	server, redis     int     // pids whose CPU time the run measures (redis 0: none)
 	floor             string  // floorBare, floorSign or floorVerify
 	target            float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
+	cmdsTarget        float64 // the bound on Redis commands per request (0: none)
 	// prepare, if set, writes the row's script for a round, before the
 	// round's run and unmeasured (the never-seen pool), and check checks
 	// wrk's output of that run; such a row has no warm-up.
@@ -48,11 +54,12 @@ type row struct {
 // wrkTable warms every row up, runs -rounds rounds of every row, one after
 // another, and prints the table: each row its median round by requests/s
 // relative to the bare handler (rows[0]) in the same round, and its server
-// CPU per request against its floor in that round.
-func wrkTable(dir string, rows []*row) error {
+// CPU per request against its floor in that round, and the Redis commands
+// per request of the rows that use Redis (at redisPort).
+func wrkTable(dir string, rows []*row, redisPort int) error {
 	for _, r := range rows {
 		if r.prepare == nil {
-			if _, err := runWrk(dir, r.url, r.script, 2*time.Second, r.server, r.redis, nil); err != nil {
+			if _, err := runWrk(dir, r.url, r.script, 2*time.Second, r.server, r.redis, redisPort, nil); err != nil {
 				return err
 			}
 		}
@@ -72,7 +79,7 @@ func wrkTable(dir string, rows []*row) error {
 					return err
 				}
 			}
-			res, err := runWrk(dir, r.url, script, *duration, r.server, r.redis, r.check)
+			res, err := runWrk(dir, r.url, script, *duration, r.server, r.redis, redisPort, r.check)
 			if err != nil {
 				return err
 			}
@@ -98,38 +105,57 @@ func wrkTable(dir string, rows []*row) error {
 		"floor: the bare handler's server CPU/req in the same round, plus one Ed25519 signature (median %s) or verification (median %s), "+
 		"CPU in this process after the round:\n\n",
 		*connections, len(rows[0].all), *duration, time.Now().UTC().Format(time.RFC3339), us(median(signs)), us(median(verifies)))
-	fmt.Println("| endpoint | requests/s | ratio to bare | ratio, lowest–highest round | p50 | p99 | non-2xx | server CPU/req | floor | ÷ floor (target) | ÷ floor, lowest–highest round | Redis CPU/req | wrk CPU/req |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| endpoint | requests/s | ratio to bare | ratio, lowest–highest round | p50 | p99 | non-2xx | server CPU/req | floor | ÷ floor (target) | ÷ floor, lowest–highest round | Redis CPU/req | Redis cmds/req | wrk CPU/req |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var breakdown []string
 	for _, r := range rows {
-		redisCPU := "—"
+		redisCPU, cmds := "—", "—"
 		if r.redis != 0 {
 			redisCPU = us(r.res.redisCPU)
+			total, top := r.res.commands.perRequest(r.res.requests)
+			cmds = fmt.Sprintf("%.4f", total)
+			if r.cmdsTarget > 0 {
+				cmds += fmt.Sprintf(" (≤%g)", r.cmdsTarget)
+			}
+			breakdown = append(breakdown, fmt.Sprintf("- %s: %s", r.name, cmp.Or(top, "none at 0.001 a request or more")))
 		}
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for i, res := range r.all {
 			x := float64(res.serverCPU) / float64(r.floors[i])
 			lo, hi = min(lo, x), max(hi, x)
 		}
-		fmt.Printf("| %s | %.0f | %.2f× | %.2f–%.2f | %s | %s | %d | %s | %s (%s) | %s | %.2f–%.2f | %s | %s |\n", r.name, r.res.rps, r.ratio,
+		fmt.Printf("| %s | %.0f | %.2f× | %.2f–%.2f | %s | %s | %d | %s | %s (%s) | %s | %.2f–%.2f | %s | %s | %s |\n", r.name, r.res.rps, r.ratio,
 			slices.Min(r.ratios), slices.Max(r.ratios), r.res.p50, r.res.p99, r.res.non2xx, us(r.res.serverCPU),
-			us(r.floorN), r.floor, vsFloor(r.res.serverCPU, r.floorN, r.target), lo, hi, redisCPU, us(r.res.wrkCPU))
+			us(r.floorN), r.floor, vsFloor(r.res.serverCPU, r.floorN, r.target), lo, hi, redisCPU, cmds, us(r.res.wrkCPU))
 	}
+	fmt.Printf("\n%s. Redis commands per request of each row's median round, by command:\n\n%s\n", commandsLegend, strings.Join(breakdown, "\n"))
 	return nil
 }
 
 var (
 	rpsRe    = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	countRe  = regexp.MustCompile(`(\d+) requests in `)
 	pctRe    = regexp.MustCompile(`(?m)^\s+(50|99)%\s+(\S+)`)
 	non2xxRe = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
 )
 
 // runWrk runs wrk against url and measures the CPU time that server (the
-// process under test) and redis (0 for none) use meanwhile. check, if not
-// nil, checks wrk's output first.
-func runWrk(dir, url, script string, d time.Duration, server, redis int, check func(out []byte) error) (wrkResult, error) {
+// process under test) and redis (0 for none) use meanwhile, and the
+// commands Redis (at redisPort) runs unless redis is 0. check, if not nil,
+// checks wrk's output first.
+func runWrk(dir, url, script string, d time.Duration, server, redis, redisPort int, check func(out []byte) error) (wrkResult, error) {
 	args := []string{"-t" + strconv.Itoa(wrkThreads), "-c" + strconv.Itoa(*connections), "-d" + strconv.Itoa(int(d.Seconds())) + "s", "--latency"}
 	if script != "" {
 		args = append(args, "-s", filepath.Join(dir, script))
+	}
+	// INFO commandstats outside the CPU windows: its own CPU is not the
+	// run's.
+	var commands *commandsWindow
+	var err error
+	if redis != 0 {
+		if commands, err = startCommands(redisPort); err != nil {
+			return wrkResult{}, err
+		}
 	}
 	serverBefore, err := cpuTime(server)
 	if err != nil {
@@ -150,9 +176,13 @@ func runWrk(dir, url, script string, d time.Duration, server, redis int, check f
 	if err != nil {
 		return wrkResult{}, err
 	}
+	var r wrkResult
 	var redisAfter time.Duration
 	if redis != 0 {
 		if redisAfter, err = cpuTime(redis); err != nil {
+			return wrkResult{}, err
+		}
+		if r.commands, err = commands.end(); err != nil {
 			return wrkResult{}, err
 		}
 	}
@@ -165,7 +195,11 @@ func runWrk(dir, url, script string, d time.Duration, server, redis int, check f
 	if m == nil {
 		return wrkResult{}, fmt.Errorf("wrk %s: no Requests/sec in %s", url, out)
 	}
-	var r wrkResult
+	m = countRe.FindSubmatch(out)
+	if m == nil {
+		return wrkResult{}, fmt.Errorf("wrk %s: no request count in %s", url, out)
+	}
+	r.requests, _ = strconv.ParseInt(string(m[1]), 10, 64)
 	r.rps, _ = strconv.ParseFloat(string(m[1]), 64)
 	if n := r.rps * d.Seconds(); n > 0 {
 		perReq := func(t time.Duration) time.Duration { return time.Duration(float64(t) / n) }
