@@ -86,8 +86,13 @@ type rateResult struct {
 // connection or for the server counts its wait (no coordinated omission), and
 // whether it failed.
 func constantRate(n int, d time.Duration, addr string, request func(i int) []byte) (lat []time.Duration, failed []bool, err error) {
+	return openLoop(n, int(d.Seconds()*float64(n)), addr, request, nil)
+}
+
+// openLoop is constantRate of total requests at most, which schedules no
+// more once stop is closed (nil: never) and returns those it scheduled.
+func openLoop(n, total int, addr string, request func(i int) []byte, stop <-chan struct{}) (lat []time.Duration, failed []bool, err error) {
 	const rateConns = 128
-	total := int(d.Seconds() * float64(n))
 	interval := time.Second / time.Duration(n)
 	lat = make([]time.Duration, total)
 	failed = make([]bool, total)
@@ -118,15 +123,22 @@ func constantRate(n int, d time.Duration, addr string, request func(i int) []byt
 		})
 	}
 	start = time.Now().Add(10 * time.Millisecond)
-	for i := range total {
-		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
+	sent := 0
+schedule:
+	for ; sent < total; sent++ {
+		if w := time.Until(start.Add(time.Duration(sent) * interval)); w > 0 {
 			time.Sleep(w)
 		}
-		work <- i
+		select {
+		case <-stop:
+			break schedule
+		default:
+		}
+		work <- sent
 	}
 	close(work)
 	wg.Wait()
-	return lat, failed, nil
+	return lat[:sent], failed[:sent], nil
 }
 
 // summarize counts the failures among requests and the percentiles of their

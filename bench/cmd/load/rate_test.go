@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -65,5 +67,33 @@ func TestVsFloor(t *testing.T) {
 	}
 	if got := vsFloor(100, 100, 0); got != "1.00×" {
 		t.Errorf("vsFloor without a target = %q", got)
+	}
+}
+
+// TestOpenLoopStops: once stop is closed openLoop schedules no more, and
+// returns the requests it scheduled, each answered.
+func TestOpenLoopStops(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("{}")) }))
+	defer ts.Close()
+	stop := make(chan struct{})
+	var once sync.Once
+	const total = 1_000_000 // 1000 s at 1000 requests/s
+	req := []byte(bareRequest.raw())
+	lat, failed, err := openLoop(1000, total, strings.TrimPrefix(ts.URL, "http://"), func(i int) []byte {
+		if i == 50 {
+			once.Do(func() { close(stop) })
+		}
+		return req
+	}, stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(lat); n == 0 || n >= total || len(failed) != n {
+		t.Fatalf("openLoop stopped after %d requests (%d failed flags), want some and fewer than %d", n, len(failed), total)
+	}
+	for i, f := range failed {
+		if f || lat[i] <= 0 {
+			t.Fatalf("request %d: failed %v, latency %v", i, f, lat[i])
+		}
 	}
 }
