@@ -14,7 +14,11 @@
 // handler, and each row's server CPU per request against its floor with
 // issue 16's target (floor.go): the bare handler's CPU per request, plus
 // one Ed25519 signature or verification measured in this process, in the
-// same round. Its never-seen row validates JWTs that no request has used,
+// same round, and the Redis commands per request of each row that uses
+// Redis (commands.go: INFO commandstats over the run ÷ the requests wrk
+// counted; the issuer's lease renewals and revocation-log heartbeats count,
+// amortised; the target for hot validation is ≤ 0.01). Its never-seen row
+// validates JWTs that no request has used,
 // a fresh pool each round (cold.go). Then an open-loop load at a constant
 // rate (default 10,000 requests/s) on the same endpoints, reporting p50/p99
 // measured from each request's scheduled start, so a stall cannot hide its
@@ -24,8 +28,27 @@
 // of issue 19 (production.go): the verified-token cache filled past its
 // size, among the -sessions live sessions, each path and a mix at a
 // constant rate against its floor, on the issuer and through a consumer
-// that validates with client.Validator in remote mode (cmd/consumer). It
-// needs redis-server, redis-cli and wrk on PATH (Debian packages).
+// that validates with client.Validator in remote mode (cmd/consumer).
+//
+// With -revocation it runs the revocation scenario alone instead
+// (revocation.go), after the build and redis-server:
+//
+//	cd bench && go run ./cmd/load -revocation
+//
+// three issuer replicas (production mode, the same Redis, key and clients
+// file, worker IDs 1 to 3) under a constant validation load
+// (-revocation-rate, spread over them). It prints their Redis commands per
+// hot validation with nothing else going on for -rate-d, then runs -revocations
+// revocations, -revocation-c at once: each token is issued, validated once
+// on every replica, revoked, and every replica polled until it answers 401;
+// it prints each replica's time from the revoke's 200 to that 401 (p50,
+// p99 against the target of 100 ms, max), and fails if a replica accepted
+// a revoked token past -revocation-timeout. The issuers inherit this
+// process's environment, so SNOWTOKEN_REVLOG_THRESHOLD=0s go run ./cmd/load
+// -revocation measures them with the revocation log off (on an issuer that
+// has the setting).
+//
+// It needs redis-server, redis-cli and wrk on PATH (Debian packages).
 package main
 
 import (
@@ -86,10 +109,18 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// start starts the program name with args and env added to this
+// process's, its output in dir/NAME.log, NAME its base name.
 func start(dir, name string, env []string, args ...string) (*proc, error) {
+	return startAs(dir, filepath.Base(name), name, env, args...)
+}
+
+// startAs is start with the output in dir/logName.log: one of several
+// processes of the same program.
+func startAs(dir, logName, name string, env []string, args ...string) (*proc, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
-	logf, err := os.Create(filepath.Join(dir, filepath.Base(name)+".log"))
+	logf, err := os.Create(filepath.Join(dir, logName+".log"))
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +148,11 @@ func waitHTTP(url string) error {
 
 func run() (err error) {
 	flag.Parse()
+	if *revocation {
+		if err := revocationFlags(); err != nil {
+			return err
+		}
+	}
 	dir, err := os.MkdirTemp("", "snowtoken-load-")
 	if err != nil {
 		return err
@@ -131,7 +167,7 @@ func run() (err error) {
 	if err != nil {
 		return err
 	}
-	if *idBench {
+	if *idBench && !*revocation {
 		// The ID engine beside bwmarrin/snowflake and sony/sonyflake, before
 		// any server runs, so that nothing else shares the cores.
 		fmt.Println("ID engine (go test -run '^$' -bench BenchmarkIDs -benchtime 2s):")
@@ -146,7 +182,9 @@ func run() (err error) {
 	// the Dockerfile builds the issuer.
 	bin := func(name string) string { return filepath.Join(dir, name) }
 	builds := []struct{ out, pkg, wd string }{{bin("snowtoken"), ".", root}, {bin("bare"), "./cmd/bare", "."}, {bin("consumer"), "./cmd/consumer", "."}}
-	if *withPeer {
+	if *revocation {
+		builds = builds[:1]
+	} else if *withPeer {
 		builds = append(builds, struct{ out, pkg, wd string }{bin("peer"), "./cmd/peer", "."})
 	}
 	for _, b := range builds {
@@ -194,19 +232,17 @@ func run() (err error) {
 	if err := os.WriteFile(clientsPath, []byte(`{"clients":[`+entry+`,`+opaqueEntry+`]}`), 0o600); err != nil {
 		return err
 	}
+	cfg := issuerConfig{redisPort: redisPort, keyPath: keyPath, clientsPath: clientsPath}
+	if *revocation {
+		return revocationScenario(dir, bin("snowtoken"), cfg, basic, opaqueBasic)
+	}
 
 	issuerPort, _ := freePort()
 	barePort, _ := freePort()
 	issuerURL := fmt.Sprintf("http://127.0.0.1:%d", issuerPort)
+	cfg.issuerURL = issuerURL
 	bareURL := fmt.Sprintf("http://127.0.0.1:%d", barePort)
-	issuer, err := start(dir, bin("snowtoken"), []string{
-		"SNOWTOKEN_ENV=production", "SNOWTOKEN_ADDR=127.0.0.1:" + strconv.Itoa(issuerPort),
-		fmt.Sprintf("SNOWTOKEN_REDIS_URL=redis://127.0.0.1:%d/0", redisPort),
-		"SNOWTOKEN_ISSUER=" + issuerURL, "SNOWTOKEN_SIGNING_KEYS=" + keyPath,
-		"SNOWTOKEN_CLIENTS_FILE=" + clientsPath, "SNOWTOKEN_WORKER_ID=1",
-		"SNOWTOKEN_LOG_LEVEL=warn",   // a 503's cause is a warning; a run that goes well logs none
-		"SNOWTOKEN_METRICS_ADDR=off", // not measured; and 9090 may be taken
-	})
+	issuer, err := start(dir, bin("snowtoken"), cfg.env(issuerPort, 1))
 	if err != nil {
 		return err
 	}
@@ -348,6 +384,28 @@ func run() (err error) {
 	}
 	fmt.Printf("\nissuer peak RSS (VmHWM): %s\n", peakRSS(s.issuerPid))
 	return nil
+}
+
+// issuerConfig is what every issuer the tool starts shares: one Redis,
+// one signing key, one clients file and one SNOWTOKEN_ISSUER, as replicas
+// of one deployment do.
+type issuerConfig struct {
+	issuerURL            string
+	redisPort            int
+	keyPath, clientsPath string
+}
+
+// env is the environment of an issuer in production mode listening on
+// port with worker ID worker.
+func (c issuerConfig) env(port, worker int) []string {
+	return []string{
+		"SNOWTOKEN_ENV=production", "SNOWTOKEN_ADDR=127.0.0.1:" + strconv.Itoa(port),
+		fmt.Sprintf("SNOWTOKEN_REDIS_URL=redis://127.0.0.1:%d/0", c.redisPort),
+		"SNOWTOKEN_ISSUER=" + c.issuerURL, "SNOWTOKEN_SIGNING_KEYS=" + c.keyPath,
+		"SNOWTOKEN_CLIENTS_FILE=" + c.clientsPath, "SNOWTOKEN_WORKER_ID=" + strconv.Itoa(worker),
+		"SNOWTOKEN_LOG_LEVEL=warn",   // a 503's cause is a warning; a run that goes well logs none
+		"SNOWTOKEN_METRICS_ADDR=off", // not measured; and 9090 may be taken
+	}
 }
 
 // logTails prints the last lines of the servers' logs in dir, which a

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestPollRefusal: pollRefusal validates until the first 401, counts the
+// answers that are neither 200 nor 401 on the way, and records a token
+// never refused within -revocation-timeout as such.
+func TestPollRefusal(t *testing.T) {
+	defer func(poll, timeout time.Duration) { *revocationPoll, *revocationTimeout = poll, timeout }(*revocationPoll, *revocationTimeout)
+	*revocationPoll = 0
+	for _, tc := range []struct {
+		name    string
+		answers []int // then the last one again and again
+		timeout time.Duration
+		want    refusal
+	}{
+		{"refused at once", []int{401}, time.Minute, refusal{refused: true, polls: 1}},
+		{"refused at the fourth", []int{200, 200, 200, 401}, time.Minute, refusal{refused: true, polls: 4}},
+		{"503 on the way", []int{200, 503, 503, 401}, time.Minute, refusal{refused: true, polls: 4, other: 2}},
+		{"never", []int{200}, 20 * time.Millisecond, refusal{refused: false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int64
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/token/validate" || r.Header.Get("Authorization") != "Bearer tok" {
+					t.Errorf("got %s with %q", r.URL.Path, r.Header.Get("Authorization"))
+				}
+				i := min(int(n.Add(1)-1), len(tc.answers)-1)
+				w.WriteHeader(tc.answers[i])
+			}))
+			defer ts.Close()
+			*revocationTimeout = tc.timeout
+			var got refusal
+			t0 := time.Now()
+			if err := pollRefusal(ts.URL, "tok", t0, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.refused != tc.want.refused || got.other != tc.want.other || (tc.want.refused && got.polls != tc.want.polls) {
+				t.Errorf("refusal = %+v, want %+v", got, tc.want)
+			}
+			if got.refused && (got.after <= 0 || got.after > time.Since(t0)) {
+				t.Errorf("after = %v, want within the %v the poll took", got.after, time.Since(t0))
+			}
+			if !got.refused && got.polls < 2 {
+				t.Errorf("a token never refused was polled %d times", got.polls)
+			}
+		})
+	}
+}
