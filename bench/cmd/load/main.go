@@ -18,14 +18,14 @@
 // Redis (commands.go: INFO commandstats over the run ÷ the requests wrk
 // counted; the issuer's lease renewals and revocation-log heartbeats count,
 // amortised; the target for hot validation is ≤ 0.01). Its never-seen row
-// validates JWTs that no request has used,
-// a fresh pool each round (cold.go). Then an open-loop load at a constant
-// rate (default 10,000 requests/s) on the same endpoints, reporting p50/p99
-// measured from each request's scheduled start, so a stall cannot hide its
-// queue (no coordinated omission), and CPU against the floor again
-// (rate.go). Unless -sessions is 0, it then grows Redis to that many
-// live sessions and measures again (sessions.go). With -production it then runs the production-volume round
-// of issue 19 (production.go): the verified-token cache filled past its
+// validates JWTs that no request has used, a fresh pool each round
+// (cold.go). Then an open-loop load at a constant rate (default 10,000
+// requests/s) on the same endpoints, reporting p50/p99 measured from each
+// request's scheduled start, so a stall cannot hide its queue (no
+// coordinated omission), and CPU against the floor and Redis commands per
+// request again (rate.go). Unless -sessions is 0, it then grows Redis to
+// that many live sessions and measures again (sessions.go). With
+// -production it then runs the production-volume round of issue 19 (production.go): the verified-token cache filled past its
 // size, among the -sessions live sessions, each path and a mix at a
 // constant rate against its floor, on the issuer and through a consumer
 // that validates with client.Validator in remote mode (cmd/consumer).
@@ -351,7 +351,7 @@ func run() (err error) {
 		}
 		paths := make([]*loadPath, len(eps))
 		for i, e := range eps {
-			paths[i] = &loadPath{name: e.name, url: e.url, pid: e.pid, floor: e.floor, target: e.target, request: same(e.req)}
+			paths[i] = &loadPath{name: e.name, url: e.url, pid: e.pid, floor: e.floor, target: e.target, cmdsTarget: e.cmdsTarget, request: same(e.req)}
 		}
 		return rateTable(s, paths)
 	}

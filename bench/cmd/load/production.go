@@ -128,7 +128,7 @@ func productionRound(s servers) error {
 		return err
 	}
 
-	signs, verifies, err := runRounds(paths, *productionRate, s.redisPid)
+	signs, verifies, err := runRounds(paths, *productionRate, s.redisPid, s.redisPort)
 	if err != nil {
 		return err
 	}

@@ -202,8 +202,10 @@ type loadPath struct {
 	path    func(i int) int // the path of the i-th request of a mix, as mixPath (nil: not a mix)
 	floor   string
 	target  float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
-	runs    []pathRun
-	floors  []time.Duration // round by round (rateTable)
+	// cmdsTarget is the bound on Redis commands per request (0: none).
+	cmdsTarget float64
+	runs       []pathRun
+	floors     []time.Duration // round by round (rateTable)
 }
 
 // same is a loadPath's request function that sends req every time.
@@ -217,10 +219,10 @@ func same(req httpReq) func(round, i int) []byte {
 // with the servers idle, it measures one Ed25519 signature and verification
 // in this process and keeps each path's floor of the round. It returns the
 // Ed25519 costs, round by round.
-func runRounds(paths []*loadPath, rate, redisPid int) (signs, verifies []time.Duration, err error) {
+func runRounds(paths []*loadPath, rate, redisPid, redisPort int) (signs, verifies []time.Duration, err error) {
 	for round := range max(*rounds, 1) {
 		for _, path := range paths {
-			run, err := path.run(round, rate, redisPid)
+			run, err := path.run(round, rate, redisPid, redisPort)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -245,36 +247,52 @@ func rateTable(s servers, paths []*loadPath) error {
 	if err != nil {
 		return err
 	}
-	signs, verifies, err := runRounds(paths, *rate, s.redisPid)
+	signs, verifies, err := runRounds(paths, *rate, s.redisPid, s.redisPort)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("\nconstant %d requests/s with %d keys in Redis db 0, %d rounds of %v per endpoint (open loop, latency from the scheduled start); "+
 		"each row is its round with the median p99; floors as in the wrk table, at this rate (Ed25519 signature %s, verification %s: medians):\n\n",
 		*rate, live, max(*rounds, 1), *rateFor, us(median(signs)), us(median(verifies)))
-	fmt.Println("| endpoint | sent | errors | p50 | p99 | max | p99, lowest–highest round | server CPU/req | floor | ÷ floor (target) | Redis CPU/req |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| endpoint | sent | errors | p50 | p99 | max | p99, lowest–highest round | server CPU/req | floor | ÷ floor (target) | Redis CPU/req | Redis cmds/req |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var breakdown []string
 	for _, path := range paths {
 		order := roundsBy(len(path.runs), func(a, b int) int { return cmp.Compare(path.runs[a].res.p99, path.runs[b].res.p99) })
 		run, floor := path.runs[order[len(order)/2]], path.floors[order[len(order)/2]]
 		res := run.res
-		fmt.Printf("| %s | %d | %d | %v | %v | %v | %v–%v | %s | %s (%s) | %s | %s |\n", path.name, res.sent, res.errors, res.p50, res.p99, res.max,
+		cmds, top := run.commands.perRequest(int64(res.sent))
+		cmdsText := fmt.Sprintf("%.4f", cmds)
+		if path.cmdsTarget > 0 {
+			cmdsText += fmt.Sprintf(" (≤%g)", path.cmdsTarget)
+		}
+		breakdown = append(breakdown, fmt.Sprintf("- %s: %s", path.name, cmp.Or(top, "none at 0.001 a request or more")))
+		fmt.Printf("| %s | %d | %d | %v | %v | %v | %v–%v | %s | %s (%s) | %s | %s | %s |\n", path.name, res.sent, res.errors, res.p50, res.p99, res.max,
 			path.runs[order[0]].res.p99, path.runs[order[len(order)-1]].res.p99,
-			us(run.serverCPU), us(floor), path.floor, vsFloor(run.serverCPU, floor, path.target), us(run.redisCPU))
+			us(run.serverCPU), us(floor), path.floor, vsFloor(run.serverCPU, floor, path.target), us(run.redisCPU), cmdsText)
 	}
+	fmt.Printf("\n%s; the bare handler's row is what Redis ran with no request on it. By command:\n\n%s\n", commandsLegend, strings.Join(breakdown, "\n"))
 	return nil
 }
 
 // pathRun is one constant-rate run of a loadPath.
 type pathRun struct {
 	serverCPU, behindCPU, redisCPU time.Duration // per request
+	commands                       commandCalls  // Redis ran during the run
 	res                            rateResult
 	parts                          []rateResult // the mix, by mixPath
 }
 
 // run sends path's requests at rate requests/s for -rate-d and measures the
-// CPU its server, the issuer behind it and Redis use meanwhile.
-func (path *loadPath) run(round, rate, redisPid int) (pathRun, error) {
+// CPU its server, the issuer behind it and Redis use meanwhile, and the
+// commands Redis (at redisPort) runs.
+func (path *loadPath) run(round, rate, redisPid, redisPort int) (pathRun, error) {
+	// INFO commandstats outside the CPU windows: its own CPU is not the
+	// run's.
+	commands, err := startCommands(redisPort)
+	if err != nil {
+		return pathRun{}, err
+	}
 	pids := []int{path.pid, redisPid, path.behind}
 	before, after := make([]time.Duration, 3), make([]time.Duration, 3)
 	measure := func(into []time.Duration) error {
@@ -300,8 +318,13 @@ func (path *loadPath) run(round, rate, redisPid int) (pathRun, error) {
 	if err := measure(after); err != nil {
 		return pathRun{}, err
 	}
+	calls, err := commands.end()
+	if err != nil {
+		return pathRun{}, err
+	}
 	n := time.Duration(len(lat))
-	run := pathRun{serverCPU: (after[0] - before[0]) / n, redisCPU: (after[1] - before[1]) / n, behindCPU: (after[2] - before[2]) / n}
+	run := pathRun{serverCPU: (after[0] - before[0]) / n, redisCPU: (after[1] - before[1]) / n, behindCPU: (after[2] - before[2]) / n,
+		commands: calls}
 	if path.path != nil {
 		var parts [3]struct {
 			lat    []time.Duration
