@@ -47,6 +47,9 @@ func TestPollRefusal(t *testing.T) {
 			if got.refused && (got.after <= 0 || got.after > time.Since(t0)) {
 				t.Errorf("after = %v, want within the %v the poll took", got.after, time.Since(t0))
 			}
+			if first := tc.answers[0] != http.StatusOK; got.refused && (got.accepted >= got.after || first != (got.accepted == 0)) {
+				t.Errorf("accepted = %v with after %v, want below it, and 0 only if the first answer was not a 200", got.accepted, got.after)
+			}
 			if !got.refused && got.polls < 2 {
 				t.Errorf("a token never refused was polled %d times", got.polls)
 			}
