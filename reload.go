@@ -175,7 +175,11 @@ func (r *reloader) reload(trigger string) {
 		return
 	}
 	r.srv.Swap(svc, clients, v)
+	dropped := r.clients.Dropped(clients)
 	r.svc, r.clients = svc, clients
+	if len(dropped) > 0 {
+		go revokeDropped(svc, dropped, r.log)
+	}
 	r.info.Reset()
 	r.info.WithLabelValues(v.Clients, v.Keys).Set(1)
 	r.reloads.WithLabelValues("ok").Inc()
@@ -228,4 +232,35 @@ func keysSource(paths []string) string {
 		return dir
 	}
 	return strings.Join(paths, ",")
+}
+
+// revokeDropped revokes every token of the clients a reload removed or
+// disabled (token.Service.RevokeClient). This replica refuses their tokens
+// from the swap on (token.Service.CheckClient); the revocation puts it in
+// the revocation log too, so that the consumers that follow the log's feed
+// (client.Follow), which never see the clients file, refuse them as well.
+// Every replica reloads the file and revokes: the latest time wins, and a
+// client enabled again later does not get its earlier tokens back. Redis
+// failing, it tries three times, a second apart, then logs an error.
+func revokeDropped(svc *token.Service, clients []string, log *slog.Logger) {
+	for _, id := range clients {
+		var err error
+		for try := range 3 {
+			if try > 0 {
+				time.Sleep(time.Second)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = svc.RevokeClient(ctx, id)
+			cancel()
+			if err == nil {
+				break
+			}
+		}
+		if err != nil {
+			log.Error("a client removed or disabled in the clients file: revoking its tokens failed; consumers that follow the revocation feed accept them until they expire: revoke them (DELETE /clients/{client}/tokens)",
+				"event", "client.revoke_failed", "client_id", id, "err", err)
+			continue
+		}
+		log.Info("a client removed or disabled in the clients file: its tokens are revoked", "event", "client.revoked", "client_id", id)
+	}
 }

@@ -486,7 +486,6 @@ func (p *fleetProc) until401(tb testing.TB, tok fleetToken, why string) time.Dur
 // change (figures, not a check: time is for benchmarks).
 func TestReloadLayouts(t *testing.T) {
 	bin := fleetBinary(t)
-	redisURL, _ := fleetRedis(t)
 	creds := newFleetCreds(t, bin)
 	disable := func(file string) { fleetCommand(t, bin, "client", "disable", "-file", file, "-id", creds.svc.id) }
 	copyTo := func(path string) string {
@@ -549,6 +548,9 @@ func TestReloadLayouts(t *testing.T) {
 	} {
 		t.Run(layout.name, func(t *testing.T) {
 			clients, change := layout.setup(t)
+			// A Redis each: disabling the client revokes its tokens, and
+			// the next layout issues to it again.
+			redisURL, rdb := fleetRedis(t)
 			ip := fmt.Sprintf("127.0.0.%d", 51+i)
 			p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
 				fleetAddr(t, ip), ip, "SNOWTOKEN_CLIENTS_FILE", clients))
@@ -558,6 +560,16 @@ func TestReloadLayouts(t *testing.T) {
 			took := p.until401(t, tok, "after `client disable`")
 			t.Logf("%s: the disabled client's token answered 401 %v after the change", layout.name, took.Round(time.Millisecond))
 			p.waitClientsFile(t, clients)
+			// Revoked in Redis too, so that the revocation log carries it
+			// to the consumers that follow its feed.
+			rec := p.waitLog(t, "a client removed or disabled in the clients file: its tokens are revoked")
+			if rec["client_id"] != creds.svc.id {
+				t.Errorf("revoked %v, want %s", rec["client_id"], creds.svc.id)
+			}
+			entries, err := rdb.XRange(t.Context(), token.DefaultKeyPrefix+"{revlog}", "-", "+").Result()
+			if err != nil || len(entries) == 0 || entries[len(entries)-1].Values["k"] != "c" || entries[len(entries)-1].Values["i"] != creds.svc.id {
+				t.Errorf("revocation log %v (%v), want the client's entry last", entries, err)
+			}
 		})
 	}
 }

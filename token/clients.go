@@ -335,6 +335,19 @@ func boolInt(b bool) int {
 	return 0
 }
 
+// Dropped returns, sorted, the clients enabled in cs that next removes or
+// disables: the clients whose tokens a reload from cs to next ends.
+func (cs *Clients) Dropped(next *Clients) []string {
+	var out []string
+	for id, c := range cs.byID {
+		if n, ok := next.byID[id]; !c.Disabled && (!ok || n.Disabled) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // All returns a copy of every client, sorted by ID.
 func (cs *Clients) All() []Client {
 	out := make([]Client, 0, len(cs.byID))

@@ -451,3 +451,26 @@ func TestMayFollowRevocations(t *testing.T) {
 		}
 	}
 }
+
+// TestClientsDropped: the clients a new set removes or disables, and only
+// those enabled before.
+func TestClientsDropped(t *testing.T) {
+	mk := func(cs ...Client) *Clients {
+		for i := range cs {
+			cs[i].SecretSHA256 = sha256Hex(cs[i].ID)
+		}
+		c, err := NewClients(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	before := mk(Client{ID: "a"}, Client{ID: "b"}, Client{ID: "c", Disabled: true}, Client{ID: "d"})
+	after := mk(Client{ID: "a"}, Client{ID: "b", Disabled: true}, Client{ID: "c"})
+	if got := before.Dropped(after); !slices.Equal(got, []string{"b", "d"}) {
+		t.Errorf("Dropped = %v, want [b d]", got)
+	}
+	if got := after.Dropped(after); len(got) != 0 {
+		t.Errorf("Dropped of the same set = %v, want none", got)
+	}
+}
