@@ -622,6 +622,13 @@ func TestRevlogFaults(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		// The heartbeat age says so too, while Redis is still frozen.
+		for _, p := range f.reps {
+			if age := p.series(t)["snowtoken_revlog_heartbeat_age_seconds"]; age != -1 && age < f.threshold.Seconds() {
+				t.Errorf("%s, %v after Redis froze: snowtoken_revlog_heartbeat_age_seconds %v, want past the threshold %v (or -1)",
+					p.name, time.Since(frozenAt).Round(time.Millisecond), age, f.threshold)
+			}
+		}
 		srv.Signal(syscall.SIGCONT)
 		frozen = false
 		for i, p := range f.reps {
