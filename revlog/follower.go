@@ -333,7 +333,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	for {
 		f.met.resyncs.WithLabelValues(reason).Inc()
 		var err error
-		if reason == ReasonLoss {
+		if lost(reason) {
 			err = f.rotate(ctx)
 		}
 		var sent time.Time
@@ -351,11 +351,11 @@ func (f *Follower) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if time.Since(logged) >= time.Second || reason == ReasonLoss {
+		if time.Since(logged) >= time.Second || lost(reason) {
 			logged = time.Now()
 			f.opts.Logger.Warn("revocation log follower resyncs", "reason", reason, "err", errString(err))
 		}
-		if !f.lastHeartbeat().IsZero() || reason == ReasonLoss {
+		if !f.lastHeartbeat().IsZero() || lost(reason) {
 			backoff = 0
 			continue
 		}
@@ -366,6 +366,19 @@ func (f *Follower) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 	}
+}
+
+// lost reports whether a resync's reason means that entries are gone
+// that this follower may not have applied: a loss, or entries removed
+// before it read them (trimmed, unapplied). Trimming by the retention
+// removes only entries of expired tokens, which a follower that keeps up
+// has read long before; anything else (XTRIM or XDEL by hand, a follower
+// that fell more than the retention behind) may have removed a revocation
+// no state holds. So the follower rotates the epoch first: every follower
+// resyncs with a new horizon, and tokens issued before it are decided by
+// Redis's records again.
+func lost(reason string) bool {
+	return reason == ReasonLoss || reason == ReasonTrimmed || reason == ReasonUnapplied
 }
 
 func errString(err error) string {
@@ -562,9 +575,9 @@ func (f *Follower) quiet(ctx context.Context) (string, error) {
 		return ReasonEntry, err
 	case sn.epoch != f.st.epoch:
 		return ReasonEpoch, nil
-	case sn.count < f.st.count:
+	case sn.count < f.st.count || sn.last.less(f.st.applied):
 		return ReasonLoss, nil
-	case sn.last.less(f.st.applied) || sn.hb.less(hb):
+	case sn.hb.less(hb):
 		return ReasonQuiet, nil
 	}
 	return "", nil

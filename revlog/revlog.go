@@ -82,7 +82,8 @@
 //	resync when: a heartbeat's epoch differs from the snapshot's (epoch); its l is later than the
 //	last entry applied (unapplied: an entry was removed before we read it); the entries counted
 //	since the last heartbeat are fewer than its n (trimmed: some were removed unread), or more, or
-//	its l is before what was read (loss: rotate the epoch first); a read fails (error: connection
+//	its l is before what was read (loss); after unapplied, trimmed and loss the follower rotates
+//	the epoch first, since it cannot know what it missed; a read fails (error: connection
 //	killed, timeout, Redis down); more than 65,536 entries without a heartbeat (backlog). A read
 //	that brings nothing for BlockTimeout (no writer) runs the snapshot script instead: a new epoch
 //	resyncs (epoch), fewer entries added (loss), a stream whose last ID is behind the follower's
