@@ -259,6 +259,18 @@ func TestRedisFrozenRequestsBounded(t *testing.T) {
 			srv.Signal(syscall.SIGCONT)
 		}
 	})
+	// Validation decides from the revocation log in memory until the
+	// replica's follower goes stale, SNOWTOKEN_REVLOG_THRESHOLD (100 ms)
+	// after its last heartbeat: from then on it reads Redis.
+	for end := time.Now().Add(fleetWait); ; time.Sleep(5 * time.Millisecond) {
+		status, _, _ := fleetCall(t, http.MethodGet, p.url("/token/validate"), nil, tok.AccessToken, nil)
+		if status == http.StatusServiceUnavailable {
+			break
+		}
+		if status != http.StatusOK || time.Now().After(end) {
+			t.Fatalf("validate with Redis frozen: %d, want 200 from memory and then 503", status)
+		}
+	}
 	type call struct {
 		name string
 		do   func() (int, http.Header, []byte)
