@@ -260,3 +260,22 @@ func TestWriterSilentWhileHeard(t *testing.T) {
 	})
 	stop()
 }
+
+// TestMarkDuringResyncVoid: a mark taken of the state before a full read,
+// after a local note moved it on while the read ran, vouches for nothing
+// after the swap.
+func TestMarkDuringResyncVoid(t *testing.T) {
+	f, err := New(nil, "st:{revlog}", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := f.st
+	st := newState(prev) // what sync builds from prev
+	st.subjects["alice"] = subjectEntry{at: 1}
+	f.SubjectRevokedHere("bob") // meanwhile, on the state in force
+	m := f.Mark()
+	f.swap(st)
+	if m >= f.st.start {
+		t.Errorf("a mark of the old state (%d) is valid in the new one (start %d)", m, f.st.start)
+	}
+}

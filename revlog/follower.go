@@ -486,11 +486,25 @@ func (f *Follower) sync(ctx context.Context) (time.Time, error) {
 	st.applied = sn.last
 	st.merge(prev, now)
 	st.forget(now, f.opts.Retention)
+	f.swap(st)
+	return sent, nil
+}
+
+// swap puts st, a full read's, in force. Every mark taken of the state
+// before, even one that a local note (SubjectRevokedHere) moved past st's
+// start while the read ran, stays below st's start; and every subject
+// entry of st counts as of the full read.
+func (f *Follower) swap(st *state) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	st.start = max(st.start, f.st.seq+1)
+	st.seq = st.start
+	for sub, e := range st.subjects {
+		e.seq = st.start
+		st.subjects[sub] = e
+	}
 	f.st, f.fresh.synced = st, true
 	f.notify()
-	f.mu.Unlock()
-	return sent, nil
 }
 
 // merge adds to st what prev knew and st does not: its tokens not yet
