@@ -775,3 +775,26 @@ func TestRevlogFaults(t *testing.T) {
 		f.mustRefuse(t, tok, revokedAt, "revoked, its log entry trimmed before "+b.name+" read it")
 	})
 }
+
+// TestRevlogReadYourWrites: the replica that answered a revoke refuses the
+// token on the next request, before its follower reads the entry back:
+// a token it validated (cached), and one it never saw (issued at another
+// replica, revoked here, validated here first after).
+func TestRevlogReadYourWrites(t *testing.T) {
+	bin := fleetBinary(t)
+	creds := newFleetCreds(t, bin)
+	f := startRevlogFleet(t, bin, creds, redistest.NewConfiguredServer(t), 2, time.Second)
+	a, b := f.reps[0], f.reps[1]
+	for range 20 {
+		seen, unseen := f.issue(t, a, creds.svc), f.issue(t, a, creds.svc)
+		b.mustValidate(t, seen, a.worker(t))
+		for _, tok := range []fleetToken{seen, unseen} {
+			if status := b.revoke(t, creds.svc, tok); status != http.StatusOK {
+				t.Fatalf("revoke at %s: %d", b.name, status)
+			}
+			if status, _ := b.validate(t, tok); status != http.StatusUnauthorized {
+				t.Fatalf("token %d at %s right after %s revoked it: %d, want 401", tok.TokenID, b.name, b.name, status)
+			}
+		}
+	}
+}

@@ -224,6 +224,11 @@ func TestRevokedHere(t *testing.T) {
 	if v := rg.f.Decide(time.Now(), q); v != token.LogLive {
 		t.Fatalf("before: %v, want LogLive", v)
 	}
+	rg.f.TokenRevokedHere("41", time.Now().Add(time.Hour).Unix())
+	if v := rg.f.Decide(time.Now(), q); v != token.LogRevoked {
+		t.Errorf("a token revoked here: %v, want LogRevoked", v)
+	}
+	q.JTI = "42"
 	rg.f.SubjectRevokedHere("erin")
 	if v := rg.f.Decide(time.Now(), q); v != token.LogUnknown {
 		t.Errorf("a subject revoked here, checked before: %v, want LogUnknown", v)

@@ -201,6 +201,22 @@ func (f *Follower) Changed() <-chan struct{} {
 	return f.changed
 }
 
+// TokenRevokedHere records that this replica revoked the token jti,
+// whose exp is exp (Unix s; 0 unknown: remembered for the retention), as
+// its log entry will (token.LocalRevocations).
+func (f *Follower) TokenRevokedHere(jti string, exp int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.opts.Now()
+	until := now.Add(f.opts.Retention).Unix()
+	if exp > 0 {
+		until = exp + int64(f.opts.Leeway/time.Second) + 1
+	}
+	if until > now.Unix() {
+		f.st.tokens[jti] = max(f.st.tokens[jti], until)
+	}
+}
+
 // SubjectRevokedHere records, until the log's entry comes, that this
 // replica revoked subject: every check marked before now is void for its
 // tokens (token.LocalRevocations).

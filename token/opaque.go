@@ -477,6 +477,6 @@ func (s *Service) revokeOpaque(ctx context.Context, caller *Client, raw string) 
 	if err := s.store.RevokeToken(ctx, key, jti, exp); err != nil {
 		return "", err
 	}
-	s.revokedHere(raw)
+	s.revokedHere(raw, jti, exp)
 	return jti, nil
 }

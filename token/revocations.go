@@ -60,13 +60,14 @@ const (
 )
 
 // LocalRevocations is a Revocations that takes this replica's own
-// revocations of a subject or a client at once, before their entries come
-// back through the log, so that the replica that revoked refuses at once
-// (a token's own revocation marks its cached verification instead). What
-// it is told must be no more than the entry will say: a subject's entry
-// sends its tokens to Redis, and a client's cutoff is the one written.
+// revocations at once, before their entries come back through the log, so
+// that the replica that revoked refuses at once (read your own writes),
+// even a token it has never validated. What it is told is what the entry
+// will say: a token's jti and exp (Unix s), a subject (whose tokens then
+// go to Redis), a client's cutoff as written.
 type LocalRevocations interface {
 	Revocations
+	TokenRevokedHere(jti string, exp int64)
 	SubjectRevokedHere(subject string)
 	ClientRevokedHere(client string, cutoff int64)
 }

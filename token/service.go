@@ -575,18 +575,22 @@ func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) (jti s
 	if err := s.store.RevokeToken(ctx, s.store.keysFor(claims.Subject, "", claims.ID, time.Time{}).session, claims.ID, exp); err != nil {
 		return "", err
 	}
-	s.revokedHere(raw)
+	s.revokedHere(raw, claims.ID, exp)
 	return claims.ID, nil
 }
 
 // revokedHere marks raw revoked in this replica's cache, if it is there,
-// once its revocation is written: this replica refuses it from then on,
-// before its follower applies the log entry (read your own writes). The
-// other replicas refuse it within their threshold.
-func (s *Service) revokedHere(raw string) {
+// and tells the follower (LocalRevocations), once its revocation is
+// written: this replica refuses it from then on, before its follower
+// applies the log entry (read your own writes). The other replicas refuse
+// it within their threshold.
+func (s *Service) revokedHere(raw, jti string, exp int64) {
 	sum := sha256.Sum256(bytesOf(raw))
 	if v := s.cache.get(&sum, s.opts.Now()); v != nil {
 		v.mark.Store(markRevoked)
+	}
+	if r, ok := s.opts.Revocations.(LocalRevocations); ok {
+		r.TokenRevokedHere(jti, exp)
 	}
 }
 
