@@ -1,6 +1,7 @@
 package revlog
 
 import (
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -190,7 +191,7 @@ func TestSinceResumes(t *testing.T) {
 // TestForgetsOldSubjectsAndClients: a subject's or client's entry older
 // than the retention covers only expired tokens: it is dropped.
 func TestForgetsOldSubjectsAndClients(t *testing.T) {
-	st := newState(nil)
+	st := newState()
 	now := time.Now()
 	st.subjects["old"] = subjectEntry{at: now.Add(-2 * time.Hour).UnixMilli()}
 	st.subjects["new"] = subjectEntry{at: now.Add(-30 * time.Minute).UnixMilli()}
@@ -274,13 +275,40 @@ func TestMarkDuringResyncVoid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev := f.st
-	st := newState(prev) // what sync builds from prev
+	st := newState() // what sync builds
 	st.subjects["alice"] = subjectEntry{at: 1}
 	f.SubjectRevokedHere("bob") // meanwhile, on the state in force
 	m := f.Mark()
-	f.swap(st)
+	f.swap(st, time.Now())
 	if m >= f.st.start {
 		t.Errorf("a mark of the old state (%d) is valid in the new one (start %d)", m, f.st.start)
+	}
+}
+
+// TestNotesDuringFullReads: local notes (a revoke at this replica) while
+// full reads run: no data race with the merge, and none is lost.
+func TestNotesDuringFullReads(t *testing.T) {
+	rg := sharedRig(t, Options{})
+	var stop atomic.Bool
+	var noted atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; !stop.Load(); i++ {
+			rg.f.TokenRevokedHere(fmt.Sprint("note", i), time.Now().Add(time.Hour).Unix())
+			noted.Store(int64(i + 1))
+		}
+	}()
+	for range 50 {
+		if _, err := rg.f.sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	<-done
+	for i := range noted.Load() {
+		if !rg.f.TokenRevoked(fmt.Sprint("note", i)) {
+			t.Fatalf("note %d lost in a full read", i)
+		}
 	}
 }

@@ -88,7 +88,7 @@ func (f *Follower) Since(after string, max int) (evs []Event, ok bool) {
 	defer f.mu.RUnlock()
 	st := f.st
 	switch {
-	case epoch != st.epoch || !f.fresh.synced || st.applied.less(id):
+	case epoch != st.epoch || st.applied.less(id):
 		return nil, false
 	case id.less(st.ringFrom):
 		return nil, false

@@ -164,7 +164,7 @@ func New(rdb redis.UniversalClient, logKey string, opts Options) (*Follower, err
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &Follower{rdb: rdb, keys: keysFor(logKey), opts: opts, st: newState(nil), changed: make(chan struct{})}
+	f := &Follower{rdb: rdb, keys: keysFor(logKey), opts: opts, st: newState(), changed: make(chan struct{})}
 	f.met = newMetrics(f)
 	if opts.Registerer != nil {
 		if err := f.met.register(opts.Registerer); err != nil {
@@ -176,15 +176,10 @@ func New(rdb redis.UniversalClient, logKey string, opts Options) (*Follower, err
 
 var _ token.LocalRevocations = (*Follower)(nil)
 
-// newState returns an empty state whose marks follow prev's.
-func newState(prev *state) *state {
-	st := &state{tokens: map[string]int64{}, subjects: map[string]subjectEntry{}, clients: map[string]clientEntry{}}
-	if prev != nil {
-		st.seq = prev.seq
-	}
-	st.seq++
-	st.start = st.seq
-	return st
+// newState returns an empty state; swap gives it its marks.
+func newState() *state {
+	return &state{tokens: map[string]int64{}, subjects: map[string]subjectEntry{}, clients: map[string]clientEntry{},
+		start: 1, seq: 1}
 }
 
 // notify wakes Changed's waiters. Under f.mu (write).
@@ -367,11 +362,11 @@ func (f *Follower) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if time.Since(logged) >= time.Second || lost(reason) {
+		if time.Since(logged) >= time.Second {
 			logged = time.Now()
 			f.opts.Logger.Warn("revocation log follower resyncs", "reason", reason, "err", errString(err))
 		}
-		if !f.lastHeartbeat().IsZero() || lost(reason) {
+		if !f.lastHeartbeat().IsZero() {
 			backoff = 0
 			continue
 		}
@@ -477,7 +472,7 @@ func (f *Follower) sync(ctx context.Context) (time.Time, error) {
 	if sn.epoch == prev.epoch && (sn.count < prev.count || sn.last.less(prev.applied)) {
 		return sent, fmt.Errorf("%w: applied %s (%d added), the log is at %s (%d added)", errLoss, prev.applied, prev.count, sn.last, sn.count)
 	}
-	st := newState(prev)
+	st := newState()
 	st.epoch, st.horizon, st.hbPos, st.applied, st.count = sn.epoch, sn.horizon, sn.hbID, sn.last, sn.count
 	st.base = mark{st.applied, st.count}
 	now := f.opts.Now()
@@ -500,9 +495,8 @@ func (f *Follower) sync(ctx context.Context) (time.Time, error) {
 	// since (XDEL, or trimmed) is not there to read, and a heartbeat names
 	// the last generated.
 	st.applied = sn.last
-	st.merge(prev, now)
 	st.forget(now, f.opts.Retention)
-	f.swap(st)
+	f.swap(st, now)
 	return sent, nil
 }
 
@@ -510,9 +504,12 @@ func (f *Follower) sync(ctx context.Context) (time.Time, error) {
 // before, even one that a local note (SubjectRevokedHere) moved past st's
 // start while the read ran, stays below st's start; and every subject
 // entry of st counts as of the full read.
-func (f *Follower) swap(st *state) {
+func (f *Follower) swap(st *state, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// The state in force as it is now, with the local notes taken while
+	// the read ran (they write it under f.mu).
+	st.merge(f.st, now)
 	st.start = max(st.start, f.st.seq+1)
 	st.seq = st.start
 	for sub, e := range st.subjects {
