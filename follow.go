@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -34,7 +35,7 @@ func followRevocations(cfg config.Config, rdb redis.UniversalClient, store *toke
 	frdb := cfg.NewRedisClient()
 	f, err := revlog.New(frdb, store.LogKey(), revlog.Options{Threshold: cfg.RevlogThreshold,
 		Leeway: token.DefaultLeeway, Retention: token.LogRetention(cfg.MaxTokenTTL, token.DefaultLeeway),
-		Registerer: reg, Logger: log})
+		Registerer: reg, Logger: log, Redo: redoer(store)})
 	if err != nil {
 		frdb.Close()
 		return nil, nil, err
@@ -103,5 +104,25 @@ func (d *decisions) Collect(ch chan<- prometheus.Metric) {
 		n  uint64
 	}{{"log_live", st.Live}, {"log_revoked", st.Revoked}, {"redis_unknown", st.Unknown}, {"redis_uncached", st.Uncached}, {"redis_no_log", st.NoLog}} {
 		ch <- prometheus.MustNewConstMetric(d.desc, prometheus.CounterValue, float64(c.n), c.by)
+	}
+}
+
+// redoer revokes again, through store, what the revocation log lost
+// (revlog.Options.Redo): a token's entry appended again, a subject revoked
+// again (a new marker: the one the loss took is gone with it), a client's
+// cutoff written again.
+func redoer(store *token.Store) func(context.Context, revlog.Event) error {
+	return func(ctx context.Context, ev revlog.Event) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		switch ev.Kind {
+		case revlog.KindToken:
+			return store.RelogToken(ctx, ev.Key, ev.Exp)
+		case revlog.KindSubject:
+			return store.RevokeSubject(ctx, ev.Key)
+		case revlog.KindClient:
+			return store.RevokeClient(ctx, ev.Key, time.UnixMilli(ev.Cutoff))
+		}
+		return nil
 	}
 }

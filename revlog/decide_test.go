@@ -1,6 +1,7 @@
 package revlog
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -103,7 +104,14 @@ func TestMarksDoNotSurviveAFullRead(t *testing.T) {
 // them, rotates the epoch (so every follower resyncs and moves its
 // horizon), and goes fresh again.
 func TestEntriesLostWithTheEpoch(t *testing.T) {
-	rg := sharedRig(t, Options{})
+	var store *token.Store
+	rg := sharedRig(t, Options{Redo: func(ctx context.Context, ev Event) error {
+		if ev.Kind != KindToken {
+			return fmt.Errorf("redo of a %s", ev.Kind)
+		}
+		return store.RelogToken(ctx, ev.Key, ev.Exp)
+	}})
+	store = rg.store
 	ctx := t.Context()
 	rg.revokeToken(t, "alice", "21", time.Now().Add(time.Hour).Unix())
 	rg.start(t)
@@ -120,7 +128,10 @@ func TestEntriesLostWithTheEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "a loss resync", func() bool { return rg.resyncs(ReasonLoss) > n })
-	rg.waitFresh(t)
+	eventually(t, 5*time.Second, "a new epoch, fresh", func() bool {
+		st := rg.f.Status(time.Now())
+		return st.Fresh && st.Epoch != epoch
+	})
 	st := rg.f.Status(time.Now())
 	if st.Epoch == epoch || !strings.Contains(st.Epoch, ".") {
 		t.Errorf("epoch %q after the loss, %q before: want a new one", st.Epoch, epoch)
@@ -131,7 +142,8 @@ func TestEntriesLostWithTheEpoch(t *testing.T) {
 	if v := rg.f.Decide(time.Now(), token.LogQuery{JTI: "23", Subject: "bob", Issued: time.Now().UnixMilli()}); v != token.LogUnknown {
 		t.Errorf("a token issued before the new horizon: %v, want LogUnknown (Redis)", v)
 	}
-	// A follower that starts now (it never saw 22) also moves its horizon.
+	// A follower that starts now (it never saw 22) also moves its horizon,
+	// and hears of 22 again: the first follower wrote it again (Redo).
 	f2, err := New(rg.client(), rg.store.LogKey(), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +152,10 @@ func TestEntriesLostWithTheEpoch(t *testing.T) {
 	eventually(t, 5*time.Second, "f2 fresh", func() bool { return f2.Fresh(time.Now()) })
 	if got := f2.Status(time.Now()).Epoch; got != st.Epoch {
 		t.Errorf("f2's epoch %q, want %q", got, st.Epoch)
+	}
+	eventually(t, 5*time.Second, "f2 knows the lost revocation", func() bool { return f2.TokenRevoked("22") })
+	if f2.TokenRevoked("21") != true {
+		t.Error("f2 lacks 21, which the log kept")
 	}
 }
 

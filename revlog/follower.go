@@ -42,6 +42,14 @@ type Options struct {
 	// Logger receives resyncs and read failures (at most one a second). Nil
 	// means slog.Default().
 	Logger *slog.Logger
+	// Redo, if set, is called when the follower finds that the log lost
+	// entries it had applied (reason loss: a failover to a replica that
+	// lacked them, an AOF that lost its last second), for each event it
+	// keeps after the log's last ID, before it rotates the epoch: it must
+	// revoke again (serve's revokes through token.Store), so that every
+	// replica, and Redis's records, hear of it again. Nil: the follower
+	// keeps them for itself.
+	Redo func(ctx context.Context, ev Event) error
 }
 
 // Reasons for a resync, the label of the resyncs metric.
@@ -85,8 +93,11 @@ type Follower struct {
 	mu      sync.RWMutex
 	st      *state
 	fresh   freshness
-	heardAt time.Time     // Options.Now when the last heartbeat was accepted
-	changed chan struct{} // closed and replaced at every change (Changed)
+	heardAt time.Time // Options.Now when the last heartbeat was accepted
+	// lostAfter is the log's last ID when a loss was found: the events
+	// after it are gone from the log. Written and read by Run's goroutine.
+	lostAfter streamID
+	changed   chan struct{} // closed and replaced at every change (Changed)
 }
 
 // state is what the log says, and how far it was read.
@@ -344,6 +355,9 @@ func (f *Follower) Run(ctx context.Context) error {
 	for {
 		f.met.resyncs.WithLabelValues(reason).Inc()
 		var err error
+		if reason == ReasonLoss {
+			f.redo(ctx)
+		}
 		if lost(reason) {
 			err = f.rotate(ctx)
 		}
@@ -397,6 +411,33 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// redo gives Options.Redo every event of the state whose ID is after the
+// log's last ID (f.lostAfter), as the loss left it; a failure is logged
+// (the rotation that follows still sends every replica to Redis for the
+// older tokens).
+func (f *Follower) redo(ctx context.Context) {
+	if f.opts.Redo == nil {
+		return
+	}
+	f.mu.RLock()
+	after := f.lostAfter
+	var evs []Event
+	for i, id := range f.st.ids {
+		if after.less(id) {
+			evs = append(evs, f.st.events[i])
+		}
+	}
+	f.mu.RUnlock()
+	for _, ev := range evs {
+		if err := f.opts.Redo(ctx, ev); err != nil {
+			f.opts.Logger.Error("a revocation the revocation log lost could not be written again", "kind", ev.Kind, "event", ev.ID, "err", err.Error())
+		}
+	}
+	if len(evs) > 0 {
+		f.opts.Logger.Warn("revocations the revocation log lost written again", "events", len(evs))
+	}
 }
 
 // errLoss: the log holds fewer entries, or an earlier last ID, than the
@@ -470,6 +511,9 @@ func (f *Follower) sync(ctx context.Context) (time.Time, error) {
 		return sent, err
 	}
 	if sn.epoch == prev.epoch && (sn.count < prev.count || sn.last.less(prev.applied)) {
+		f.mu.Lock()
+		f.lostAfter = sn.last
+		f.mu.Unlock()
 		return sent, fmt.Errorf("%w: applied %s (%d added), the log is at %s (%d added)", errLoss, prev.applied, prev.count, sn.last, sn.count)
 	}
 	st := newState()
@@ -603,6 +647,7 @@ func (f *Follower) quiet(ctx context.Context) (string, error) {
 	case sn.epoch != f.st.epoch:
 		return ReasonEpoch, nil
 	case sn.count < f.st.count || sn.last.less(f.st.applied):
+		f.lostAfter = sn.last // under f.mu's read lock: only this goroutine writes it
 		return ReasonLoss, nil
 	case sn.hb.less(hb):
 		return ReasonQuiet, nil
@@ -671,11 +716,13 @@ func (f *Follower) applyHeartbeat(st *state, m redis.XMessage) (string, error) {
 		return ReasonUnapplied, nil
 	}
 	if l.less(st.base.id) {
+		f.lostAfter = l
 		return ReasonLoss, nil // older than what we read: entries we applied are gone
 	}
 	if hb, err := parseID(m.ID); err == nil && l.less(st.applied) && hb.ms > st.applied.ms {
 		// Appended after the last entry applied (Redis's clock, a later
 		// millisecond), yet it does not name it: the log lost it.
+		f.lostAfter = l
 		return ReasonLoss, nil
 	}
 	at, i := st.base.count, 0
@@ -684,6 +731,7 @@ func (f *Follower) applyHeartbeat(st *state, m redis.XMessage) (string, error) {
 	}
 	switch {
 	case n < at:
+		f.lostAfter = l
 		return ReasonLoss, nil // fewer entries added than we applied
 	case n > at:
 		return ReasonTrimmed, nil // some were removed before we read them

@@ -41,13 +41,19 @@
 //	                                         up to 4 periods and followers may go stale meanwhile
 //
 // A follower never forgets at a resync what it knew before: the state it
-// had is merged into the new one (a revocation is never undone). What a
-// loss took from a follower that never read it is covered by the horizon:
-// a token issued before the epoch began (plus the leeway, the bound on
-// clock skew the service already has) is never decided from the log, only
-// by Redis's records, as before the log existed (issue 11's data-loss
-// rules). A loss no running follower saw (every replica down across it) or
-// an entry deleted by hand (XDEL) is not detected.
+// had is merged into the new one (a revocation is never undone). A
+// follower that finds a loss first writes again what it applied that the
+// log lost (Options.Redo: serve revokes again through token.Store), then
+// rotates the epoch, so that every other replica hears of it too. A token
+// issued before the epoch began (plus the leeway, the bound on clock skew
+// the service already has) is never decided from the log, only by Redis's
+// records, as before the log existed (issue 11's data-loss rules). Not
+// detected: entries lost before any follower read them (a crash within
+// the milliseconds between Redis's acknowledgement and the followers'
+// reads: the records lost the same writes), a loss while every replica
+// was down, an entry deleted by hand (XDEL). The guarantee therefore
+// assumes a Redis that loses no acknowledged write: appendfsync always,
+// and min-replicas-to-write with failover (docs/revocation.md).
 //
 // # Deciding (token.Revocations)
 //

@@ -526,6 +526,21 @@ func (s *Store) RevokeToken(ctx context.Context, key, jti string, exp int64) err
 	return nil
 }
 
+// RelogToken appends the revocation of the token jti (exp: Unix s, 0
+// unknown) to the log again, and nothing else: for a follower that found
+// the log lost entries it had applied (package revlog), so that every
+// validator that decides from the log hears of it again. One script in the
+// log's slot.
+func (s *Store) RelogToken(ctx context.Context, jti string, exp int64) error {
+	v := ""
+	if exp > 0 {
+		v = strconv.FormatInt(exp, 10)
+	}
+	_, err := s.evalInt(ctx, logAppendScript, logAppendSrc, []string{s.logKey},
+		strconv.FormatInt(s.logRetention.Milliseconds(), 10), logToken, jti, v)
+	return err
+}
+
 // RevokeSubject makes every live token of subject fail Check, in O(1): it
 // gives the subject a new marker, which no record holds, and keeps the
 // marker's TTL, which Create has made at least as long as the longest record
