@@ -37,13 +37,16 @@
 //
 // three issuer replicas (production mode, the same Redis, key and clients
 // file, worker IDs 1 to 3) under a constant validation load
-// (-revocation-rate, spread over them). It prints their Redis commands per
-// hot validation with nothing else going on for -rate-d, then runs -revocations
+// (-revocation-rate, spread over them), and a consumer (cmd/consumer -mode
+// follow) that validates JWTs locally and follows replica 1's revocation
+// feed, failing closed. It prints the replicas' Redis commands per hot
+// validation with nothing else going on for -rate-d, then runs -revocations
 // revocations, -revocation-c at once: each token is issued, validated once
-// on every replica, revoked, and every replica polled until it answers 401;
-// it prints each replica's time from the revoke's 200 to that 401 (p50,
-// p99 against the target of 100 ms, max), and fails if a replica accepted
-// a revoked token past -revocation-timeout. The issuers inherit this
+// on every replica and (a JWT) on the consumer, revoked, and each of them
+// polled until it answers 401; it prints each one's time from the revoke's
+// 200 to that 401 (p50, p99 against the target of 100 ms, max), and fails
+// if a replica or the consumer accepted a revoked token past
+// -revocation-timeout. The issuers inherit this
 // process's environment, so SNOWTOKEN_REVLOG_THRESHOLD=0s go run ./cmd/load
 // -revocation measures them with the revocation log off (on an issuer that
 // has the setting).
@@ -66,6 +69,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,7 +187,7 @@ func run() (err error) {
 	bin := func(name string) string { return filepath.Join(dir, name) }
 	builds := []struct{ out, pkg, wd string }{{bin("snowtoken"), ".", root}, {bin("bare"), "./cmd/bare", "."}, {bin("consumer"), "./cmd/consumer", "."}}
 	if *revocation {
-		builds = builds[:1]
+		builds = slices.Delete(builds, 1, 2) // the issuer and the consumer
 	} else if *withPeer {
 		builds = append(builds, struct{ out, pkg, wd string }{bin("peer"), "./cmd/peer", "."})
 	}
@@ -217,24 +221,40 @@ func run() (err error) {
 	if out, err := exec.Command(bin("snowtoken"), "keys", "new", "-out", keyPath).CombinedOutput(); err != nil {
 		return fmt.Errorf("keys new: %v: %s", err, out)
 	}
-	basic, entry, err := newClient(bin("snowtoken"), "bench")
+	secret, entry, err := newClient(bin("snowtoken"), "bench")
 	if err != nil {
 		return err
 	}
-	opaqueBasic, opaqueEntry, err := newClient(bin("snowtoken"), "bench-opaque")
+	basic := basicAuth("bench", secret)
+	opaqueSecret, opaqueEntry, err := newClient(bin("snowtoken"), "bench-opaque")
 	if err != nil {
 		return err
 	}
-	if opaqueEntry, err = withTokenFormat(opaqueEntry, "opaque"); err != nil {
+	opaqueBasic := basicAuth("bench-opaque", opaqueSecret)
+	if opaqueEntry, err = withField(opaqueEntry, "token_format", "opaque"); err != nil {
 		return err
+	}
+	entries := []string{entry, opaqueEntry}
+	// The revocation scenario's consumer follows the revocation feed as a
+	// client of its own.
+	feed := feedClient{id: "bench-feed"}
+	if *revocation {
+		var feedEntry string
+		if feed.secret, feedEntry, err = newClient(bin("snowtoken"), feed.id); err != nil {
+			return err
+		}
+		if feedEntry, err = withField(feedEntry, "revocation_feed", true); err != nil {
+			return err
+		}
+		entries = append(entries, feedEntry)
 	}
 	clientsPath := filepath.Join(dir, "clients.json")
-	if err := os.WriteFile(clientsPath, []byte(`{"clients":[`+entry+`,`+opaqueEntry+`]}`), 0o600); err != nil {
+	if err := os.WriteFile(clientsPath, []byte(`{"clients":[`+strings.Join(entries, ",")+`]}`), 0o600); err != nil {
 		return err
 	}
 	cfg := issuerConfig{redisPort: redisPort, keyPath: keyPath, clientsPath: clientsPath}
 	if *revocation {
-		return revocationScenario(dir, bin("snowtoken"), cfg, basic, opaqueBasic)
+		return revocationScenario(dir, bin("snowtoken"), bin("consumer"), cfg, basic, opaqueBasic, feed)
 	}
 
 	issuerPort, _ := freePort()
@@ -423,32 +443,33 @@ func logTails(dir string) {
 }
 
 // newClient makes a client with scopes read and write by the issuer's own
-// `client new`, and returns its Authorization header value and its
-// clients-file entry.
-func newClient(issuerBin, id string) (basic, entry string, err error) {
+// `client new`, and returns its secret and its clients-file entry.
+func newClient(issuerBin, id string) (secret, entry string, err error) {
 	out, err := exec.Command(issuerBin, "client", "new", "-id", id, "-scopes", "read,write").CombinedOutput()
 	if err != nil {
 		return "", "", fmt.Errorf("client new: %v: %s", err, out)
 	}
-	secret, entry, err := parseClientNew(out)
-	if err != nil {
-		return "", "", err
-	}
-	return "Basic " + base64.StdEncoding.EncodeToString([]byte(id+":"+secret)), entry, nil
+	return parseClientNew(out)
 }
 
-// withTokenFormat is a clients-file entry with its token_format set to
-// format: `client new` has no flag for it.
-func withTokenFormat(entry, format string) (string, error) {
+// basicAuth is the Authorization header value of client id with secret
+// (its ID and secret are URL-safe, as `client new` makes them).
+func basicAuth(id, secret string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(id+":"+secret))
+}
+
+// withField is a clients-file entry with its field name set to value, such
+// as token_format or revocation_feed: `client new` has no flag for them.
+func withField(entry, name string, value any) (string, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(entry), &fields); err != nil {
 		return "", fmt.Errorf("client new entry: %w", err)
 	}
-	f, err := json.Marshal(format)
+	f, err := json.Marshal(value)
 	if err != nil {
 		return "", err
 	}
-	fields["token_format"] = f
+	fields[name] = f
 	b, err := json.Marshal(fields)
 	return string(b), err
 }

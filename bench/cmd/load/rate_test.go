@@ -43,8 +43,8 @@ wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
 	}
 }
 
-func TestWithTokenFormat(t *testing.T) {
-	got, err := withTokenFormat(`{"id":"b","secret_sha256":"ab","scopes":["read","write"]}`, "opaque")
+func TestWithField(t *testing.T) {
+	got, err := withField(`{"id":"b","secret_sha256":"ab","scopes":["read","write"]}`, "token_format", "opaque")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +52,16 @@ func TestWithTokenFormat(t *testing.T) {
 		ID          string   `json:"id"`
 		Scopes      []string `json:"scopes"`
 		TokenFormat string   `json:"token_format"`
+		Feed        bool     `json:"revocation_feed"`
 	}
 	if err := json.Unmarshal([]byte(got), &c); err != nil || c.ID != "b" || len(c.Scopes) != 2 || c.TokenFormat != "opaque" {
-		t.Errorf("withTokenFormat = %s (%+v, %v)", got, c, err)
+		t.Errorf("withField = %s (%+v, %v)", got, c, err)
 	}
-	if _, err := withTokenFormat("client_secret: x", "opaque"); err == nil {
-		t.Error("withTokenFormat took a line that is not JSON")
+	if got, err = withField(got, "revocation_feed", true); err != nil || json.Unmarshal([]byte(got), &c) != nil || !c.Feed || c.TokenFormat != "opaque" {
+		t.Errorf("withField(revocation_feed) = %s (%+v, %v)", got, c, err)
+	}
+	if _, err := withField("client_secret: x", "token_format", "opaque"); err == nil {
+		t.Error("withField took a line that is not JSON")
 	}
 }
 

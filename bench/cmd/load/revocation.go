@@ -8,25 +8,31 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/snowtoken/snowtoken/client"
 )
 
 // The revocation scenario (-revocation): how long after a revoke's 200 each
-// replica of a deployment refuses the token, under validation load.
+// replica of a deployment, and a consuming service that follows the
+// revocation feed, refuse the token, under validation load.
 //
 //	three replicas, one Redis, one key, one clients file, worker IDs 1-3
-//	   background: hot validations at -revocation-rate, open loop, spread over the three
+//	a consumer (cmd/consumer -mode follow): client.Local + client.Follow, FailClosed,
+//	   following replica 1's GET /revocations/events as bench-feed (revocation_feed)
+//	   background: hot validations at -revocation-rate, open loop, spread over the three replicas
 //	   each revocation (-revocation-c in flight):
 //	     POST /token on replica i%3 (JWT or opaque, alternately)
-//	     GET /token/validate on every replica: 200 (now hot there)
+//	     GET /token/validate on every replica, GET / on the consumer (JWTs only): 200
 //	     POST /token/revoke on replica i%3: its 200 arrives at t0
-//	     on every replica, in a goroutine each: GET /token/validate every
+//	     on every replica and the consumer, in a goroutine each: the same GET every
 //	       -revocation-poll until a 401 arrives (t_refused) or -revocation-timeout
-//	   per replica: t_refused - t0, p50, p99 (target ≤ 100 ms), max
+//	   per replica and for the consumer: t_refused - t0, p50, p99 (target ≤ 100 ms), max
 var (
 	revocation = flag.Bool("revocation", false, "run only the revocation scenario (after the build and redis-server): three issuer replicas, "+
 		"-revocations revocations under a validation load, and each replica's time from a revoke's 200 to its first 401 for the token")
@@ -54,8 +60,24 @@ type replica struct {
 	proc *proc
 }
 
-// refusal is what one replica did after one revocation.
+// feedClient is the client the consumer follows the revocation feed as.
+type feedClient struct{ id, secret string }
+
+// validator is one server polled after each revocation: a replica, or the
+// consumer.
+type validator struct {
+	name string // its row's
+	url  string // GET with the token: 200 while it accepts it, 401 once it refuses it
+	// replica is the replica it is, or whose feed it follows (0-based).
+	replica int
+	// jwtOnly: it checks JWTs alone. The consumer validates in local mode,
+	// which refuses an opaque token outright: there is nothing to measure.
+	jwtOnly bool
+}
+
+// refusal is what one validator did after one revocation.
 type refusal struct {
+	skipped bool          // not polled: an opaque token and a validator of JWTs only
 	revoker int           // the replica that revoked the token
 	opaque  bool          // the token's format
 	after   time.Duration // from the revoke's 200 to the first 401 arriving
@@ -79,11 +101,13 @@ func revocationFlags() error {
 }
 
 // revocationScenario starts the replicas of cfg (bin, SNOWTOKEN_ISSUER
-// the first's URL), measures their Redis commands per hot validation
-// alone, then runs the revocations under validation load and prints each
-// replica's revoke-to-refusal latency. It fails if any replica did not
-// refuse a revoked token within -revocation-timeout.
-func revocationScenario(dir, bin string, cfg issuerConfig, basic, opaqueBasic string) error {
+// the first's URL) and a consumer (consumerBin -mode follow, following the
+// first replica's feed as feed), measures the replicas' Redis commands per
+// hot validation alone, then runs the revocations under validation load and
+// prints each replica's and the consumer's revoke-to-refusal latency. It
+// fails if any of them did not refuse a revoked token within
+// -revocation-timeout.
+func revocationScenario(dir, bin, consumerBin string, cfg issuerConfig, basic, opaqueBasic string, feed feedClient) error {
 	reps := make([]*replica, replicas)
 	for k := range reps {
 		port, err := freePort()
@@ -100,11 +124,31 @@ func revocationScenario(dir, bin string, cfg issuerConfig, basic, opaqueBasic st
 		defer reps[k].proc.stop()
 		reps[k].pid = reps[k].proc.cmd.Process.Pid
 	}
-	for _, r := range reps {
+	vals := make([]validator, 0, replicas+1)
+	for k, r := range reps {
 		if err := waitHTTP(r.url + "/readyz"); err != nil {
 			return err
 		}
+		vals = append(vals, validator{name: fmt.Sprintf("replica %d", k+1), url: r.url + "/token/validate", replica: k})
 	}
+	// The consumer follows the first replica, whose URL is the tokens' iss
+	// (its Issuer by default); revocations made on the others reach it
+	// through the revocation log, as they reach the replica.
+	consumerPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	consumerURL := fmt.Sprintf("http://127.0.0.1:%d", consumerPort)
+	consumer, err := start(dir, consumerBin, []string{"CONSUMER_FEED_CLIENT_SECRET=" + feed.secret},
+		"-addr", "127.0.0.1:"+strconv.Itoa(consumerPort), "-mode", "follow", "-issuer", reps[0].url, "-feed-client", feed.id)
+	if err != nil {
+		return err
+	}
+	defer consumer.stop()
+	if err := waitHTTP(consumerURL + "/healthz"); err != nil { // it listens once the feed is fresh
+		return err
+	}
+	vals = append(vals, validator{name: "consumer (follows replica 1)", url: consumerURL + "/", replica: 0, jwtOnly: true})
 
 	// The background load's tokens, hot on every replica: JWTs, then
 	// opaque tokens.
@@ -116,7 +160,7 @@ func revocationScenario(dir, bin string, cfg issuerConfig, basic, opaqueBasic st
 				return err
 			}
 			for _, r := range reps {
-				if err := validateOK(r.url, tok); err != nil {
+				if err := validateOK(r.url+"/token/validate", tok); err != nil {
 					return err
 				}
 			}
@@ -124,7 +168,8 @@ func revocationScenario(dir, bin string, cfg issuerConfig, basic, opaqueBasic st
 		}
 	}
 	perReplica := *revocationRate / replicas
-	fmt.Printf("revocation scenario: %d replicas (production mode, one Redis, worker IDs 1–%d)\n\n", replicas, replicas)
+	fmt.Printf("revocation scenario: %d replicas (production mode, one Redis, worker IDs 1–%d) and a consumer following replica 1's revocation feed "+
+		"(cmd/consumer -mode follow: client.Local, client.Follow, FailClosed, FeedThreshold %v)\n\n", replicas, replicas, client.DefaultFeedThreshold)
 	if err := quietCommands(reps, bg, perReplica, cfg.redisPort); err != nil {
 		return err
 	}
@@ -144,7 +189,7 @@ func revocationScenario(dir, bin string, cfg issuerConfig, basic, opaqueBasic st
 	}
 	time.Sleep(500 * time.Millisecond) // the load under way
 	start := time.Now()
-	results, err := runRevocations(reps, basic, opaqueBasic)
+	results, err := runRevocations(reps, vals, basic, opaqueBasic)
 	took := time.Since(start)
 	close(stop)
 	bgDone.Wait()
@@ -154,7 +199,7 @@ func revocationScenario(dir, bin string, cfg issuerConfig, basic, opaqueBasic st
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return printRefusals(results, background, perReplica, took)
+	return printRefusals(os.Stdout, vals, results, background, perReplica, took)
 }
 
 // quietCommands prints the Redis commands of the replicas idle for -rate-d,
@@ -217,9 +262,12 @@ func quietCommands(reps []*replica, bg [][]byte, perReplica, redisPort int) erro
 }
 
 // runRevocations runs -revocations revocations, -revocation-c at once, and
-// returns what each replica did after each.
-func runRevocations(reps []*replica, basic, opaqueBasic string) ([][replicas]refusal, error) {
-	results := make([][replicas]refusal, *revocations)
+// returns what each of vals did after each.
+func runRevocations(reps []*replica, vals []validator, basic, opaqueBasic string) ([][]refusal, error) {
+	results := make([][]refusal, *revocations)
+	for i := range results {
+		results[i] = make([]refusal, len(vals))
+	}
 	var next atomic.Int64
 	var failed atomic.Bool
 	errc := make(chan error, *revocationC)
@@ -227,7 +275,7 @@ func runRevocations(reps []*replica, basic, opaqueBasic string) ([][replicas]ref
 	for range *revocationC {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(results) && !failed.Load(); i = int(next.Add(1) - 1) {
-				if err := revokeOne(reps, i, basic, opaqueBasic, &results[i]); err != nil {
+				if err := revokeOne(reps, vals, i, basic, opaqueBasic, results[i]); err != nil {
 					failed.Store(true)
 					errc <- fmt.Errorf("revocation %d: %w", i, err)
 					return
@@ -241,40 +289,44 @@ func runRevocations(reps []*replica, basic, opaqueBasic string) ([][replicas]ref
 }
 
 // revokeOne is revocation i: a token issued and revoked on replica i%3,
-// JWT for even i, opaque for odd, validated on every replica first; then
-// each replica polled until it refuses it.
-func revokeOne(reps []*replica, i int, basic, opaqueBasic string, into *[replicas]refusal) error {
+// JWT for even i, opaque for odd, validated on every one of vals that
+// checks it first; then each of those polled until it refuses it, into
+// into[k] for vals[k].
+func revokeOne(reps []*replica, vals []validator, i int, basic, opaqueBasic string, into []refusal) error {
 	revoker, opaque := i%replicas, i%2 == 1
-	client := basic
+	auth := basic
 	if opaque {
-		client = opaqueBasic
+		auth = opaqueBasic
 	}
-	tok, err := issue(reps[revoker].url, client)
+	tok, err := issue(reps[revoker].url, auth)
 	if err != nil {
 		return err
 	}
-	for _, r := range reps {
-		if err := validateOK(r.url, tok); err != nil {
-			return err
+	polled := func(v validator) bool { return !opaque || !v.jwtOnly }
+	for _, v := range vals {
+		if polled(v) {
+			if err := validateOK(v.url, tok); err != nil {
+				return err
+			}
 		}
 	}
-	if err := revoke(reps[revoker].url, client, tok); err != nil {
+	if err := revoke(reps[revoker].url, auth, tok); err != nil {
 		return err
 	}
 	t0 := time.Now()
-	errs := make([]error, replicas)
+	errs := make([]error, len(vals))
 	var wg sync.WaitGroup
-	for k, r := range reps {
-		wg.Go(func() {
-			into[k] = refusal{revoker: revoker, opaque: opaque}
-			errs[k] = pollRefusal(r.url, tok, t0, &into[k])
-		})
+	for k, v := range vals {
+		into[k] = refusal{revoker: revoker, opaque: opaque, skipped: !polled(v)}
+		if polled(v) {
+			wg.Go(func() { errs[k] = pollRefusal(v.url, tok, t0, &into[k]) })
+		}
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// pollRefusal validates tok at url every -revocation-poll until a 401
+// pollRefusal sends GET url with tok every -revocation-poll until a 401
 // arrives, and records in into how long after t0 it did; or, past
 // -revocation-timeout, that it never did.
 func pollRefusal(url, tok string, t0 time.Time, into *refusal) error {
@@ -302,24 +354,31 @@ func pollRefusal(url, tok string, t0 time.Time, into *refusal) error {
 	}
 }
 
-// printRefusals prints each replica's revoke-to-refusal latency, and its
-// background load, and fails if any revoked token was never refused.
-func printRefusals(results [][replicas]refusal, background []rateResult, perReplica int, took time.Duration) error {
-	fmt.Printf("\nrevocation to refusal: %d revocations in %v, %d in flight, each issued and revoked on replica i%%%d (JWT and opaque alternately) "+
-		"after one validation on every replica; under %d hot validations/s on each replica (open loop); each replica polled every %v; "+
-		"latency from the revoke's 200 arriving here to the replica's first 401 arriving here (one round trip and up to one poll interval above "+
-		"the replica's own); the lower bound is from the revoke's 200 to the sending of the last validation answered 200 (0 if the first was refused):\n\n",
+// printRefusals prints to w each validator's revoke-to-refusal latency,
+// and the replicas' background load, and fails if any revoked token was
+// never refused by a validator that checks it.
+func printRefusals(w io.Writer, vals []validator, results [][]refusal, background []rateResult, perReplica int, took time.Duration) error {
+	fmt.Fprintf(w, "\nrevocation to refusal: %d revocations in %v, %d in flight, each issued and revoked on replica i%%%d (JWT and opaque alternately) "+
+		"after one validation on every replica and, JWTs only (its local mode refuses opaque tokens outright), on the consumer; under %d hot "+
+		"validations/s on each replica (open loop; none on the consumer); each polled every %v; latency from the revoke's 200 arriving here to "+
+		"the first 401 arriving here (one round trip and up to one poll interval above the validator's own); the lower bound is from the "+
+		"revoke's 200 to the sending of the last validation answered 200 (0 if the first was refused); for the consumer, \"another replica\" is "+
+		"one other than the replica whose feed it follows:\n\n",
 		len(results), took.Round(time.Millisecond), *revocationC, replicas, perReplica, *revocationPoll)
-	fmt.Printf("| replica | revocations | refused | p50 | p99 (target ≤ %v) | max | p99 revoked on another replica | p99 JWT | p99 opaque | refused at the first poll | p99 lower bound | never refused within %v | answers neither 200 nor 401 |\n",
-		refusalTarget, *revocationTimeout)
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(w, "| validator | revocations | refused | p50 | p99 (target ≤ %v) | max | p99 revoked on another replica | p99 JWT | p99 opaque | "+
+		"refused at the first poll | p99 lower bound | never refused within %v | answers neither 200 nor 401 |\n", refusalTarget, *revocationTimeout)
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	never := 0
 	var above []string
-	for k := range replicas {
+	for k, v := range vals {
 		var all, elsewhere, jwt, opaque, accepted []time.Duration
-		missed, other, first := 0, 0, 0
+		polled, missed, other, first := 0, 0, 0, 0
 		for _, res := range results {
 			f := res[k]
+			if f.skipped {
+				continue
+			}
+			polled++
 			other += f.other
 			if !f.refused {
 				missed++
@@ -329,7 +388,7 @@ func printRefusals(results [][replicas]refusal, background []rateResult, perRepl
 				first++
 			}
 			all, accepted = append(all, f.after), append(accepted, f.accepted)
-			if f.revoker != k {
+			if f.revoker != v.replica {
 				elsewhere = append(elsewhere, f.after)
 			}
 			if f.opaque {
@@ -343,25 +402,32 @@ func printRefusals(results [][replicas]refusal, background []rateResult, perRepl
 		verdict := "met"
 		if missed > 0 || s.p99 > refusalTarget {
 			verdict = "**MISSED**"
-			above = append(above, strconv.Itoa(k+1))
+			above = append(above, v.name)
 		}
-		p99 := func(xs []time.Duration) time.Duration { return summarize(xs, nil).p99 }
-		fmt.Printf("| %d | %d | %d | %v | %v (%s) | %v | %v | %v | %v | %d | %v | %s | %d |\n", k+1, len(results), len(all), s.p50, s.p99, verdict, s.max,
+		fmt.Fprintf(w, "| %s | %d | %d | %v | %v (%s) | %v | %s | %s | %s | %d | %s | %s | %d |\n", v.name, polled, len(all), s.p50, s.p99, verdict, s.max,
 			p99(elsewhere), p99(jwt), p99(opaque), first, p99(accepted), loud(missed), other)
 	}
-	fmt.Printf("\nbackground validation load during the revocations:\n\n")
-	fmt.Println("| replica | sent | errors | p50 | p99 | max |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(w, "\nbackground validation load during the revocations:\n\n")
+	fmt.Fprintln(w, "| replica | sent | errors | p50 | p99 | max |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
 	for k, b := range background {
-		fmt.Printf("| %d | %d | %d | %v | %v | %v |\n", k+1, b.sent, b.errors, b.p50, b.p99, b.max)
+		fmt.Fprintf(w, "| %d | %d | %d | %v | %v | %v |\n", k+1, b.sent, b.errors, b.p50, b.p99, b.max)
 	}
 	if len(above) > 0 {
-		fmt.Printf("\nthe target (p99 ≤ %v, every token refused) is missed on replica %s\n", refusalTarget, strings.Join(above, ", "))
+		fmt.Fprintf(w, "\nthe target (p99 ≤ %v, every token refused) is missed on %s\n", refusalTarget, strings.Join(above, ", "))
 	}
 	if never > 0 {
-		return fmt.Errorf("FAILED: %d times a replica still accepted a revoked token %v after its revoke's 200", never, *revocationTimeout)
+		return fmt.Errorf("FAILED: %d times a replica or the consumer still accepted a revoked token %v after its revoke's 200", never, *revocationTimeout)
 	}
 	return nil
+}
+
+// p99 is the 99th percentile of xs, or "—" when there are none.
+func p99(xs []time.Duration) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	return summarize(xs, nil).p99.String()
 }
 
 // loud is n, marked when it is not 0.
@@ -372,9 +438,9 @@ func loud(n int) string {
 	return "0"
 }
 
-// validateStatus is the status of GET /token/validate of tok at url.
+// validateStatus is the status of GET url with tok as its bearer token.
 func validateStatus(url, tok string) (int, error) {
-	req, err := http.NewRequest(http.MethodGet, url+"/token/validate", nil)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -388,11 +454,11 @@ func validateStatus(url, tok string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// validateOK fails unless tok validates at url.
+// validateOK fails unless GET url with tok answers 200.
 func validateOK(url, tok string) error {
 	status, err := validateStatus(url, tok)
 	if err == nil && status != http.StatusOK {
-		err = fmt.Errorf("GET %s/token/validate of a token just issued: %d", url, status)
+		err = fmt.Errorf("GET %s with a token just issued: %d", url, status)
 	}
 	return err
 }

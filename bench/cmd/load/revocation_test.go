@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,7 +40,7 @@ func TestPollRefusal(t *testing.T) {
 			*revocationTimeout = tc.timeout
 			var got refusal
 			t0 := time.Now()
-			if err := pollRefusal(ts.URL, "tok", t0, &got); err != nil {
+			if err := pollRefusal(ts.URL+"/token/validate", "tok", t0, &got); err != nil {
 				t.Fatal(err)
 			}
 			if got.refused != tc.want.refused || got.other != tc.want.other || (tc.want.refused && got.polls != tc.want.polls) {
@@ -54,5 +56,43 @@ func TestPollRefusal(t *testing.T) {
 				t.Errorf("a token never refused was polled %d times", got.polls)
 			}
 		})
+	}
+}
+
+// TestPrintRefusals: a validator of JWTs only counts the revocations it was
+// polled for, and fails the run, like a replica, when it never refused one.
+func TestPrintRefusals(t *testing.T) {
+	vals := []validator{{name: "replica 1"}, {name: "consumer (follows replica 1)", jwtOnly: true}}
+	refused := refusal{refused: true, after: 5 * time.Millisecond, polls: 2, accepted: time.Millisecond}
+	results := func(consumerJWT refusal) [][]refusal {
+		return [][]refusal{
+			{refused, consumerJWT},
+			{{opaque: true, refused: true, after: 3 * time.Millisecond, polls: 1}, {opaque: true, skipped: true}},
+		}
+	}
+	row := func(out, name string) string {
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "| "+name+" |") {
+				return line
+			}
+		}
+		t.Fatalf("no row for %s in:\n%s", name, out)
+		return ""
+	}
+	var out bytes.Buffer
+	if err := printRefusals(&out, vals, results(refused), nil, 1000, time.Second); err != nil {
+		t.Errorf("every token refused: %v", err)
+	}
+	if got := row(out.String(), "consumer (follows replica 1)"); !strings.HasPrefix(got, "| consumer (follows replica 1) | 1 | 1 | 5ms | 5ms (met) |") ||
+		!strings.Contains(got, "| — |") {
+		t.Errorf("consumer row: %s, want 1 revocation polled, refused, and no opaque p99", got)
+	}
+	if got := row(out.String(), "replica 1"); !strings.HasPrefix(got, "| replica 1 | 2 | 2 |") {
+		t.Errorf("replica row: %s, want 2 revocations polled and refused", got)
+	}
+	out.Reset()
+	err := printRefusals(&out, vals, results(refusal{polls: 9}), nil, 1000, time.Second)
+	if err == nil || !strings.Contains(row(out.String(), "consumer (follows replica 1)"), "**MISSED**") {
+		t.Errorf("the consumer never refused a token: err %v, row %s", err, row(out.String(), "consumer (follows replica 1)"))
 	}
 }
