@@ -46,10 +46,11 @@
 // polled until it answers 401; it prints each one's time from the revoke's
 // 200 to that 401 (p50, p99 against the target of 100 ms, max), and fails
 // if a replica or the consumer accepted a revoked token past
-// -revocation-timeout. The issuers inherit this
+// -revocation-timeout. -revocation-consumer=false leaves the consumer out. The issuers inherit this
 // process's environment, so SNOWTOKEN_REVLOG_THRESHOLD=0s go run ./cmd/load
-// -revocation measures them with the revocation log off (on an issuer that
-// has the setting).
+// -revocation -revocation-consumer=false measures them with the revocation
+// log off (on an issuer that has the setting; with no log there is no feed
+// to follow).
 //
 // It needs redis-server, redis-cli and wrk on PATH (Debian packages).
 package main

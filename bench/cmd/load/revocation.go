@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,11 +37,13 @@ import (
 var (
 	revocation = flag.Bool("revocation", false, "run only the revocation scenario (after the build and redis-server): three issuer replicas, "+
 		"-revocations revocations under a validation load, and each replica's time from a revoke's 200 to its first 401 for the token")
-	revocations       = flag.Int("revocations", 1000, "revocations of the revocation scenario")
-	revocationRate    = flag.Int("revocation-rate", 3000, "requests/s of hot validations, spread over the replicas, during the revocation scenario")
-	revocationC       = flag.Int("revocation-c", 8, "revocations in flight at once in the revocation scenario")
-	revocationPoll    = flag.Duration("revocation-poll", time.Millisecond, "pause between two validations of a revoked token on a replica, until it answers 401")
-	revocationTimeout = flag.Duration("revocation-timeout", 5*time.Second, "longest wait for a replica to refuse a revoked token: past it, a failure")
+	revocations        = flag.Int("revocations", 1000, "revocations of the revocation scenario")
+	revocationRate     = flag.Int("revocation-rate", 3000, "requests/s of hot validations, spread over the replicas, during the revocation scenario")
+	revocationC        = flag.Int("revocation-c", 8, "revocations in flight at once in the revocation scenario")
+	revocationPoll     = flag.Duration("revocation-poll", time.Millisecond, "pause between two validations of a revoked token on a replica, until it answers 401")
+	revocationTimeout  = flag.Duration("revocation-timeout", 5*time.Second, "longest wait for a replica to refuse a revoked token: past it, a failure")
+	revocationConsumer = flag.Bool("revocation-consumer", true, "also start a consumer following replica 1's revocation feed (cmd/consumer -mode follow) and "+
+		"measure it as the replicas; false for issuers that serve no feed (the revocation log off)")
 )
 
 const (
@@ -131,24 +134,14 @@ func revocationScenario(dir, bin, consumerBin string, cfg issuerConfig, basic, o
 		}
 		vals = append(vals, validator{name: fmt.Sprintf("replica %d", k+1), url: r.url + "/token/validate", replica: k})
 	}
-	// The consumer follows the first replica, whose URL is the tokens' iss
-	// (its Issuer by default); revocations made on the others reach it
-	// through the revocation log, as they reach the replica.
-	consumerPort, err := freePort()
-	if err != nil {
-		return err
+	if *revocationConsumer {
+		consumer, val, err := startFollower(dir, consumerBin, reps[0].url, feed)
+		if err != nil {
+			return err
+		}
+		defer consumer.stop()
+		vals = append(vals, val)
 	}
-	consumerURL := fmt.Sprintf("http://127.0.0.1:%d", consumerPort)
-	consumer, err := start(dir, consumerBin, []string{"CONSUMER_FEED_CLIENT_SECRET=" + feed.secret},
-		"-addr", "127.0.0.1:"+strconv.Itoa(consumerPort), "-mode", "follow", "-issuer", reps[0].url, "-feed-client", feed.id)
-	if err != nil {
-		return err
-	}
-	defer consumer.stop()
-	if err := waitHTTP(consumerURL + "/healthz"); err != nil { // it listens once the feed is fresh
-		return err
-	}
-	vals = append(vals, validator{name: "consumer (follows replica 1)", url: consumerURL + "/", replica: 0, jwtOnly: true})
 
 	// The background load's tokens, hot on every replica: JWTs, then
 	// opaque tokens.
@@ -168,8 +161,12 @@ func revocationScenario(dir, bin, consumerBin string, cfg issuerConfig, basic, o
 		}
 	}
 	perReplica := *revocationRate / replicas
-	fmt.Printf("revocation scenario: %d replicas (production mode, one Redis, worker IDs 1–%d) and a consumer following replica 1's revocation feed "+
-		"(cmd/consumer -mode follow: client.Local, client.Follow, FailClosed, FeedThreshold %v)\n\n", replicas, replicas, client.DefaultFeedThreshold)
+	fmt.Printf("revocation scenario: %d replicas (production mode, one Redis, worker IDs 1–%d)", replicas, replicas)
+	if *revocationConsumer {
+		fmt.Printf(" and a consumer following replica 1's revocation feed (cmd/consumer -mode follow: client.Local, client.Follow, FailClosed, "+
+			"FeedThreshold %v)", client.DefaultFeedThreshold)
+	}
+	fmt.Print("\n\n")
 	if err := quietCommands(reps, bg, perReplica, cfg.redisPort); err != nil {
 		return err
 	}
@@ -200,6 +197,30 @@ func revocationScenario(dir, bin, consumerBin string, cfg issuerConfig, basic, o
 		return err
 	}
 	return printRefusals(os.Stdout, vals, results, background, perReplica, took)
+}
+
+// startFollower starts the consumer (consumerBin -mode follow) following
+// the revocation feed of the replica at issuerURL as feed, and returns it
+// and its validator once it listens, which it does once the feed is fresh.
+// It follows the first replica, whose URL is the tokens' iss (its Issuer
+// by default); revocations made on the others reach it through the
+// revocation log, as they reach that replica.
+func startFollower(dir, consumerBin, issuerURL string, feed feedClient) (*proc, validator, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, validator{}, err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	consumer, err := start(dir, consumerBin, []string{"CONSUMER_FEED_CLIENT_SECRET=" + feed.secret},
+		"-addr", "127.0.0.1:"+strconv.Itoa(port), "-mode", "follow", "-issuer", issuerURL, "-feed-client", feed.id)
+	if err != nil {
+		return nil, validator{}, err
+	}
+	if err := waitHTTP(url + "/healthz"); err != nil {
+		consumer.stop()
+		return nil, validator{}, fmt.Errorf("the consumer following the revocation feed (see consumer.log): %w", err)
+	}
+	return consumer, validator{name: "consumer (follows replica 1)", url: url + "/", replica: 0, jwtOnly: true}, nil
 }
 
 // quietCommands prints the Redis commands of the replicas idle for -rate-d,
@@ -358,13 +379,16 @@ func pollRefusal(url, tok string, t0 time.Time, into *refusal) error {
 // and the replicas' background load, and fails if any revoked token was
 // never refused by a validator that checks it.
 func printRefusals(w io.Writer, vals []validator, results [][]refusal, background []rateResult, perReplica int, took time.Duration) error {
+	consumer := ""
+	if slices.ContainsFunc(vals, func(v validator) bool { return v.jwtOnly }) {
+		consumer = " and, JWTs only (its local mode refuses opaque tokens outright), on the consumer, which has no load of its own; for the " +
+			"consumer, \"another replica\" is one other than the replica whose feed it follows"
+	}
 	fmt.Fprintf(w, "\nrevocation to refusal: %d revocations in %v, %d in flight, each issued and revoked on replica i%%%d (JWT and opaque alternately) "+
-		"after one validation on every replica and, JWTs only (its local mode refuses opaque tokens outright), on the consumer; under %d hot "+
-		"validations/s on each replica (open loop; none on the consumer); each polled every %v; latency from the revoke's 200 arriving here to "+
-		"the first 401 arriving here (one round trip and up to one poll interval above the validator's own); the lower bound is from the "+
-		"revoke's 200 to the sending of the last validation answered 200 (0 if the first was refused); for the consumer, \"another replica\" is "+
-		"one other than the replica whose feed it follows:\n\n",
-		len(results), took.Round(time.Millisecond), *revocationC, replicas, perReplica, *revocationPoll)
+		"after one validation on every replica%s; under %d hot validations/s on each replica (open loop); each polled every %v; latency from "+
+		"the revoke's 200 arriving here to the first 401 arriving here (one round trip and up to one poll interval above the validator's own); "+
+		"the lower bound is from the revoke's 200 to the sending of the last validation answered 200 (0 if the first was refused):\n\n",
+		len(results), took.Round(time.Millisecond), *revocationC, replicas, consumer, perReplica, *revocationPoll)
 	fmt.Fprintf(w, "| validator | revocations | refused | p50 | p99 (target ≤ %v) | max | p99 revoked on another replica | p99 JWT | p99 opaque | "+
 		"refused at the first poll | p99 lower bound | never refused within %v | answers neither 200 nor 401 |\n", refusalTarget, *revocationTimeout)
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
