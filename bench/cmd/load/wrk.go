@@ -139,6 +139,28 @@ var (
 	non2xxRe = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
 )
 
+// parse reads wrk's output into r: its requests/s, the requests it
+// counted, p50, p99 and the non-2xx responses.
+func (r *wrkResult) parse(out []byte) error {
+	rps, count := rpsRe.FindSubmatch(out), countRe.FindSubmatch(out)
+	if rps == nil || count == nil {
+		return fmt.Errorf("no Requests/sec or request count in %s", out)
+	}
+	r.rps, _ = strconv.ParseFloat(string(rps[1]), 64)
+	r.requests, _ = strconv.ParseInt(string(count[1]), 10, 64)
+	for _, p := range pctRe.FindAllSubmatch(out, -1) {
+		if string(p[1]) == "50" {
+			r.p50 = string(p[2])
+		} else {
+			r.p99 = string(p[2])
+		}
+	}
+	if m := non2xxRe.FindSubmatch(out); m != nil {
+		r.non2xx, _ = strconv.Atoi(string(m[1]))
+	}
+	return nil
+}
+
 // runWrk runs wrk against url and measures the CPU time that server (the
 // process under test) and redis (0 for none) use meanwhile, and the
 // commands Redis (at redisPort) runs unless redis is 0. check, if not nil,
@@ -191,31 +213,14 @@ func runWrk(dir, url, script string, d time.Duration, server, redis, redisPort i
 			return wrkResult{}, fmt.Errorf("wrk %s: %w", url, err)
 		}
 	}
-	m := rpsRe.FindSubmatch(out)
-	if m == nil {
-		return wrkResult{}, fmt.Errorf("wrk %s: no Requests/sec in %s", url, out)
+	if err := r.parse(out); err != nil {
+		return wrkResult{}, fmt.Errorf("wrk %s: %w", url, err)
 	}
-	m = countRe.FindSubmatch(out)
-	if m == nil {
-		return wrkResult{}, fmt.Errorf("wrk %s: no request count in %s", url, out)
-	}
-	r.requests, _ = strconv.ParseInt(string(m[1]), 10, 64)
-	r.rps, _ = strconv.ParseFloat(string(m[1]), 64)
-	if n := r.rps * d.Seconds(); n > 0 {
-		perReq := func(t time.Duration) time.Duration { return time.Duration(float64(t) / n) }
+	if r.requests > 0 {
+		perReq := func(t time.Duration) time.Duration { return t / time.Duration(r.requests) }
 		r.serverCPU = perReq(serverAfter - serverBefore)
 		r.redisCPU = perReq(redisAfter - redisBefore)
 		r.wrkCPU = perReq(cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime())
-	}
-	for _, p := range pctRe.FindAllSubmatch(out, -1) {
-		if string(p[1]) == "50" {
-			r.p50 = string(p[2])
-		} else {
-			r.p99 = string(p[2])
-		}
-	}
-	if m := non2xxRe.FindSubmatch(out); m != nil {
-		r.non2xx, _ = strconv.Atoi(string(m[1]))
 	}
 	if r.non2xx > 0 {
 		return r, fmt.Errorf("wrk %s: %d non-2xx responses", url, r.non2xx)
