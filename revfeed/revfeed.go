@@ -372,7 +372,8 @@ func (c *setCache) put(id, raw string) {
 func CheckID(id string) error {
 	epoch, sid, ok := strings.Cut(id, "-")
 	ms, seq, ok2 := strings.Cut(sid, "-")
-	if !ok || !ok2 || len(id) > maxIDLen || epoch == "" || strings.Trim(epoch, "0123456789abcdef") != "" {
+	// An epoch is revlog's: 32 hex digits, a ".", the Unix ms it began.
+	if !ok || !ok2 || len(id) > maxIDLen || epoch == "" || strings.Trim(epoch, "0123456789abcdef.") != "" {
 		return fmt.Errorf("%w: an event ID is <epoch>-<ms>-<seq>", token.ErrInvalidRequest)
 	}
 	if _, err := strconv.ParseUint(ms, 10, 64); err != nil {

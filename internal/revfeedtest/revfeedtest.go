@@ -14,7 +14,7 @@ import (
 )
 
 // Epoch is the epoch of a new Source.
-const Epoch = "0123456789abcdef0123456789abcdef"
+const Epoch = "0123456789abcdef0123456789abcdef.1795700000000" // revlog's form: 32 hex digits, ".", the ms it began
 
 // Horizon is every Source's Horizon, Unix ms.
 const Horizon = 1000
