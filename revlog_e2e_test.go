@@ -19,6 +19,8 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -32,6 +34,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/snowtoken/snowtoken/client"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -797,4 +800,44 @@ func TestRevlogReadYourWrites(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRevlogFeedConsumer: a consuming service in Local mode following the
+// revocation feed of a real replica (client.Follow) refuses a token once
+// it was revoked at another replica, and one of a subject revoked there.
+func TestRevlogFeedConsumer(t *testing.T) {
+	bin := fleetBinary(t)
+	creds := newFleetCreds(t, bin)
+	f := startRevlogFleet(t, bin, creds, redistest.NewConfiguredServer(t), 2, revlogThreshold)
+	v, err := client.New(client.Options{IssuerURL: f.reps[0].url(""), Issuer: fleetIssuer, Mode: client.Local,
+		RevocationCheck: client.Follow, FeedClientID: creds.admin.id, FeedClientSecret: creds.admin.secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), fleetWait)
+	defer cancel()
+	if err := v.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	refused := func(tok fleetToken, why string) {
+		t.Helper()
+		for end := time.Now().Add(fleetRejectWait); ; time.Sleep(5 * time.Millisecond) {
+			_, err := v.Validate(t.Context(), tok.AccessToken)
+			if errors.Is(err, client.ErrInvalidToken) {
+				return
+			}
+			if time.Now().After(end) {
+				t.Fatalf("token %d %s: %v, want ErrInvalidToken", tok.TokenID, why, err)
+			}
+		}
+	}
+	tok := f.issue(t, f.reps[1], creds.svc)
+	if _, err := v.Validate(t.Context(), tok.AccessToken); err != nil {
+		t.Fatalf("a live token: %v", err)
+	}
+	if status := f.reps[1].revoke(t, creds.svc, tok); status != http.StatusOK {
+		t.Fatalf("revoke: %d", status)
+	}
+	refused(tok, "revoked at another replica")
 }
