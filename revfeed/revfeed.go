@@ -12,8 +12,11 @@
 //
 // # The stream
 //
-//	GET /revocations/events  Last-Event-ID: <epoch>-<ms>-<seq>
-//	  ──▶ resumable (Source.Since ok) ──▶ every event after it, then live:
+//	GET /revocations/events?nonce=<N>  Last-Event-ID: <epoch>-<ms>-<seq>
+//	  ──▶ resumable (Source.Since ok) ──▶ first, signed at connect:
+//	        event: stream
+//	        data: <JWT>                 typ revocation-stream+jwt {iss, iat, iat_ms, nonce}
+//	      then every event after it, then live:
 //	        id: <epoch>-<ms>-<seq>      one per revocation, in log order
 //	        event: revoked
 //	        data: <SET>                 RFC 8417, typ secevent+jwt
@@ -29,7 +32,24 @@
 // the issuer's state held age_ms before it was signed. A heartbeat is
 // signed once per tick, by one goroutine, for every subscriber (it runs
 // while there is one), and a SET once per event (a bounded cache), so
-// the signing cost does not grow with the subscribers. A subscriber whose
+// the signing cost does not grow with the subscribers.
+//
+// # Binding a stream to its request
+//
+// The feed may pass through proxies that cannot forge it but can hold it
+// back or replay it. The consumer sends a fresh random nonce with each
+// request (?nonce=, CheckNonce); the stream's first JWT, signed once per
+// connection, carries it with the time it was signed, and so does the
+// snapshot. The stream JWT tells the consumer that the issuer's clock read
+// iat_ms after it sent its request: it counts each later heartbeat from
+// its iat_ms by that reading (never from when it arrives), and refuses
+// heartbeats signed before it. A proxy holding heartbeats back only makes
+// them arrive older; a recorded stream replayed on another connection
+// lacks that connection's nonce. The shared heartbeat stays one signature
+// a tick, and a connection costs one more: at 1000 subscribers that is 40
+// signatures a second, plus the reconnections, not 40,000.
+//
+// A subscriber whose
 // writes do not complete within WriteTimeout is dropped: nothing is queued
 // for it (each subscriber reads the Source from where it is), and it
 // resumes with Last-Event-ID. Past MaxSubscribers a new one is refused
@@ -87,6 +107,10 @@ const (
 	maxIDLen = 80
 	// setCacheSize is how many signed SETs are kept for other subscribers.
 	setCacheSize = 4096
+	// MinNonceLen and MaxNonceLen bound a nonce: 128 bits base64url
+	// (unpadded) at least.
+	MinNonceLen = 22
+	MaxNonceLen = 128
 )
 
 // JWT types (typ) and SET event URIs.
@@ -94,6 +118,7 @@ const (
 	TypeSET       = "secevent+jwt"
 	TypeHeartbeat = "revocation-heartbeat+jwt"
 	TypeSnapshot  = "revocation-snapshot+jwt"
+	TypeStream    = "revocation-stream+jwt"
 
 	EventTokenRevoked   = "https://snowtoken.dev/secevent/token-revoked"
 	EventSubjectRevoked = "https://snowtoken.dev/secevent/subject-revoked"
@@ -385,9 +410,39 @@ func CheckID(id string) error {
 	return nil
 }
 
+// CheckNonce returns the request's nonce query parameter: "" without one;
+// an error wrapping token.ErrInvalidRequest when it is given more than once
+// or is not MinNonceLen to MaxNonceLen characters of base64url (RFC 4648 §5,
+// unpadded).
+func CheckNonce(r *http.Request) (string, error) {
+	vals := r.URL.Query()["nonce"]
+	switch {
+	case len(vals) == 0:
+		return "", nil
+	case len(vals) > 1:
+		return "", fmt.Errorf("%w: nonce given more than once", token.ErrInvalidRequest)
+	}
+	n := vals[0]
+	if len(n) < MinNonceLen || len(n) > MaxNonceLen || strings.Trim(n, base64URL) != "" {
+		return "", token.Describe(fmt.Errorf("%w: nonce", token.ErrInvalidRequest),
+			fmt.Sprintf("nonce must be %d to %d characters of base64url (A-Z a-z 0-9 - _)", MinNonceLen, MaxNonceLen))
+	}
+	return n, nil
+}
+
+const base64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// StreamClaims are the claims of a stream's first JWT: the nonce of the
+// request it answers and when it was signed.
+type StreamClaims struct {
+	jwt.RegisteredClaims
+	IssuedAtMs int64  `json:"iat_ms"`
+	Nonce      string `json:"nonce,omitempty"`
+}
+
 // Events serves the stream to an authenticated subscriber. It returns an
 // error, and writes nothing, when the request is refused (a malformed
-// Last-Event-ID, ErrBusy): the caller writes it in its own shape. Once the
+// Last-Event-ID or nonce, ErrBusy): the caller writes it in its own shape. Once the
 // stream has begun it returns nil, whatever ends it. A HEAD request gets
 // the headers only.
 func (f *Feed) Events(w http.ResponseWriter, r *http.Request) error {
@@ -396,6 +451,10 @@ func (f *Feed) Events(w http.ResponseWriter, r *http.Request) error {
 		if err := CheckID(last); err != nil {
 			return fmt.Errorf("Last-Event-ID: %w", err)
 		}
+	}
+	nonce, err := CheckNonce(r)
+	if err != nil {
+		return err
 	}
 	if !f.subscribe() {
 		return fmt.Errorf("%w: %d", ErrBusy, f.opts.MaxSubscribers)
@@ -409,7 +468,7 @@ func (f *Feed) Events(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
-	s := &stream{f: f, w: w, rc: http.NewResponseController(w), last: last}
+	s := &stream{f: f, w: w, rc: http.NewResponseController(w), last: last, nonce: nonce}
 	w.WriteHeader(http.StatusOK)
 	if err := s.run(r); err != nil {
 		f.opts.Logger.Debug("revocation feed: subscriber dropped", "err", err)
@@ -419,12 +478,14 @@ func (f *Feed) Events(w http.ResponseWriter, r *http.Request) error {
 
 // stream is one subscriber's.
 type stream struct {
-	f    *Feed
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	last string // the last event ID written
-	beat string // the last heartbeat written
-	buf  []byte
+	f     *Feed
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	last  string // the last event ID written
+	nonce string // the request's
+	bound bool   // the stream JWT is written
+	beat  string // the last heartbeat written
+	buf   []byte
 }
 
 func (s *stream) run(r *http.Request) error {
@@ -444,6 +505,11 @@ func (s *stream) run(r *http.Request) error {
 			evs, ok := s.f.opts.Source.Since(s.last, s.f.opts.Page)
 			if !ok {
 				return s.reset()
+			}
+			if !s.bound {
+				if err := s.bind(); err != nil {
+					return err
+				}
 			}
 			for _, ev := range evs {
 				raw, err := s.f.set(ev)
@@ -465,7 +531,8 @@ func (s *stream) run(r *http.Request) error {
 			}
 		}
 		// A heartbeat older than two ticks (the ticker was held up) is not
-		// sent: a consumer counts its age from when it arrives.
+		// sent: it would cost the consumer its freshness, which counts from
+		// the heartbeat's iat_ms.
 		if b.jwt != "" && b.jwt != s.beat && sameEpoch(b.last, s.last) && time.Since(b.at) <= 2*s.f.opts.Heartbeat {
 			s.buf = append(s.buf, "event: heartbeat\ndata: "...)
 			s.buf = append(s.buf, b.jwt...)
@@ -487,6 +554,24 @@ func (s *stream) run(r *http.Request) error {
 			}
 		}
 	}
+}
+
+// bind writes the stream's first JWT, signed now, after the request
+// arrived, with its nonce: the consumer measures the heartbeats' age by it.
+func (s *stream) bind() error {
+	now := s.f.opts.Now()
+	raw, err := s.f.opts.Sign(TypeStream, &StreamClaims{
+		RegisteredClaims: jwt.RegisteredClaims{Issuer: s.f.opts.Issuer, IssuedAt: jwt.NewNumericDate(now)},
+		IssuedAtMs:       now.UnixMilli(), Nonce: s.nonce,
+	})
+	if err != nil {
+		return fmt.Errorf("revfeed: signing the stream: %w", err)
+	}
+	s.buf = append(s.buf, "event: stream\ndata: "...)
+	s.buf = append(s.buf, raw...)
+	s.buf = append(s.buf, "\n\n"...)
+	s.bound = true
+	return nil
 }
 
 // sameEpoch reports whether two event IDs are of one epoch.
@@ -518,6 +603,7 @@ func (s *stream) flush() error {
 type SnapshotClaims struct {
 	jwt.RegisteredClaims
 	IssuedAtMs int64           `json:"iat_ms"`
+	Nonce      string          `json:"nonce,omitempty"` // the request's
 	Epoch      string          `json:"epoch"`
 	Last       string          `json:"last"`
 	Horizon    int64           `json:"horizon"`
@@ -550,13 +636,19 @@ type RevokedClient struct {
 	At       int64  `json:"at"`
 }
 
-// Snapshot writes the whole state as one signed JWT (application/jwt).
+// Snapshot writes the whole state as one signed JWT (application/jwt),
+// with the request's nonce. An error is returned, with nothing written, for
+// a request that is refused (a malformed nonce).
 func (f *Feed) Snapshot(w http.ResponseWriter, r *http.Request) error {
+	nonce, err := CheckNonce(r)
+	if err != nil {
+		return err
+	}
 	now := f.opts.Now()
 	snap := f.opts.Source.Snapshot(now)
 	cl := &SnapshotClaims{
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: f.opts.Issuer, IssuedAt: jwt.NewNumericDate(now)},
-		IssuedAtMs:       now.UnixMilli(), Epoch: snap.Epoch, Last: snap.Last, Horizon: snap.Horizon,
+		IssuedAtMs:       now.UnixMilli(), Nonce: nonce, Epoch: snap.Epoch, Last: snap.Last, Horizon: snap.Horizon,
 		Fresh: snap.Fresh, AgeMs: max(snap.Age.Milliseconds(), 0),
 		Tokens:   make([]RevokedToken, 0, len(snap.Tokens)),
 		Subjects: make([]RevokedName, 0, len(snap.Subjects)),

@@ -211,12 +211,22 @@ func TestEventsResume(t *testing.T) {
 	add(src, revlog.KindClient, "partner")
 	is := newIssuer(t, src, revfeed.Options{})
 
-	resp := is.get(t, t.Context(), "/revocations/events", "api", map[string]string{"Last-Event-ID": first.ID})
+	before := time.Now().UnixMilli()
+	resp := is.get(t, t.Context(), "/revocations/events?nonce="+testNonce, "api", map[string]string{"Last-Event-ID": first.ID})
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	evs := readEvents(resp.Body)
+	st := next(t, evs)
+	if st.name != "stream" {
+		t.Fatalf("first event %q, want stream", st.name)
+	}
+	var sc revfeed.StreamClaims
+	is.verify(t, st.data, revfeed.TypeStream, &sc)
+	if sc.Nonce != testNonce || sc.IssuedAtMs < before {
+		t.Fatalf("stream JWT %+v, want nonce %s signed after the request", sc, testNonce)
+	}
 	check := func(ev event, want revlog.Event, uri string) {
 		t.Helper()
 		if ev.name != "revoked" || ev.id != want.ID {
@@ -434,7 +444,7 @@ func TestSnapshot(t *testing.T) {
 	sub := add(src, revlog.KindSubject, "alice")
 	cli := add(src, revlog.KindClient, "partner")
 	is := newIssuer(t, src, revfeed.Options{})
-	resp := is.get(t, t.Context(), "/revocations", "api", nil)
+	resp := is.get(t, t.Context(), "/revocations?nonce="+testNonce, "api", nil)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -445,7 +455,7 @@ func TestSnapshot(t *testing.T) {
 	}
 	var cl revfeed.SnapshotClaims
 	is.verify(t, string(body), revfeed.TypeSnapshot, &cl)
-	if cl.Epoch != epoch || cl.Last != cli.ID || cl.Horizon != 1000 || !cl.Fresh ||
+	if cl.Nonce != testNonce || cl.Epoch != epoch || cl.Last != cli.ID || cl.Horizon != 1000 || !cl.Fresh ||
 		len(cl.Tokens) != 1 || cl.Tokens[0] != (revfeed.RevokedToken{JTI: tok.Key, Exp: tok.Exp, At: tok.At}) ||
 		len(cl.Subjects) != 1 || cl.Subjects[0] != (revfeed.RevokedName{Subject: sub.Key, At: sub.At}) ||
 		len(cl.Clients) != 1 || cl.Clients[0] != (revfeed.RevokedClient{ClientID: cli.Key, Cutoff: cli.Cutoff, At: cli.At}) {
@@ -617,4 +627,33 @@ func TestEventsHead(t *testing.T) {
 		t.Fatalf("HEAD: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	is.waitGauge(t, 0)
+}
+
+// testNonce is a nonce as the client module makes one: 32 bytes, base64url.
+const testNonce = "q0n3KZ9kzB4vJ7x1LwYbXbNqk0mJm3h8a9s5uH2Tz0E"
+
+// TestNonceRefused checks that a nonce that is not 22 to 128 base64url
+// characters, or is given twice, is a 400 invalid_request on the stream and
+// the snapshot, before anything is served.
+func TestNonceRefused(t *testing.T) {
+	src := revfeedtest.New(true)
+	ev := add(src, revlog.KindToken, "1")
+	is := newIssuer(t, src, revfeed.Options{})
+	for _, q := range []string{"nonce=short", "nonce=" + testNonce + "%2B", "nonce=" + testNonce + "=",
+		"nonce=" + strings.Repeat("a", 129), "nonce=" + testNonce + "&nonce=" + testNonce, "nonce="} {
+		for _, path := range []string{"/revocations/events", "/revocations"} {
+			resp := is.get(t, t.Context(), path+"?"+q, "api", map[string]string{"Last-Event-ID": ev.ID})
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var e struct {
+				Error string `json:"error"`
+			}
+			if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || e.Error != "invalid_request" {
+				t.Errorf("%s?%s: %d %s, want 400 invalid_request", path, q, resp.StatusCode, body)
+			}
+		}
+	}
+	if n := is.gauge(t); n != 0 {
+		t.Errorf("%v subscribers after refusals", n)
+	}
 }
