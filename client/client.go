@@ -182,14 +182,22 @@ type Options struct {
 	// own ends it every Timeout (it reconnects, resuming); leave it zero.
 	FeedClientID, FeedClientSecret string
 
-	// FeedThreshold is how long after a heartbeat arrives, less the age of
-	// the issuer's state it reports, the followed state counts as fresh.
+	// FeedThreshold is how long after a heartbeat was signed, less the age
+	// of the issuer's state it reports, the followed state counts as fresh.
 	// Zero means DefaultFeedThreshold. It bounds how long a revocation may
 	// go unseen here: a heartbeat comes every 25 ms while the issuer is
-	// fresh, and the issuer's state may be up to 100 ms old; network time
-	// between issuer and service, and a proxy that delays the stream, come
-	// on top (they are not measured).
+	// fresh, and the issuer's state may be up to 100 ms old. The time a
+	// heartbeat was signed is read on this clock by the stream's first JWT,
+	// which the issuer signs with this connection's nonce after the request
+	// arrived: network time, and a proxy that holds the stream back, count
+	// against the threshold, never on top of it.
 	FeedThreshold time.Duration
+
+	// MaxClockSkew is how far this clock may be from the issuer's: a
+	// heartbeat, stream JWT or snapshot signed more than FeedThreshold +
+	// MaxClockSkew ago, or more than MaxClockSkew ahead, by this clock, is
+	// ignored (a recording, or a clock out of step). Zero means Leeway.
+	MaxClockSkew time.Duration
 
 	// WhenStale is what Follow does with a token the feed cannot decide:
 	// FailClosed (zero) or FallbackRemote.
@@ -295,7 +303,8 @@ func New(opts Options) (*Validator, error) {
 		return nil, fmt.Errorf("%w: RevocationCheck Follow needs FeedClientID and FeedClientSecret", ErrOptions)
 	case opts.WhenStale != FailClosed && opts.WhenStale != FallbackRemote:
 		return nil, fmt.Errorf("%w: unknown WhenStale %d", ErrOptions, opts.WhenStale)
-	case opts.Timeout < 0, opts.CacheTTL < 0, opts.CacheSize < 0, opts.JWKSMaxAge < 0, opts.JWKSMinInterval < 0, opts.FeedThreshold < 0:
+	case opts.Timeout < 0, opts.CacheTTL < 0, opts.CacheSize < 0, opts.JWKSMaxAge < 0, opts.JWKSMinInterval < 0, opts.FeedThreshold < 0,
+		opts.MaxClockSkew < 0:
 		return nil, fmt.Errorf("%w: durations and sizes must not be negative", ErrOptions)
 	}
 	if opts.Timeout == 0 {
@@ -322,6 +331,9 @@ func New(opts Options) (*Validator, error) {
 	}
 	if opts.FeedThreshold == 0 {
 		opts.FeedThreshold = DefaultFeedThreshold
+	}
+	if opts.MaxClockSkew == 0 {
+		opts.MaxClockSkew = opts.Leeway
 	}
 	if strings.ContainsAny(opts.Realm, "\"\\\r\n") {
 		return nil, fmt.Errorf("%w: Realm must not hold quotes, backslashes or line breaks", ErrOptions)

@@ -3,6 +3,8 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +24,7 @@ const (
 	typeSET       = "secevent+jwt"
 	typeHeartbeat = "revocation-heartbeat+jwt"
 	typeSnapshot  = "revocation-snapshot+jwt"
+	typeStream    = "revocation-stream+jwt"
 
 	eventTokenRevoked   = "https://snowtoken.dev/secevent/token-revoked"
 	eventSubjectRevoked = "https://snowtoken.dev/secevent/subject-revoked"
@@ -56,9 +59,11 @@ const (
 // feed follows {IssuerURL}/revocations/events (RevocationCheck Follow) and
 // keeps the revocations in memory. Its lifecycle:
 //
-//	start (first Validate, or Start) ──▶ GET /revocations/events (no Last-Event-ID)
-//	  ──▶ reset ──▶ GET /revocations (snapshot: state, last) ──▶ GET /revocations/events, Last-Event-ID: last
-//	  ──▶ revoked SETs applied, heartbeats make the state fresh until FeedThreshold − age_ms after each
+//	start (first Validate, or Start) ──▶ GET /revocations/events?nonce=N (no Last-Event-ID)
+//	  ──▶ reset ──▶ GET /revocations?nonce=N' (snapshot: state, last, N') ──▶ GET /revocations/events?nonce=N'', Last-Event-ID: last
+//	  ──▶ stream JWT (N'', signed at iat S after the request left at C): this clock reads issuer time x as ≥ x + (C − S)
+//	  ──▶ revoked SETs applied, heartbeats signed at or after S make the state fresh until
+//	      their iat_ms − age_ms + FeedThreshold + (C − S), read on this clock
 //	  ──▶ stream ends, fails or brings a JWT that does not verify ──▶ backoff ──▶ reconnect from last
 //	Close ──▶ the goroutine ends; the state goes stale
 type feed struct {
@@ -78,6 +83,7 @@ type feed struct {
 	subjects, clients    map[string]int64
 	freshUntil           time.Time // by Options.Now
 	lastBeatMs           int64     // the iat_ms of the last heartbeat accepted: replays are refused
+	newNonce             func() string
 	pruned               time.Time
 }
 
@@ -86,8 +92,35 @@ func newFeed(v *Validator, base string) *feed {
 		v: v, eventsURL: base + "/revocations/events", snapURL: base + "/revocations",
 		parser: jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
 			jwt.WithIssuer(v.opts.Issuer), jwt.WithIssuedAt(), jwt.WithLeeway(v.opts.Leeway), jwt.WithTimeFunc(v.opts.Now)),
-		fresh: make(chan struct{}), done: make(chan struct{}),
+		fresh: make(chan struct{}), done: make(chan struct{}), newNonce: newNonce,
 	}
+}
+
+// newNonce returns 256 random bits, base64url: a request's nonce.
+func newNonce() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// conn is what one stream's first JWT told: the nonce sent, when the
+// request left (this clock), and, once bound, when the issuer signed it
+// (its clock) and the least offset of this clock from the issuer's.
+type conn struct {
+	nonce  string
+	sent   time.Time
+	bound  bool
+	iatMs  int64
+	offset time.Duration // this clock − the issuer's is at least this
+}
+
+// inWindow reports whether iatMs (the issuer's clock) is neither older than
+// FeedThreshold + MaxClockSkew nor ahead by more than MaxClockSkew, on this
+// clock at now.
+func (f *feed) inWindow(iatMs int64, now time.Time) bool {
+	at := time.UnixMilli(iatMs)
+	skew := f.v.opts.MaxClockSkew
+	return !at.Before(now.Add(-f.v.opts.FeedThreshold-skew)) && !at.After(now.Add(skew))
 }
 
 // start starts following, once.
@@ -206,13 +239,14 @@ func (f *feed) follow(ctx context.Context) (progressed bool, err error) {
 		hdr["Last-Event-ID"] = f.last
 	}
 	f.mu.RUnlock()
+	c := &conn{nonce: f.newNonce(), sent: f.v.opts.Now()}
 	// A stream that brings nothing for Timeout (a connection dead without a
 	// word, or an issuer whose state is stale) is dropped and reconnected.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	idle := time.AfterFunc(f.v.opts.Timeout, cancel)
 	defer idle.Stop()
-	resp, err := f.request(ctx, f.eventsURL, hdr)
+	resp, err := f.request(ctx, f.eventsURL+"?nonce="+c.nonce, hdr)
 	if err != nil {
 		return false, err
 	}
@@ -233,10 +267,12 @@ func (f *feed) follow(ctx context.Context) (progressed bool, err error) {
 			continue
 		}
 		switch ev.name {
+		case "stream":
+			err = f.applyStream(ctx, c, ev.data)
 		case "revoked":
 			err = f.applySET(ctx, ev.id, ev.data)
 		case "heartbeat":
-			err = f.applyHeartbeat(ctx, ev.data)
+			err = f.applyHeartbeat(ctx, c, ev.data)
 			progressed = progressed || err == nil
 		case "reset":
 			return progressed, errFeedReset
@@ -395,6 +431,34 @@ func (f *feed) applySET(ctx context.Context, id, raw string) error {
 	return nil
 }
 
+type streamClaims struct {
+	jwt.RegisteredClaims
+	IssuedAtMs int64  `json:"iat_ms"`
+	Nonce      string `json:"nonce"`
+}
+
+// applyStream verifies a stream's first JWT: it must carry c's nonce, be
+// the first, and be signed within the clock window. It binds c: the issuer
+// signed it after the request left, so this clock less the issuer's is at
+// least c.sent − its iat_ms.
+func (f *feed) applyStream(ctx context.Context, c *conn, raw string) error {
+	var cl streamClaims
+	if err := f.verify(ctx, raw, typeStream, &cl); err != nil {
+		return err
+	}
+	switch now := f.v.opts.Now(); {
+	case c.bound:
+		return errors.New("a second stream JWT")
+	case cl.Nonce != c.nonce:
+		return errors.New("a stream JWT for another request (its nonce is not ours)")
+	case !f.inWindow(cl.IssuedAtMs, now):
+		return errors.New("a stream JWT signed outside MaxClockSkew of this clock")
+	}
+	c.bound, c.iatMs = true, cl.IssuedAtMs
+	c.offset = c.sent.Sub(time.UnixMilli(cl.IssuedAtMs))
+	return nil
+}
+
 type heartbeatClaims struct {
 	jwt.RegisteredClaims
 	IssuedAtMs int64  `json:"iat_ms"`
@@ -403,14 +467,20 @@ type heartbeatClaims struct {
 	AgeMs      int64  `json:"age_ms"`
 }
 
-// applyHeartbeat verifies a heartbeat and, when its last is applied here
-// and it is newer than the last one accepted, makes the state fresh until
-// FeedThreshold less its age from now. A heartbeat that vouches for an
-// event not applied here is an error.
-func (f *feed) applyHeartbeat(ctx context.Context, raw string) error {
+// applyHeartbeat verifies a heartbeat of the stream c and, when its last is
+// applied here and it is newer than the last one accepted, makes the state
+// fresh until FeedThreshold less its age after it was signed, read on this
+// clock by c's offset (never from when it arrives: a heartbeat held back
+// is that much older). A heartbeat before c's stream JWT, or signed before
+// it, is an error; one outside the clock window is ignored. A heartbeat
+// that vouches for an event not applied here is an error.
+func (f *feed) applyHeartbeat(ctx context.Context, c *conn, raw string) error {
 	var cl heartbeatClaims
 	if err := f.verify(ctx, raw, typeHeartbeat, &cl); err != nil {
 		return err
+	}
+	if !c.bound || cl.IssuedAtMs < c.iatMs {
+		return errors.New("a heartbeat before the stream JWT, or signed before it")
 	}
 	hl, ok := parseEventID(cl.Last)
 	if !ok || cl.AgeMs < 0 || hl.epoch != cl.Epoch {
@@ -429,9 +499,12 @@ func (f *feed) applyHeartbeat(ctx context.Context, raw string) error {
 	case cl.IssuedAtMs <= f.lastBeatMs:
 		f.mu.Unlock()
 		return nil // an old one again (a reconnection, a replay): no fresher
+	case !f.inWindow(cl.IssuedAtMs, now):
+		f.mu.Unlock()
+		return nil // held back too long, or a clock out of step: staleness runs
 	}
 	f.lastBeatMs = cl.IssuedAtMs
-	f.freshUntil = now.Add(f.v.opts.FeedThreshold - time.Duration(cl.AgeMs)*time.Millisecond)
+	f.freshUntil = time.UnixMilli(cl.IssuedAtMs - cl.AgeMs).Add(f.v.opts.FeedThreshold + c.offset)
 	if now.Sub(f.pruned) >= feedPruneEvery {
 		f.pruneLocked(now)
 	}
@@ -457,10 +530,12 @@ func (f *feed) pruneLocked(now time.Time) {
 
 type snapshotClaims struct {
 	jwt.RegisteredClaims
-	Epoch   string `json:"epoch"`
-	Last    string `json:"last"`
-	Horizon int64  `json:"horizon"`
-	Tokens  []struct {
+	IssuedAtMs int64  `json:"iat_ms"`
+	Nonce      string `json:"nonce"`
+	Epoch      string `json:"epoch"`
+	Last       string `json:"last"`
+	Horizon    int64  `json:"horizon"`
+	Tokens     []struct {
 		JTI string `json:"jti"`
 		Exp int64  `json:"exp"`
 	} `json:"tokens"`
@@ -479,7 +554,8 @@ type snapshotClaims struct {
 func (f *feed) snapshot(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, f.v.opts.Timeout)
 	defer cancel()
-	resp, err := f.request(ctx, f.snapURL, map[string]string{"Accept": "application/jwt"})
+	nonce := f.newNonce()
+	resp, err := f.request(ctx, f.snapURL+"?nonce="+nonce, map[string]string{"Accept": "application/jwt"})
 	if err != nil {
 		return err
 	}
@@ -494,6 +570,12 @@ func (f *feed) snapshot(ctx context.Context) error {
 	var cl snapshotClaims
 	if err := f.verify(ctx, string(body), typeSnapshot, &cl); err != nil {
 		return err
+	}
+	if cl.Nonce != nonce {
+		return errors.New("a snapshot for another request (its nonce is not ours)")
+	}
+	if !f.inWindow(cl.IssuedAtMs, f.v.opts.Now()) {
+		return errors.New("a snapshot signed outside MaxClockSkew of this clock")
 	}
 	last, ok := parseEventID(cl.Last)
 	if !ok || last.epoch != cl.Epoch {

@@ -13,9 +13,13 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
+// fuzzNonce is the nonce of the fuzzed stream's connection.
+const fuzzNonce = "q0n3KZ9kzB4vJ7x1LwYbXbNqk0mJm3h8a9s5uH2Tz0E"
+
 // FuzzFeedStream feeds arbitrary bytes to the stream's parser (readLine,
 // sseParser) and what it makes of them to applySET and applyHeartbeat, on
-// a feed that knows one key and has applied a snapshot. Nothing may panic;
+// a feed that knows one key and has applied a snapshot, on a connection
+// (applyStream binds it). Nothing may panic;
 // an event is applied, or a heartbeat makes the state fresh, only when its
 // data verifies with that key as a JWT of its type (checked here with
 // golang-jwt on its own); a line over maxFeedLine is refused.
@@ -35,13 +39,16 @@ func FuzzFeedStream(f *testing.F) {
 	}
 	beat := sign("revocation-heartbeat+jwt", key, jwt.MapClaims{"iss": "https://issuer.test", "iat": now.Unix(),
 		"iat_ms": now.UnixMilli(), "epoch": "e1", "last": "e1-5-0", "age_ms": 3})
-	f.Add("id: e1-5-0\nevent: revoked\ndata: " + set(key, "e1-5-0") + "\n\nevent: heartbeat\ndata: " + beat + "\n\n")
+	stream := sign("revocation-stream+jwt", key, jwt.MapClaims{"iss": "https://issuer.test", "iat": now.Unix(),
+		"iat_ms": now.UnixMilli(), "nonce": fuzzNonce})
+	f.Add("event: stream\ndata: " + stream + "\n\nid: e1-5-0\nevent: revoked\ndata: " + set(key, "e1-5-0") +
+		"\n\nevent: heartbeat\ndata: " + beat + "\n\n")
 	f.Add("id: e1-5-0\nevent: revoked\ndata: " + set(other, "e1-5-0") + "\n\n")
 	f.Add("id: e1-5-0\r\nevent: revoked\r\ndata: " + set(key, "e1-6-0") + "\r\n\r\n: comment\n\nevent: reset\ndata: {}\n\n")
 	f.Add("event: heartbeat\ndata: " + strings.Repeat("a", maxFeedLine+10) + "\n\n")
 	f.Fuzz(func(t *testing.T, stream string) {
 		v := &Validator{opts: Options{Issuer: "https://issuer.test", Leeway: DefaultLeeway, FeedThreshold: DefaultFeedThreshold,
-			JWKSMaxAge: time.Hour, JWKSMinInterval: time.Hour, Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)}}
+			MaxClockSkew: DefaultLeeway, JWKSMaxAge: time.Hour, JWKSMinInterval: time.Hour, Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)}}
 		v.keys = &keyCache{v: v, keys: map[string]ed25519.PublicKey{"k1": pub}, loaded: now, tried: now}
 		fd := newFeed(v, "http://issuer.test")
 		fd.synced, fd.epoch, fd.last = true, "e1", "e1-0-0"
@@ -52,6 +59,7 @@ func FuzzFeedStream(f *testing.F) {
 		}
 		r := bufio.NewReaderSize(strings.NewReader(stream), 4096)
 		var p sseParser
+		cn := &conn{nonce: fuzzNonce, sent: now}
 		for {
 			line, err := readLine(r)
 			if err != nil {
@@ -65,6 +73,10 @@ func FuzzFeedStream(f *testing.F) {
 				continue
 			}
 			switch ev.name {
+			case "stream":
+				if err := fd.applyStream(context.Background(), cn, ev.data); err == nil && !verifies(ev.data, typeStream) {
+					t.Fatalf("bound by a stream JWT that does not verify: %q", ev.data)
+				}
 			case "revoked":
 				before := fd.last
 				if err := fd.applySET(context.Background(), ev.id, ev.data); err == nil && !verifies(ev.data, typeSET) {
@@ -74,7 +86,7 @@ func FuzzFeedStream(f *testing.F) {
 				}
 			case "heartbeat":
 				wasFresh := fd.decide(&Claims{JTI: "x", IssuedAt: now}) != unknown
-				if err := fd.applyHeartbeat(context.Background(), ev.data); err == nil && !wasFresh &&
+				if err := fd.applyHeartbeat(context.Background(), cn, ev.data); err == nil && !wasFresh &&
 					fd.decide(&Claims{JTI: "x", IssuedAt: now}) != unknown && !verifies(ev.data, typeHeartbeat) {
 					t.Fatalf("fresh from a heartbeat that does not verify: %q", ev.data)
 				}

@@ -4,6 +4,9 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +20,7 @@ func testFeed(t *testing.T, now *time.Time, horizon int64) (*feed, ed25519.Priva
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	clock := func() time.Time { return *now }
 	v := &Validator{opts: Options{Issuer: "https://issuer.test", Leeway: DefaultLeeway, FeedThreshold: DefaultFeedThreshold,
-		JWKSMaxAge: 100 * time.Hour, JWKSMinInterval: 100 * time.Hour, Now: clock, Logger: slog.New(slog.DiscardHandler)}}
+		MaxClockSkew: DefaultLeeway, JWKSMaxAge: 100 * time.Hour, JWKSMinInterval: 100 * time.Hour, Now: clock, Logger: slog.New(slog.DiscardHandler)}}
 	v.keys = &keyCache{v: v, keys: map[string]ed25519.PublicKey{"k1": pub}, loaded: *now, tried: *now}
 	fd := newFeed(v, "http://issuer.test")
 	fd.synced, fd.epoch, fd.last, fd.horizon = true, "e1", "e1-0-0", horizon
@@ -48,19 +51,151 @@ func TestHeartbeatReplayRefused(t *testing.T) {
 			"iat_ms": ms, "epoch": "e1", "last": "e1-0-0", "age_ms": 50})
 	}
 	c := &Claims{JTI: "1", IssuedAt: now}
+	cn := bind(t, fd, key, now)
 	hb := beat(now.UnixMilli())
-	if err := fd.applyHeartbeat(t.Context(), hb); err != nil || fd.decide(c) != live {
+	if err := fd.applyHeartbeat(t.Context(), cn, hb); err != nil || fd.decide(c) != live {
 		t.Fatalf("first heartbeat: %v, %v", err, fd.decide(c))
 	}
 	now = now.Add(DefaultFeedThreshold - 50*time.Millisecond) // its age counts against it
 	if fd.decide(c) != unknown {
 		t.Fatal("fresh past FeedThreshold less the heartbeat's age")
 	}
-	if err := fd.applyHeartbeat(t.Context(), hb); err != nil || fd.decide(c) != unknown {
+	if err := fd.applyHeartbeat(t.Context(), cn, hb); err != nil || fd.decide(c) != unknown {
 		t.Fatalf("the same heartbeat again made the state fresh (%v)", err)
 	}
-	if err := fd.applyHeartbeat(t.Context(), beat(now.UnixMilli())); err != nil || fd.decide(c) != live {
+	if err := fd.applyHeartbeat(t.Context(), cn, beat(now.UnixMilli())); err != nil || fd.decide(c) != live {
 		t.Fatalf("a newer heartbeat: %v, %v", err, fd.decide(c))
+	}
+}
+
+// bind opens a connection at now and applies its stream JWT, signed at now
+// with its nonce.
+func bind(t *testing.T, fd *feed, key ed25519.PrivateKey, now time.Time) *conn {
+	t.Helper()
+	cn := &conn{nonce: newNonce(), sent: now}
+	if err := fd.applyStream(t.Context(), cn, streamJWT(t, key, cn.nonce, now.UnixMilli())); err != nil {
+		t.Fatal(err)
+	}
+	return cn
+}
+
+func streamJWT(t *testing.T, key ed25519.PrivateKey, nonce string, ms int64) string {
+	return signTest(t, key, typeStream, jwt.MapClaims{"iss": "https://issuer.test", "iat": ms / 1000, "iat_ms": ms, "nonce": nonce})
+}
+
+// TestReplayOnNewConnection checks that a recorded stream (its stream JWT
+// and heartbeats) replayed on another connection, after a restart
+// (lastBeatMs 0), does not make the state fresh: its stream JWT carries
+// another nonce, and heartbeats without this connection's are refused.
+func TestReplayOnNewConnection(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	fd, key := testFeed(t, &now, 0)
+	recorded := streamJWT(t, key, newNonce(), now.UnixMilli())
+	beat := signTest(t, key, typeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test", "iat": now.Unix(),
+		"iat_ms": now.UnixMilli() + 1, "epoch": "e1", "last": "e1-0-0", "age_ms": 0})
+	now = now.Add(10 * time.Millisecond) // replayed soon: within every clock window
+	cn := &conn{nonce: newNonce(), sent: now}
+	if err := fd.applyStream(t.Context(), cn, recorded); err == nil {
+		t.Fatal("a stream JWT of another nonce accepted")
+	}
+	if err := fd.applyHeartbeat(t.Context(), cn, beat); err == nil {
+		t.Fatal("a heartbeat accepted on a connection its stream JWT did not bind")
+	}
+	if fd.decide(&Claims{JTI: "1", IssuedAt: now}) != unknown {
+		t.Fatal("fresh from a replayed stream")
+	}
+	if err := fd.applyStream(t.Context(), cn, streamJWT(t, key, cn.nonce, now.UnixMilli())); err != nil {
+		t.Fatal(err)
+	}
+	if err := fd.applyHeartbeat(t.Context(), cn, beat); err == nil {
+		t.Fatal("a heartbeat signed before this connection's stream JWT accepted")
+	}
+}
+
+// TestHeldHeartbeat checks that a heartbeat held back (a proxy delaying
+// the stream) is fresh until FeedThreshold less its age after it was
+// signed, not after it arrives; that one held past FeedThreshold +
+// MaxClockSkew is ignored; and that one from beyond MaxClockSkew ahead is
+// ignored.
+func TestHeldHeartbeat(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	fd, key := testFeed(t, &now, 0)
+	cn := bind(t, fd, key, now)
+	beat := func(ms int64) string {
+		return signTest(t, key, typeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test", "iat": ms / 1000,
+			"iat_ms": ms, "epoch": "e1", "last": "e1-0-0", "age_ms": 10})
+	}
+	c := &Claims{JTI: "1", IssuedAt: now}
+	signed := now.UnixMilli() + 100
+	now = now.Add(100*time.Millisecond + 130*time.Millisecond) // held back 130 ms
+	if err := fd.applyHeartbeat(t.Context(), cn, beat(signed)); err != nil || fd.decide(c) != live {
+		t.Fatalf("held 130 ms: %v, %v", err, fd.decide(c))
+	}
+	now = now.Add(10 * time.Millisecond) // 140 ms after signing: FeedThreshold − age
+	if fd.decide(c) != unknown {
+		t.Fatal("fresh past FeedThreshold less age after the heartbeat was signed")
+	}
+	last := fd.lastBeatMs
+	ahead := now.Add(DefaultLeeway + time.Millisecond).UnixMilli()
+	if err := fd.applyHeartbeat(t.Context(), cn, beat(ahead)); err != nil || fd.lastBeatMs != last || fd.decide(c) != unknown {
+		t.Fatalf("a heartbeat from beyond MaxClockSkew ahead taken: %v", err)
+	}
+
+	// Another feed, on a connection bound long ago: a heartbeat signed
+	// then, held until past FeedThreshold + MaxClockSkew.
+	now2 := now
+	fd2, key2 := testFeed(t, &now2, 0)
+	cn2 := bind(t, fd2, key2, now2)
+	hb := signTest(t, key2, typeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test", "iat": now2.Unix(),
+		"iat_ms": now2.UnixMilli() + 1, "epoch": "e1", "last": "e1-0-0", "age_ms": 0})
+	now2 = now2.Add(DefaultFeedThreshold + DefaultLeeway + 2*time.Millisecond)
+	if err := fd2.applyHeartbeat(t.Context(), cn2, hb); err != nil || fd2.lastBeatMs != 0 {
+		t.Fatalf("a heartbeat older than FeedThreshold + MaxClockSkew taken: %v", err)
+	}
+}
+
+// TestSnapshotNonce checks that a snapshot is applied only when it carries
+// the nonce of the request that fetched it and was signed within the clock
+// window: a recorded one (another nonce, none, or old) is refused and
+// leaves the state as it was.
+func TestSnapshotNonce(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	fd, key := testFeed(t, &now, 0)
+	fd.v.opts.Timeout = time.Minute // a guard against a hang
+	fd.tokens["kept"] = 0
+	recorded := newNonce()
+	for _, tc := range []struct {
+		name, want string // want: in the error, "" for none
+		claims     func(nonce string) jwt.MapClaims
+	}{
+		{"another nonce", "nonce", func(string) jwt.MapClaims { return jwt.MapClaims{"nonce": recorded, "iat_ms": now.UnixMilli()} }},
+		{"no nonce", "nonce", func(string) jwt.MapClaims { return jwt.MapClaims{"iat_ms": now.UnixMilli()} }},
+		{"old", "MaxClockSkew", func(n string) jwt.MapClaims {
+			return jwt.MapClaims{"nonce": n, "iat_ms": now.Add(-DefaultFeedThreshold - DefaultLeeway - time.Millisecond).UnixMilli()}
+		}},
+		{"ahead", "MaxClockSkew", func(n string) jwt.MapClaims {
+			return jwt.MapClaims{"nonce": n, "iat_ms": now.Add(DefaultLeeway + time.Millisecond).UnixMilli()}
+		}},
+		{"ours", "", func(n string) jwt.MapClaims { return jwt.MapClaims{"nonce": n, "iat_ms": now.UnixMilli()} }},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			cl := tc.claims(r.URL.Query().Get("nonce"))
+			cl["iss"], cl["iat"], cl["epoch"], cl["last"], cl["horizon"] = "https://issuer.test", now.Unix(), "e2", "e2-0-0", 0
+			cl["tokens"] = []any{map[string]any{"jti": "new"}}
+			w.Header().Set("Content-Type", "application/jwt")
+			_, _ = w.Write([]byte(signTest(t, key, typeSnapshot, cl)))
+		}))
+		fd.v.http, fd.snapURL = srv.Client(), srv.URL+"/revocations"
+		err := fd.snapshot(t.Context())
+		srv.Close()
+		_, kept := fd.tokens["kept"]
+		if tc.want == "" {
+			if err != nil || kept || fd.epoch != "e2" {
+				t.Errorf("%s: %v, epoch %s", tc.name, err, fd.epoch)
+			}
+		} else if err == nil || !strings.Contains(err.Error(), tc.want) || !kept || fd.epoch != "e1" {
+			t.Errorf("%s: %v, want refused (%s) and the state kept", tc.name, err, tc.want)
+		}
 	}
 }
 
@@ -72,7 +207,7 @@ func TestDecide(t *testing.T) {
 	iat := now.Add(-time.Minute)
 	horizon := iat.Add(-time.Hour).UnixMilli()
 	fd, key := testFeed(t, &now, horizon)
-	if err := fd.applyHeartbeat(t.Context(), signTest(t, key, typeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test",
+	if err := fd.applyHeartbeat(t.Context(), bind(t, fd, key, now), signTest(t, key, typeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test",
 		"iat": now.Unix(), "iat_ms": now.UnixMilli(), "epoch": "e1", "last": "e1-0-0", "age_ms": 0})); err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,6 @@ type feedIssuer struct {
 	events        []feedEvent
 	fresh         bool
 	ageMs         int64
-	beatMs        int64
 	changed       chan struct{}
 	drop          chan struct{} // closed to end every stream
 	conns         int           // streams opened
@@ -186,6 +185,7 @@ func (f *feedIssuer) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.conns++
+	connected := f.clock.Now() // with conns: a test that sees the stream moves the clock after
 	last, next := r.Header.Get("Last-Event-ID"), -1
 	if last == f.epoch+"-0-0" {
 		next = 0
@@ -202,6 +202,8 @@ func (f *feedIssuer) serveEvents(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "event: reset\ndata: {}\n\n")
 		return
 	}
+	fmt.Fprintf(w, "event: stream\ndata: %s\n\n", f.signJWT("revocation-stream+jwt", jwt.MapClaims{"iss": f.URL,
+		"iat": connected.Unix(), "iat_ms": connected.UnixMilli(), "nonce": r.URL.Query().Get("nonce")}, f.key))
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -209,8 +211,7 @@ func (f *feedIssuer) serveEvents(w http.ResponseWriter, r *http.Request) {
 		evs := append([]feedEvent(nil), f.events[next:]...)
 		next = len(f.events)
 		fresh, changed, hbLast := f.fresh, f.changed, f.lastLocked()
-		f.beatMs++
-		beat := f.clock.Now().UnixMilli() + f.beatMs
+		beat := f.clock.Now().UnixMilli()
 		epoch, age := f.epoch, f.ageMs
 		f.mu.Unlock()
 		for _, ev := range evs {
@@ -260,7 +261,7 @@ func (f *feedIssuer) serveSnapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	now := f.clock.Now()
 	snap := f.signJWT("revocation-snapshot+jwt", jwt.MapClaims{"iss": f.URL, "iat": now.Unix(), "iat_ms": now.UnixMilli(),
-		"epoch": f.epoch, "last": f.lastLocked(), "horizon": now.Add(-feedHorizonAgo).UnixMilli(), "fresh": f.fresh,
+		"nonce": r.URL.Query().Get("nonce"), "epoch": f.epoch, "last": f.lastLocked(), "horizon": now.Add(-feedHorizonAgo).UnixMilli(), "fresh": f.fresh,
 		"tokens": tokens, "subjects": subjects, "clients": clients}, f.key)
 	w.Header().Set("Content-Type", "application/jwt")
 	_, _ = w.Write([]byte(snap))
