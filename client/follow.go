@@ -471,16 +471,19 @@ type heartbeatClaims struct {
 // applied here and it is newer than the last one accepted, makes the state
 // fresh until FeedThreshold less its age after it was signed, read on this
 // clock by c's offset (never from when it arrives: a heartbeat held back
-// is that much older). A heartbeat before c's stream JWT, or signed before
-// it, is an error; one outside the clock window is ignored. A heartbeat
+// is that much older). A heartbeat before c's stream JWT is an error; one
+// signed before it, or outside the clock window, is ignored. A heartbeat
 // that vouches for an event not applied here is an error.
 func (f *feed) applyHeartbeat(ctx context.Context, c *conn, raw string) error {
 	var cl heartbeatClaims
 	if err := f.verify(ctx, raw, typeHeartbeat, &cl); err != nil {
 		return err
 	}
-	if !c.bound || cl.IssuedAtMs < c.iatMs {
-		return errors.New("a heartbeat before the stream JWT, or signed before it")
+	if !c.bound {
+		return errors.New("a heartbeat before the stream JWT")
+	}
+	if cl.IssuedAtMs < c.iatMs {
+		return nil // signed before this connection: a replay, or the tick before it; no fresher
 	}
 	hl, ok := parseEventID(cl.Last)
 	if !ok || cl.AgeMs < 0 || hl.epoch != cl.Epoch {

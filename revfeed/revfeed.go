@@ -184,6 +184,7 @@ type beat struct {
 	jwt  string
 	last string
 	at   time.Time // when it was signed
+	ms   int64     // its iat_ms
 	next chan struct{}
 }
 
@@ -268,7 +269,7 @@ func (f *Feed) tick(stop chan struct{}) {
 		}
 		b := &beat{next: make(chan struct{})}
 		if st := f.opts.Source.Status(f.opts.Now()); st.Fresh {
-			raw, err := f.signHeartbeat(st)
+			raw, ms, err := f.signHeartbeat(st)
 			if err != nil {
 				// Every tick would say it again: once a minute at most.
 				if now := time.Now(); now.Sub(loggedAt) >= time.Minute {
@@ -276,7 +277,7 @@ func (f *Feed) tick(stop chan struct{}) {
 					f.opts.Logger.Error("revocation feed: cannot sign a heartbeat; consumers go stale", "err", err)
 				}
 			} else {
-				b.jwt, b.last, b.at = raw, st.Last, time.Now()
+				b.jwt, b.last, b.at, b.ms = raw, st.Last, time.Now(), ms
 			}
 		}
 		f.mu.Lock()
@@ -303,13 +304,15 @@ type HeartbeatClaims struct {
 	Horizon    int64  `json:"horizon"`
 }
 
-func (f *Feed) signHeartbeat(st revlog.Status) (string, error) {
+// signHeartbeat signs a heartbeat for st now; it returns it and its iat_ms.
+func (f *Feed) signHeartbeat(st revlog.Status) (string, int64, error) {
 	now := f.opts.Now()
-	return f.opts.Sign(TypeHeartbeat, &HeartbeatClaims{
+	raw, err := f.opts.Sign(TypeHeartbeat, &HeartbeatClaims{
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: f.opts.Issuer, IssuedAt: jwt.NewNumericDate(now)},
 		IssuedAtMs:       now.UnixMilli(), Epoch: st.Epoch, Last: st.Last,
 		AgeMs: max(st.Age.Milliseconds(), 0), Horizon: st.Horizon,
 	})
+	return raw, now.UnixMilli(), err
 }
 
 // EventPayload is a SET's event (its one member of events): the log entry.
@@ -478,14 +481,15 @@ func (f *Feed) Events(w http.ResponseWriter, r *http.Request) error {
 
 // stream is one subscriber's.
 type stream struct {
-	f     *Feed
-	w     http.ResponseWriter
-	rc    *http.ResponseController
-	last  string // the last event ID written
-	nonce string // the request's
-	bound bool   // the stream JWT is written
-	beat  string // the last heartbeat written
-	buf   []byte
+	f       *Feed
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	last    string // the last event ID written
+	nonce   string // the request's
+	bound   bool   // the stream JWT is written
+	boundMs int64  // its iat_ms
+	beat    string // the last heartbeat written
+	buf     []byte
 }
 
 func (s *stream) run(r *http.Request) error {
@@ -532,8 +536,10 @@ func (s *stream) run(r *http.Request) error {
 		}
 		// A heartbeat older than two ticks (the ticker was held up) is not
 		// sent: it would cost the consumer its freshness, which counts from
-		// the heartbeat's iat_ms.
-		if b.jwt != "" && b.jwt != s.beat && sameEpoch(b.last, s.last) && time.Since(b.at) <= 2*s.f.opts.Heartbeat {
+		// the heartbeat's iat_ms. Nor is one signed before the stream JWT:
+		// the consumer ignores it.
+		if b.jwt != "" && b.jwt != s.beat && b.ms >= s.boundMs && sameEpoch(b.last, s.last) &&
+			time.Since(b.at) <= 2*s.f.opts.Heartbeat {
 			s.buf = append(s.buf, "event: heartbeat\ndata: "...)
 			s.buf = append(s.buf, b.jwt...)
 			s.buf = append(s.buf, "\n\n"...)
@@ -570,7 +576,7 @@ func (s *stream) bind() error {
 	s.buf = append(s.buf, "event: stream\ndata: "...)
 	s.buf = append(s.buf, raw...)
 	s.buf = append(s.buf, "\n\n"...)
-	s.bound = true
+	s.bound, s.boundMs = true, now.UnixMilli()
 	return nil
 }
 
@@ -801,7 +807,7 @@ func (f *Feed) Poll(w http.ResponseWriter, r *http.Request, body io.Reader) erro
 			// The heartbeat vouches for events up to its last only if the
 			// answer holds them all.
 			if st.Fresh && !resp.MoreAvailable && sameEpoch(st.Last, pos) {
-				if resp.Heartbeat, err = f.signHeartbeat(st); err != nil {
+				if resp.Heartbeat, _, err = f.signHeartbeat(st); err != nil {
 					return err
 				}
 			}

@@ -202,8 +202,9 @@ func (is *issuer) verify(t *testing.T, raw, typ string, claims jwt.Claims) {
 }
 
 // TestEventsResume checks that a subscriber resuming after an event gets
-// every later one as a signed SET, in order, then a heartbeat whose last is
-// the last event, then the events that come later.
+// every later one as a signed SET, in order, after the stream JWT (its
+// nonce, signed after the request), then a heartbeat whose last is the
+// last event, signed after the stream JWT, then the events that come later.
 func TestEventsResume(t *testing.T) {
 	src := revfeedtest.New(true)
 	first := add(src, revlog.KindToken, "117811659438825472")
@@ -245,7 +246,7 @@ func TestEventsResume(t *testing.T) {
 	hb := nextNamed(t, evs, "heartbeat")
 	var cl revfeed.HeartbeatClaims
 	is.verify(t, hb.data, revfeed.TypeHeartbeat, &cl)
-	if cl.Last != src.Events()[2].ID || cl.Epoch != epoch || cl.Horizon != 1000 || cl.IssuedAtMs == 0 {
+	if cl.Last != src.Events()[2].ID || cl.Epoch != epoch || cl.Horizon != 1000 || cl.IssuedAtMs < sc.IssuedAtMs {
 		t.Fatalf("heartbeat %+v, want last %s", cl, src.Events()[2].ID)
 	}
 	later := add(src, revlog.KindToken, "117811659438825999")
