@@ -526,6 +526,8 @@ func TestFollowOptions(t *testing.T) {
 		"bad WhenStale":  {Mode: client.Local, RevocationCheck: client.Follow, FeedClientID: "a", FeedClientSecret: "b", WhenStale: 7},
 		"negative threshold": {Mode: client.Local, RevocationCheck: client.Follow, FeedClientID: "a", FeedClientSecret: "b",
 			FeedThreshold: -1},
+		"negative clock skew": {Mode: client.Local, RevocationCheck: client.Follow, FeedClientID: "a", FeedClientSecret: "b",
+			MaxClockSkew: -1},
 	} {
 		opts.IssuerURL = "http://issuer.test"
 		if _, err := client.New(opts); !errors.Is(err, client.ErrOptions) {
