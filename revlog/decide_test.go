@@ -316,7 +316,7 @@ func TestNotesDuringFullReads(t *testing.T) {
 		}
 	}()
 	for range 50 {
-		if _, err := rg.f.sync(t.Context()); err != nil {
+		if _, err := rg.f.sync(t.Context(), ReasonError); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -353,7 +353,6 @@ func (f *Follower) Run(ctx context.Context) error {
 	reason, backoff := ReasonStart, time.Duration(0)
 	var logged time.Time
 	for {
-		f.met.resyncs.WithLabelValues(reason).Inc()
 		var err error
 		if reason == ReasonLoss {
 			f.redo(ctx)
@@ -363,7 +362,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		}
 		var sent time.Time
 		if err == nil {
-			sent, err = f.sync(ctx)
+			sent, err = f.sync(ctx, reason)
 		}
 		switch {
 		case errors.Is(err, errLoss):
@@ -492,14 +491,17 @@ func (f *Follower) snapshot(ctx context.Context) (snapshot, error) {
 	return sn, nil
 }
 
-// sync makes the follower unfresh, reads the whole log up to the
+// sync counts a full read for reason, makes the follower unfresh, reads the whole log up to the
 // snapshot's last ID, and swaps the state in, with what the state before
 // it held merged in (a revocation is never undone). It returns when the
 // snapshot was sent: every heartbeat a read from the snapshot's brings was
 // written after. errLoss when the log is behind what the state before
 // it applied in the same epoch.
-func (f *Follower) sync(ctx context.Context) (time.Time, error) {
+func (f *Follower) sync(ctx context.Context, reason string) (time.Time, error) {
 	f.mu.Lock()
+	// Counted with the reset of freshness, under the lock: whoever sees
+	// the count sees the state unfresh until this read is done.
+	f.met.resyncs.WithLabelValues(reason).Inc()
 	f.fresh = freshness{}
 	f.met.resynced(f.opts.Now())
 	prev := f.st
