@@ -352,13 +352,16 @@ func (f *Follower) lastHeartbeat() time.Time {
 func (f *Follower) Run(ctx context.Context) error {
 	reason, backoff := ReasonStart, time.Duration(0)
 	var logged time.Time
+	rotating := false // a rotation owed, until it succeeds (a read error may come between)
 	for {
 		var err error
 		if reason == ReasonLoss {
 			f.redo(ctx)
 		}
-		if lost(reason) {
-			err = f.rotate(ctx)
+		if rotating = rotating || lost(reason); rotating {
+			if err = f.rotate(ctx); err == nil {
+				rotating = false
+			}
 		}
 		var sent time.Time
 		if err == nil {
