@@ -9,9 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowtoken/snowtoken/config"
-	"github.com/snowtoken/snowtoken/revfeed"
-	"github.com/snowtoken/snowtoken/revlog"
+	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // followRevocations starts this replica's heartbeat writer and its

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
-	"github.com/snowtoken/snowtoken/revlog"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // TestRedoer: what serve gives a follower to write again what the log lost

@@ -26,15 +26,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/snowtoken/snowtoken/authlimit"
 	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/internal/logsum"
+	"github.com/snowtoken/snowtoken/internal/redisconf"
+	"github.com/snowtoken/snowtoken/internal/tracing"
 	"github.com/snowtoken/snowtoken/lease"
-	"github.com/snowtoken/snowtoken/redisconf"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
-	"github.com/snowtoken/snowtoken/tracing"
 )
 
 // shutdownGrace bounds how long in-flight requests may take after SIGTERM.

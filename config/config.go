@@ -27,13 +27,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/snowtoken/snowtoken/authlimit"
 	"github.com/snowtoken/snowtoken/bitsalloc"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
-	"github.com/snowtoken/snowtoken/redisconf"
-	"github.com/snowtoken/snowtoken/revlog"
+	"github.com/snowtoken/snowtoken/internal/authlimit"
+	"github.com/snowtoken/snowtoken/internal/redisconf"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // ErrConfig is wrapped by every configuration error.

@@ -28,8 +28,8 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/snowtoken/snowtoken/config"
+	"github.com/snowtoken/snowtoken/internal/redisconf"
 	"github.com/snowtoken/snowtoken/internal/redistest"
-	"github.com/snowtoken/snowtoken/redisconf"
 	"github.com/snowtoken/snowtoken/token"
 )
 

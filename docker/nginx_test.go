@@ -23,12 +23,12 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
 	"github.com/snowtoken/snowtoken/internal/logtest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
-	"github.com/snowtoken/snowtoken/internal/revfeedtest"
-	"github.com/snowtoken/snowtoken/revlog"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // envRequireNginx makes a missing nginx a failure instead of a skip; CI sets it.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/snowtoken/snowtoken/client"
 	"github.com/snowtoken/snowtoken/clienttest"
-	"github.com/snowtoken/snowtoken/internal/revfeedtest"
-	"github.com/snowtoken/snowtoken/revlog"
+	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
+	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // TestFollowRealIssuer runs a Validator with RevocationCheck Follow against

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/snowtoken/snowtoken/authlimit"
+	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )

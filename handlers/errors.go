@@ -12,8 +12,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/snowtoken/snowtoken/authlimit"
-	"github.com/snowtoken/snowtoken/revfeed"
+	"github.com/snowtoken/snowtoken/handlers/revfeed"
+	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )

@@ -44,12 +44,12 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/snowtoken/snowtoken/authlimit"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
-	"github.com/snowtoken/snowtoken/revfeed"
+	"github.com/snowtoken/snowtoken/handlers/revfeed"
+	"github.com/snowtoken/snowtoken/internal/authlimit"
+	"github.com/snowtoken/snowtoken/internal/tracing"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
-	"github.com/snowtoken/snowtoken/tracing"
 )
 
 // IDs is what the HTTP layer needs of the ID generator.

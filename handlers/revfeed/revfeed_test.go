@@ -19,12 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/handlers/revfeed"
+	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
-	"github.com/snowtoken/snowtoken/internal/revfeedtest"
-	"github.com/snowtoken/snowtoken/revfeed"
-	"github.com/snowtoken/snowtoken/revlog"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 const (

@@ -6,8 +6,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/snowtoken/snowtoken/revlog"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // Example wires a writer and a follower next to a store (it needs a Redis

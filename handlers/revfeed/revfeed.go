@@ -76,8 +76,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/snowtoken/snowtoken/revlog"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // Source is what the feed serves: a revlog.Follower.

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/snowtoken/snowtoken/revlog"
+	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // Epoch is the epoch of a new Source.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/client"
 	"github.com/snowtoken/snowtoken/clienttest"
-	"github.com/snowtoken/snowtoken/internal/revfeedtest"
+	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
 )
 
 // proxy stands between a consumer and the issuer as an untrusted proxy
