@@ -1,6 +1,24 @@
-// Package e2e holds the end-to-end tests of the client module (package
-// client and its example consumer) against a real issuer: clienttest runs
-// the issuer's own handlers on the Redis of internal/redistest. They live in
-// the root module because the client module must not depend on the issuer;
-// the client module's own tests use fake JWKS and HTTP servers.
+// Package e2e holds the system tests: every test that runs snowtoken as a
+// process (the binary built from the repository root) or in process through
+// its entry point (cmd.Run, as main calls it), and the end-to-end tests of
+// the client module against a real issuer. Unit tests stay beside their
+// code.
+//
+// The shared helpers, by file:
+//
+//	entry_test.go     run, exitCode: the program in process
+//	program_test.go   startProgram: one in-process issuer; requests, tokens
+//	replicas_test.go  fleetBinary, startFleetProc, fleetRedis, fleetCreds:
+//	                  replicas as processes on one real redis-server
+//	client_test.go    setup, issue: clienttest's issuer and a client.Validator
+//
+// By topic: the issuer end to end (program_test, issuer_test, logs_test,
+// limits_test, authlimit_test), commands against running replicas (clientcmd_test,
+// keyscmd_test, operations_*), live reload (reload_test), Redis faults and
+// deployments (faults_test, redisloss_test, redisdeploy_test), the
+// revocation log (revlog_e2e_test), tracing, the README's examples
+// (readme_test), and the client module (client_test, follow_test,
+// consumer_test, example_test). The client module lives apart because it
+// must not depend on the issuer; its own tests use fake JWKS and HTTP
+// servers.
 package e2e

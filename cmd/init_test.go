@@ -1,0 +1,307 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snowtoken/snowtoken/config"
+	"github.com/snowtoken/snowtoken/token"
+)
+
+// runInit runs `snowtoken init ARGS` through run, as the binary would.
+func runInit(tb testing.TB, args ...string) (string, error) {
+	tb.Helper()
+	var out bytes.Buffer
+	err := Run(context.Background(), append([]string{"init"}, args...), nil, &out)
+	return out.String(), err
+}
+
+// readDir returns every file in dir with its contents.
+func readDir(tb testing.TB, dir string) map[string]string {
+	tb.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	files := make(map[string]string, len(entries))
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		files[e.Name()] = string(b)
+	}
+	return files
+}
+
+func TestInitCreatesWhatProductionNeeds(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "secrets", "nested")
+	out, err := runInit(t, "-dir", dir)
+	if err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+
+	files := readDir(t, dir)
+	names := slices.Sorted(maps.Keys(files))
+	if want := []string{"clients.json", "demo.secret", "redis.password", "signing-key.pem"}; !slices.Equal(names, want) {
+		t.Fatalf("files = %v, want %v (no temporary files left)", names, want)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Mode().Perm(); got != 0o700 {
+		t.Errorf("dir mode = %v, want 0700", got)
+	}
+	for _, n := range names {
+		st, err := os.Stat(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Mode().Perm(); got != 0o600 {
+			t.Errorf("%s mode = %v, want 0600", n, got)
+		}
+	}
+
+	// The secret is in its file, never on stdout; stdout names the files.
+	secret := strings.TrimSpace(files["demo.secret"])
+	if len(secret) < 40 {
+		t.Fatalf("secret %q is too short", secret)
+	}
+	if strings.Contains(out, secret) {
+		t.Errorf("stdout shows the secret:\n%s", out)
+	}
+	for _, n := range names {
+		if !strings.Contains(out, filepath.Join(dir, n)) {
+			t.Errorf("stdout does not name %s:\n%s", n, out)
+		}
+	}
+
+	// The Redis password: random, one line, not printed.
+	password := files["redis.password"]
+	if !regexp.MustCompile(`^[A-Z2-7]{26}\n$`).MatchString(password) {
+		t.Errorf("redis.password = %d bytes, want 26 base32 characters and a newline", len(password))
+	}
+	if p := strings.TrimSpace(password); p != "" && strings.Contains(out, p) {
+		t.Errorf("stdout shows the Redis password:\n%s", out)
+	}
+
+	// The issuer accepts the files as production configuration.
+	env := map[string]string{
+		"SNOWTOKEN_ENV":                 "production",
+		"SNOWTOKEN_REDIS_URL":           "redis://127.0.0.1:6379/0",
+		"SNOWTOKEN_REDIS_PASSWORD_FILE": filepath.Join(dir, "redis.password"),
+		"SNOWTOKEN_ISSUER":              "http://localhost:8080",
+		"SNOWTOKEN_SIGNING_KEYS":        filepath.Join(dir, "signing-key.pem"),
+		"SNOWTOKEN_CLIENTS_FILE":        filepath.Join(dir, "clients.json"),
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("config.Load: %v", err)
+	}
+	ks, err := token.LoadKeySet(cfg.SigningKeys...)
+	if err != nil {
+		t.Fatalf("LoadKeySet: %v", err)
+	}
+	if !strings.Contains(out, ks.SigningKeyID()) {
+		t.Errorf("stdout does not name kid %s:\n%s", ks.SigningKeyID(), out)
+	}
+	clients, err := token.LoadClients(cfg.ClientsFile)
+	if err != nil {
+		t.Fatalf("LoadClients: %v", err)
+	}
+	c, err := clients.Authenticate("demo", secret, time.Now())
+	if err != nil {
+		t.Fatalf("the written secret does not authenticate client demo: %v", err)
+	}
+	if want := []string{"orders:read", "orders:write"}; !slices.Equal(c.Scopes, want) {
+		t.Errorf("scopes = %v, want %v", c.Scopes, want)
+	}
+	if c.Admin || c.MaySetSubject {
+		t.Errorf("demo client has admin=%v may_set_subject=%v, want neither", c.Admin, c.MaySetSubject)
+	}
+}
+
+func TestInitSecondRunChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := runInit(t, "-dir", dir, "-client-id", "shop", "-scopes", "a, b"); err != nil {
+		t.Fatalf("first init: %v\n%s", err, out)
+	}
+	before := readDir(t, dir)
+	if _, ok := before["shop.secret"]; !ok {
+		t.Fatalf("no shop.secret in %v", before)
+	}
+	var f token.ClientsFile
+	if err := json.Unmarshal([]byte(before["clients.json"]), &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Clients) != 1 || f.Clients[0].ID != "shop" || !slices.Equal(f.Clients[0].Scopes, []string{"a", "b"}) {
+		t.Fatalf("clients file = %+v, want client shop with scopes a b", f)
+	}
+
+	out, err := runInit(t, "-dir", dir, "-client-id", "other")
+	if err != nil {
+		t.Fatalf("second init: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "nothing to do") {
+		t.Errorf("second run does not say it did nothing:\n%s", out)
+	}
+	if after := readDir(t, dir); !maps.Equal(after, before) {
+		t.Errorf("second run changed the directory:\nbefore %v\nafter  %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
+	}
+}
+
+// TestInitRedisPasswordElsewhere: -redis-password-file puts the Redis
+// password in a directory of its own (the Compose stack's Redis mounts only
+// that one), 0700 and 0600, and nothing of it in DIR; a second run keeps it.
+func TestInitRedisPasswordElsewhere(t *testing.T) {
+	dir, redisDir := filepath.Join(t.TempDir(), "secrets"), filepath.Join(t.TempDir(), "redis")
+	pwFile := filepath.Join(redisDir, "password")
+	out, err := runInit(t, "-dir", dir, "-redis-password-file", pwFile)
+	if err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	if names := slices.Sorted(maps.Keys(readDir(t, dir))); !slices.Equal(names, []string{"clients.json", "demo.secret", "signing-key.pem"}) {
+		t.Errorf("%s holds %v, want no Redis password", dir, names)
+	}
+	before := readDir(t, redisDir)
+	if len(before) != 1 || !regexp.MustCompile(`^[A-Z2-7]{26}\n$`).MatchString(before["password"]) {
+		t.Fatalf("%s holds %d files, want only the password file with 26 base32 characters", redisDir, len(before))
+	}
+	for path, want := range map[string]os.FileMode{redisDir: 0o700, pwFile: 0o600} {
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: %v, want mode %v", path, err, want)
+		}
+	}
+	if !strings.Contains(out, pwFile) {
+		t.Errorf("stdout does not name %s:\n%s", pwFile, out)
+	}
+
+	out, err = runInit(t, "-dir", dir, "-redis-password-file", pwFile)
+	if err != nil || !strings.Contains(out, "nothing to do") {
+		t.Errorf("second init: %v\n%s", err, out)
+	}
+	if after := readDir(t, redisDir); !maps.Equal(after, before) {
+		t.Error("second run changed the Redis password")
+	}
+}
+
+func TestInitKeepsAnExistingFile(t *testing.T) {
+	for _, tc := range []struct{ name, other string }{
+		{"signing-key.pem", "clients.json"},
+		{"redis.password", "signing-key.pem"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			const mine = "operator's own\n"
+			path := filepath.Join(dir, tc.name)
+			if err := os.WriteFile(path, []byte(mine), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := runInit(t, "-dir", dir)
+			if err != nil {
+				t.Fatalf("init: %v\n%s", err, out)
+			}
+			files := readDir(t, dir)
+			if files[tc.name] != mine {
+				t.Errorf("the existing %s was replaced", tc.name)
+			}
+			if _, ok := files[tc.other]; !ok {
+				t.Errorf("%s was not written beside an existing %s", tc.other, tc.name)
+			}
+			if !strings.Contains(out, "kept "+path) {
+				t.Errorf("stdout does not say %s was kept:\n%s", tc.name, out)
+			}
+		})
+	}
+}
+
+func TestInitRefusesAStaleSecret(t *testing.T) {
+	dir := t.TempDir()
+	const stale = "old secret\n"
+	if err := os.WriteFile(filepath.Join(dir, "demo.secret"), []byte(stale), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runInit(t, "-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "demo.secret exists") {
+		t.Fatalf("init = %v, want an error about the stale secret\n%s", err, out)
+	}
+	files := readDir(t, dir)
+	if files["demo.secret"] != stale {
+		t.Errorf("the stale secret was replaced")
+	}
+	if _, ok := files["clients.json"]; ok {
+		t.Errorf("clients.json written although its secret could not be")
+	}
+}
+
+func TestInitRejectsBadInputBeforeWriting(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"no dir", nil},
+		{"extra argument", []string{"-dir", "DIR", "extra"}},
+		{"bad client id", []string{"-dir", "DIR", "-client-id", "has space"}},
+		{"bad scope", []string{"-dir", "DIR", "-scopes", `a,"b"`}},
+		{"unknown flag", []string{"-dir", "DIR", "-admin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "secrets")
+			args := slices.Clone(tc.args)
+			for i := range args {
+				if args[i] == "DIR" {
+					args[i] = dir
+				}
+			}
+			if _, err := runInit(t, args...); err == nil {
+				t.Fatalf("init %q succeeded, want an error", args)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("init wrote %s before rejecting its input (stat: %v)", dir, err)
+			}
+		})
+	}
+}
+
+func TestWriteNewFileNeverReplaces(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	for i, tc := range []struct {
+		write       func(string, []byte) (bool, error)
+		data        string
+		wantCreated bool
+	}{
+		{writeNewFile, "first", true},
+		{writeNewFile, "second", false},
+		{writeExclusive, "third", false},
+	} {
+		created, err := tc.write(path, []byte(tc.data))
+		if err != nil || created != tc.wantCreated {
+			t.Fatalf("write %d = %v, %v; want %v, nil", i, created, err, tc.wantCreated)
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != "first" {
+		t.Errorf("file = %q, want %q", b, "first")
+	}
+	fresh := filepath.Join(t.TempDir(), "g")
+	if created, err := writeExclusive(fresh, []byte("x")); err != nil || !created {
+		t.Fatalf("writeExclusive on a new path = %v, %v", created, err)
+	}
+	st, err := os.Stat(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Mode().Perm(); got != 0o600 {
+		t.Errorf("writeExclusive mode = %v, want 0600", got)
+	}
+}

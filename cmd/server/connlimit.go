@@ -1,0 +1,65 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"sync"
+)
+
+// capListener is a TCP listener that holds at most max accepted connections
+// open at once: Accept waits for one of them to close before it takes the
+// next from the kernel's backlog.
+//
+// golang.org/x/net/netutil.LimitListener does the same, but its connections
+// wrap the *net.TCPConn in a type of its own that hides CloseWrite
+// (golang/go#64830). net/http half-closes a connection it refuses (such as
+// with a 431 for an oversized header) and lingers before closing it, so that
+// the client reads the answer; behind LimitListener it closes at once, the
+// client's unread bytes make the kernel send a reset, and the client sees
+// "connection reset" instead of the 431. cappedConn embeds the *net.TCPConn,
+// so every method of it stays.
+type capListener struct {
+	*net.TCPListener
+	slots     chan struct{} // one element per open connection
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+}
+
+func newCapListener(ln *net.TCPListener, max int) *capListener {
+	return &capListener{TCPListener: ln, slots: make(chan struct{}, max), done: make(chan struct{})}
+}
+
+// Accept waits for a free slot, then accepts the next connection. Once the
+// listener is closed it returns an error wrapping net.ErrClosed.
+func (l *capListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, fmt.Errorf("accept: %w", net.ErrClosed)
+	}
+	c, err := l.AcceptTCP()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &cappedConn{TCPConn: c, slots: l.slots}, nil
+}
+
+// Close closes the listener and ends a wait in Accept.
+func (l *capListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.TCPListener.Close()
+}
+
+// cappedConn frees its slot of a capListener when it is closed.
+type cappedConn struct {
+	*net.TCPConn
+	slots     chan struct{}
+	closeOnce sync.Once
+}
+
+func (c *cappedConn) Close() error {
+	err := c.TCPConn.Close()
+	c.closeOnce.Do(func() { <-c.slots })
+	return err
+}
