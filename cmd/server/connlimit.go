@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 )
 
 // capListener is a TCP listener that holds at most max accepted connections
@@ -62,4 +63,25 @@ func (c *cappedConn) Close() error {
 	err := c.TCPConn.Close()
 	c.closeOnce.Do(func() { <-c.slots })
 	return err
+}
+
+// defaultMaxConns is SNOWTOKEN_MAX_CONNS's default for the process's
+// open-file limit (RLIMIT_NOFILE, which Go raises to the hard limit at start).
+func defaultMaxConns() (int, error) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, err
+	}
+	return MaxConnsFor(rl.Cur), nil
+}
+
+// MaxConnsFor is the connection cap for an open-file limit: the limit less
+// 256 descriptors for Redis connections (go-redis pools up to ten per CPU),
+// the listeners and files, or half of a limit below 512.
+func MaxConnsFor(limit uint64) int {
+	limit = min(limit, 1<<20) // RLIM_INFINITY
+	if limit < 512 {
+		return max(1, int(limit/2))
+	}
+	return int(limit - 256)
 }
