@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Local stand-ins for the base images that docker/Dockerfile and
 # docker/docker-compose.yml pin, for machines that cannot pull from a registry
-# (CI, the stack test in docker/stack_test.go). They are test fixtures, not
+# (CI, the stack test in e2e/docker/stack_test.go). They are test fixtures, not
 # what production runs: each is a small root filesystem made from this host's
 # own binaries (and the shared libraries ldd names), imported under exactly the
 # pinned name, so the Dockerfile and the Compose file are used as they are.

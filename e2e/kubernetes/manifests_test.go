@@ -1,6 +1,6 @@
-// Package kubernetes holds snowtoken's Kubernetes manifests (a Kustomize base
-// and overlays) and the test that checks them. It is a module of its own, so
-// that k8s.io/api never enters the issuer's go.mod.
+// Package kubernetes holds the test of snowtoken's Kubernetes manifests (a
+// Kustomize base and overlays in deploy/kubernetes). It is a module of its
+// own, so that k8s.io/api never enters the issuer's go.mod.
 package kubernetes
 
 import (
@@ -344,6 +344,16 @@ func checkRedis(t *testing.T, o objects) {
 		np.Spec.Ingress[0].From[0].PodSelector.MatchLabels["app.kubernetes.io/component"] != "issuer" {
 		t.Errorf("redis NetworkPolicy %+v: want ingress from the issuer only", np)
 	}
+}
+
+// TestMain runs the tests in deploy/kubernetes, the manifests they check:
+// their files are read by their relative names.
+func TestMain(m *testing.M) {
+	if err := os.Chdir(filepath.Join("..", "..", "deploy", "kubernetes")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
 }
 
 func TestBase(t *testing.T) {

@@ -1,6 +1,7 @@
-// Package docker holds no code: it is the Docker packaging of snowtoken
-// (Dockerfile, docker-compose.yml, nginx/default.conf) and the tests that
-// prove it, most of them without a Docker engine.
+// Package docker holds the tests of snowtoken's Docker packaging, which is in
+// the docker folder at the repository root (Dockerfile, docker-compose.yml,
+// nginx/default.conf, standin/), most of them without a Docker engine. They
+// run in that folder (TestMain) and read its files by their relative names.
 //
 //   - compose_test.go loads docker-compose.yml with compose-go and checks the
 //     stack: services, replicas, networks, the Redis password, pinned images,

@@ -1,4 +1,4 @@
-module github.com/snowtoken/snowtoken/deploy/kubernetes
+module github.com/snowtoken/snowtoken/e2e/kubernetes
 
 go 1.26.8
 
