@@ -1,0 +1,32 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/snowtoken/snowtoken/token"
+)
+
+func (s *Server) introspect(c *gin.Context) {
+	raw, client, err := s.tokenForm(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	v, err := s.validateToken(c.Request.Context(), raw)
+	switch {
+	case errors.Is(err, token.ErrUnavailable):
+		s.fail(c, err) // fail closed, and say so: not "inactive"
+	case err != nil, !client.MayIntrospectToken(v.Claims.ClientID):
+		// Another client's token is as inactive as a bad one: the answer
+		// does not tell it exists (RFC 7662 §4).
+		c.JSON(http.StatusOK, gin.H{"active": false})
+	default:
+		resp := newClaimsResponse(v)
+		resp.TokenType = "Bearer"
+		writeJSON(c, http.StatusOK, &resp)
+	}
+}

@@ -1,0 +1,64 @@
+package handlers
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
+)
+
+// tokenResponse is RFC 6749 §5.1, plus jti: the token's Snowflake ID, named as in its claims.
+type tokenResponse struct {
+	AccessToken string          `json:"access_token"`
+	TokenType   string          `json:"token_type"`
+	ExpiresIn   int64           `json:"expires_in"`
+	Scope       string          `json:"scope"`
+	JTI         snowflakealg.ID `json:"jti"`
+}
+
+func (s *Server) issue(c *gin.Context) {
+	form, client, err := s.clientForm(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	switch gt := form.Get("grant_type"); gt {
+	case "client_credentials":
+	case "":
+		s.fail(c, fmt.Errorf("%w: grant_type is required", token.ErrInvalidRequest))
+		return
+	default:
+		s.fail(c, fmt.Errorf("%w: %.32q (only client_credentials)", ErrUnsupportedGrant, gt))
+		return
+	}
+	req := token.IssueRequest{Scope: form.Get("scope"), Subject: form.Get("subject"),
+		Resource: form["resource"], Audience: form["audience"]}
+	if e := form.Get("expires_in"); e != "" {
+		n, err := strconv.ParseInt(e, 10, 32)
+		if err != nil || n <= 0 {
+			s.fail(c, fmt.Errorf("%w: expires_in must be a positive number of seconds", token.ErrInvalidRequest))
+			return
+		}
+		req.ExpiresIn = time.Duration(n) * time.Second
+	}
+	issued, err := s.svc.Issue(c.Request.Context(), client, req)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.metrics.issued.Inc()
+	c.Header("Cache-Control", "no-store")
+	c.Header("Pragma", "no-cache")
+	writeJSON(c, http.StatusOK, &tokenResponse{
+		AccessToken: issued.AccessToken,
+		TokenType:   "Bearer",
+		ExpiresIn:   int64(issued.ExpiresIn / time.Second),
+		Scope:       issued.Scope,
+		JTI:         issued.ID,
+	})
+}

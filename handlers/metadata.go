@@ -1,0 +1,99 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
+)
+
+// jwksCacheControl lets consumers cache the JWKS for token.JWKSMaxAge, which
+// a key is published for (with the time every replica takes to load it)
+// before it signs.
+var jwksCacheControl = "public, max-age=" + strconv.Itoa(int(token.JWKSMaxAge/time.Second))
+
+func (s *Server) jwks(c *gin.Context) {
+	c.Header("Cache-Control", jwksCacheControl)
+	c.JSON(http.StatusOK, s.svc.JWKS())
+}
+
+func (s *Server) metadata(c *gin.Context) {
+	b := s.opts.BaseURL
+	c.JSON(http.StatusOK, gin.H{
+		"issuer":                                s.svc.Options().Issuer,
+		"token_endpoint":                        b + "/token",
+		"jwks_uri":                              b + "/.well-known/jwks.json",
+		"introspection_endpoint":                b + "/token/introspect",
+		"revocation_endpoint":                   b + "/token/revoke",
+		"grant_types_supported":                 []string{"client_credentials"},
+		"response_types_supported":              []string{},
+		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
+		"introspection_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
+		"revocation_endpoint_auth_methods_supported":    []string{"client_secret_basic", "client_secret_post"},
+	})
+}
+
+func (s *Server) decodeID(c *gin.Context) {
+	id, err := snowflakealg.ParseID(c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	p, err := s.ids.Decompose(id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, p)
+}
+
+func (s *Server) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+}
+
+// configState is /readyz's config: the set in force, and the sources on
+// disk that were refused.
+type configState struct {
+	Version
+	Refused map[string]Refusal `json:"refused,omitempty"`
+}
+
+func (s *Server) ready(c *gin.Context) {
+	if s.opts.Draining != nil && s.opts.Draining() {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": "shutting down"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.ReadyTimeout)
+	defer cancel()
+	// Every reason at once, so that an operator fixes them in one go.
+	var reasons []string
+	notReady := func(reason string, err error) {
+		reasons = append(reasons, reason)
+		s.log.Warn("not ready", "err", err)
+	}
+	if err := s.svc.Ready(ctx); err != nil {
+		notReady("redis does not accept writes: "+redisReason(err), err)
+	} else if s.opts.Ready != nil {
+		if err := s.opts.Ready(ctx); err != nil {
+			notReady(err.Error(), err)
+		}
+	}
+	if err := s.ids.Health(); err != nil {
+		notReady(err.Error(), err)
+	}
+	config := configState{Version: s.version}
+	if s.opts.Refused != nil {
+		config.Refused = s.opts.Refused()
+	}
+	if len(reasons) > 0 {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": strings.Join(reasons, "; "), "config": config})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "config": config})
+}

@@ -1,0 +1,159 @@
+package handlers
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/token"
+)
+
+// MaxQueryLen bounds the query of every route (GET /token/validate's is the
+// one read): room for a ?scope= of token.MaxScopeLen bytes, every byte
+// percent-encoded.
+const MaxQueryLen = 8192
+
+// query returns the request's query parameters, parsed strictly: at most
+// MaxQueryLen bytes, and url.ParseQuery's error (a pair with a ';' or a bad
+// '%' escape) is the request's invalid_request. gin's c.Query and
+// url.URL.Query skip such a pair without a word, so that
+// ?scope=orders:write; asked for no scope at all: no handler reads its
+// query but through query. Without a query it is nil, at no cost.
+func query(c *gin.Context) (url.Values, error) {
+	raw := c.Request.URL.RawQuery
+	if raw == "" {
+		return nil, nil
+	}
+	if len(raw) > MaxQueryLen {
+		return nil, fmt.Errorf("%w: query longer than %d bytes", token.ErrInvalidRequest, MaxQueryLen)
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, token.Describe(fmt.Errorf("%w: query: %w", token.ErrInvalidRequest, err),
+			"the query is not well-formed: a pair with ';' or a malformed '%' escape")
+	}
+	return q, nil
+}
+
+// form parses a POST body as application/x-www-form-urlencoded, bounded in
+// size, and rejects repeated parameters (RFC 6749 §3.2) other than resource
+// and audience, which RFC 8707 §2 and RFC 8693 §2.1 let a client repeat.
+func (s *Server) form(c *gin.Context) (url.Values, error) {
+	req := c.Request
+	if ct := req.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/x-www-form-urlencoded") {
+		return nil, fmt.Errorf("%w: content type must be application/x-www-form-urlencoded", token.ErrInvalidRequest)
+	}
+	req.Body = http.MaxBytesReader(c.Writer, req.Body, s.opts.MaxBodyBytes)
+	if err := req.ParseForm(); err != nil {
+		desc := "the body is not a well-formed form"
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			desc = fmt.Sprintf("the body is larger than %d bytes", s.opts.MaxBodyBytes)
+		}
+		return nil, token.Describe(fmt.Errorf("%w: body: %w", token.ErrInvalidRequest, err), desc)
+	}
+	if len(req.URL.RawQuery) > 0 {
+		return nil, fmt.Errorf("%w: parameters belong in the body, not the URL", token.ErrInvalidRequest)
+	}
+	for k, v := range req.PostForm {
+		if len(v) > 1 && k != "resource" && k != "audience" {
+			return nil, fmt.Errorf("%w: parameter %.32q repeated", token.ErrInvalidRequest, k)
+		}
+	}
+	return req.PostForm, nil
+}
+
+// authenticate finds the client by HTTP Basic (RFC 6749 §2.3.1: id and secret
+// form-urlencoded, then base64) or by client_id and client_secret in the form;
+// using both is an error.
+func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, error) {
+	h := c.GetHeader("Authorization")
+	formID, formSecret := form.Get("client_id"), form.Get("client_secret")
+	if h != "" {
+		if formSecret != "" {
+			return nil, fmt.Errorf("%w: use one client authentication method", token.ErrInvalidRequest)
+		}
+		id, secret, err := parseBasic(h)
+		if err != nil {
+			return nil, err
+		}
+		if formID != "" && formID != id {
+			return nil, fmt.Errorf("%w: client_id does not match the Authorization header", token.ErrInvalidRequest)
+		}
+		return s.authenticateClient(c, id, secret)
+	}
+	if formID == "" || formSecret == "" {
+		return nil, fmt.Errorf("%w: no client credentials", token.ErrInvalidClient)
+	}
+	return s.authenticateClient(c, formID, formSecret)
+}
+
+// clientForm reads the form of an OAuth2 endpoint and the client it authenticates.
+func (s *Server) clientForm(c *gin.Context) (url.Values, *token.Client, error) {
+	form, err := s.form(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := s.authenticate(c, form)
+	return form, client, err
+}
+
+// tokenForm reads the token parameter of introspection and revocation, and
+// the client that sends it.
+func (s *Server) tokenForm(c *gin.Context) (string, *token.Client, error) {
+	form, client, err := s.clientForm(c)
+	if err != nil {
+		return "", nil, err
+	}
+	raw := form.Get("token")
+	if raw == "" {
+		return "", nil, fmt.Errorf("%w: token is required", token.ErrInvalidRequest)
+	}
+	// A byte outside base64url and the dots (a line break, which base64
+	// decoding would skip) is a malformed parameter, not a token that
+	// is "not active" or "not ours": a 400, never a 200 that revoked
+	// nothing. What is merely not in a token's shape is the service's to
+	// call inactive (RFC 7662 §2.2, RFC 7009 §2.2).
+	if err := jwtpolicy.CheckSyntax(raw); errors.Is(err, jwtpolicy.ErrTokenBytes) {
+		return "", nil, token.Describe(fmt.Errorf("%w: token: %w", token.ErrInvalidRequest, err),
+			"the token parameter holds a byte outside base64url and its two dots (a line break, a space, padding)")
+	}
+	return raw, client, nil
+}
+
+// basicClient authenticates the client of a request without a body: HTTP
+// Basic only.
+func (s *Server) basicClient(c *gin.Context) (*token.Client, error) {
+	id, secret, err := parseBasic(c.GetHeader("Authorization"))
+	if err != nil {
+		return nil, err
+	}
+	return s.authenticateClient(c, id, secret)
+}
+
+func parseBasic(h string) (id, secret string, err error) {
+	scheme, rest, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return "", "", fmt.Errorf("%w: Authorization must be Basic", token.ErrInvalidClient)
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest))
+	if err != nil {
+		return "", "", fmt.Errorf("%w: malformed Basic credentials", token.ErrInvalidClient)
+	}
+	encID, encSecret, ok := strings.Cut(string(raw), ":")
+	if !ok {
+		return "", "", fmt.Errorf("%w: malformed Basic credentials", token.ErrInvalidClient)
+	}
+	if id, err = url.QueryUnescape(encID); err != nil {
+		return "", "", fmt.Errorf("%w: malformed Basic credentials", token.ErrInvalidClient)
+	}
+	if secret, err = url.QueryUnescape(encSecret); err != nil {
+		return "", "", fmt.Errorf("%w: malformed Basic credentials", token.ErrInvalidClient)
+	}
+	return id, secret, nil
+}
