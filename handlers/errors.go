@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
@@ -34,98 +34,132 @@ type oauthError struct {
 // realm names us in WWW-Authenticate challenges.
 const realm = "snowtoken"
 
-// fail writes err as the protocol's own error. It is the one place that maps
-// errors to HTTP: status, error code, challenge header and Retry-After. The
-// description shown is description(err), never the Go error chain, which is
-// logged instead: at debug for a client's error (a mismatched issuer's
-// expected and received values are there), as an error for a server's, whose
-// description is a fixed text. Neither ever holds a token or secret.
-func (s *Server) fail(c *gin.Context, err error) {
-	status, code := http.StatusInternalServerError, "server_error"
-	desc := description(err)
-	bearer := strings.HasPrefix(c.FullPath(), "/token/validate")
-	switch {
-	case errors.Is(err, token.ErrClientRevoking), errors.Is(err, token.ErrKeysUndecided):
-		// Nothing failed: the client's tokens were revoked moments ago, or a
-		// token's kid is unknown while the keys are not known to be current.
-		// A client (or anyone, with a made-up kid) causes these: they are
-		// not counted as the service unavailable nor logged as a warning.
-		status, code = http.StatusServiceUnavailable, "temporarily_unavailable"
-		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
-		s.log.Debug("request deferred", "route", c.FullPath(), "err", err)
-		desc = deferredDescription(err)
-	case errors.Is(err, revfeed.ErrBusy):
-		// Not Redis: the feed's subscribers are at their bound
-		// (revfeed.Options.MaxSubscribers); the consumer retries.
-		status, code = http.StatusServiceUnavailable, "temporarily_unavailable"
-		c.Header("Retry-After", "1")
-		s.log.Warn("revocation feed full", "route", c.FullPath(), "err", err)
-		desc = "the revocation feed serves as many subscribers as it may; retry later"
-	case errors.Is(err, token.ErrUnavailable):
-		status, code = http.StatusServiceUnavailable, "temporarily_unavailable"
-		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
-		s.metrics.redisErrors.Inc() // every one: the log summarises repeats (internal/logsum)
-		s.log.Warn("unavailable", "route", c.FullPath(), "err", err)
-		desc = "the token service is temporarily unavailable; retry later"
-	case errors.Is(err, authlimit.ErrLimited):
-		// No OAuth2 code means "too many attempts": temporarily_unavailable
-		// (RFC 6749 §4.1.2.1) is registered, tells clients to retry later,
-		// and does not claim the credentials are wrong, which a refusal
-		// before the secret is checked does not know. invalid_client would
-		// send an operator rotating a good secret; slow_down is the device
-		// flow's polling signal (RFC 8628 §3.5).
-		status, code = http.StatusTooManyRequests, "temporarily_unavailable"
-		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
-	case errors.Is(err, token.ErrInvalidClient):
-		status, code = http.StatusUnauthorized, "invalid_client"
-		c.Header("WWW-Authenticate", `Basic realm="`+realm+`"`)
-	case errors.Is(err, ErrNoToken):
-		status, code = http.StatusUnauthorized, "invalid_token"
-		c.Header("WWW-Authenticate", `Bearer realm="`+realm+`"`)
-	case errors.Is(err, token.ErrInvalidToken):
-		status, code = http.StatusUnauthorized, "invalid_token"
-		c.Header("WWW-Authenticate", `Bearer realm="`+realm+`", error="invalid_token"`)
-	case errors.Is(err, token.ErrInsufficientScope):
-		status, code = http.StatusForbidden, "insufficient_scope"
-		q, _ := query(c) // it parsed: an insufficient scope comes after it
-		c.Header("WWW-Authenticate", `Bearer realm="`+realm+`", error="insufficient_scope", scope="`+requiredScope(q)+`"`)
-	case errors.Is(err, token.ErrForbidden):
-		status, code = http.StatusForbidden, "unauthorized_client"
-	case errors.Is(err, token.ErrInvalidScope):
-		status, code = http.StatusBadRequest, "invalid_scope"
-	case errors.Is(err, token.ErrInvalidTarget):
-		status, code = http.StatusBadRequest, "invalid_target" // RFC 8707 §2
-	case errors.Is(err, ErrUnsupportedGrant):
-		status, code = http.StatusBadRequest, "unsupported_grant_type"
-	case errors.Is(err, token.ErrInvalidRequest), errors.Is(err, snowflakealg.ErrInvalidID):
-		status, code = http.StatusBadRequest, "invalid_request"
-		if bearer {
-			c.Header("WWW-Authenticate", `Bearer realm="`+realm+`", error="invalid_request"`)
+// answer is how fail answers one kind of error: a row of answers.
+type answer struct {
+	err    error // matched with errors.Is
+	status int
+	code   string // the OAuth2 error code
+	// description, if set, is told instead of description(err): a fixed
+	// text where the details are the server's own.
+	description string
+	// challenge, if set, is the WWW-Authenticate header (RFC 6750 §3, RFC
+	// 7617). With challengeScope it ends with the scope ?scope= asks for;
+	// with bearerOnly it is sent on GET /token/validate only, the one route
+	// a Bearer token is sent to.
+	challenge      string
+	challengeScope bool
+	bearerOnly     bool
+	// retry sets Retry-After: retryAfterSeconds.
+	retry bool
+	// logMsg, if set, logs the error at logLevel with its route;
+	// unavailable counts it as the service unavailable (redisErrors).
+	logMsg      string
+	logLevel    slog.Level
+	unavailable bool
+}
+
+// answers map errors to HTTP, the first that matches in this order; an error
+// that matches none is the server's own (internalError).
+var answers = [...]answer{
+	// Nothing failed: the client's tokens were revoked moments ago, or a
+	// token's kid is unknown while the keys are not known to be current.
+	// A client (or anyone, with a made-up kid) causes these: they are
+	// not counted as the service unavailable nor logged as a warning.
+	{err: token.ErrClientRevoking, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
+		logMsg: "request deferred", logLevel: slog.LevelDebug,
+		description: "this client's tokens were revoked moments ago and a token issued now would not validate; retry after Retry-After"},
+	{err: token.ErrKeysUndecided, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
+		logMsg: "request deferred", logLevel: slog.LevelDebug,
+		description: "this replica cannot yet tell whether the token's signing key is one of the issuer's; retry later"},
+	// Not Redis: the feed's subscribers are at their bound
+	// (revfeed.Options.MaxSubscribers); the consumer retries (ErrBusy
+	// carries no wait: 1 s).
+	{err: revfeed.ErrBusy, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
+		logMsg: "revocation feed full", logLevel: slog.LevelWarn,
+		description: "the revocation feed serves as many subscribers as it may; retry later"},
+	// Every one counted: the log summarises repeats (internal/logsum).
+	{err: token.ErrUnavailable, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
+		logMsg: "unavailable", logLevel: slog.LevelWarn, unavailable: true,
+		description: "the token service is temporarily unavailable; retry later"},
+	// No OAuth2 code means "too many attempts": temporarily_unavailable
+	// (RFC 6749 §4.1.2.1) is registered, tells clients to retry later,
+	// and does not claim the credentials are wrong, which a refusal
+	// before the secret is checked does not know. invalid_client would
+	// send an operator rotating a good secret; slow_down is the device
+	// flow's polling signal (RFC 8628 §3.5).
+	{err: authlimit.ErrLimited, status: http.StatusTooManyRequests, code: "temporarily_unavailable", retry: true},
+	{err: token.ErrInvalidClient, status: http.StatusUnauthorized, code: "invalid_client",
+		challenge: `Basic realm="` + realm + `"`},
+	{err: ErrNoToken, status: http.StatusUnauthorized, code: "invalid_token",
+		challenge: `Bearer realm="` + realm + `"`},
+	{err: token.ErrInvalidToken, status: http.StatusUnauthorized, code: "invalid_token",
+		challenge: `Bearer realm="` + realm + `", error="invalid_token"`},
+	{err: token.ErrInsufficientScope, status: http.StatusForbidden, code: "insufficient_scope",
+		challenge: `Bearer realm="` + realm + `", error="insufficient_scope"`, challengeScope: true},
+	{err: token.ErrForbidden, status: http.StatusForbidden, code: "unauthorized_client"},
+	{err: token.ErrInvalidScope, status: http.StatusBadRequest, code: "invalid_scope"},
+	{err: token.ErrInvalidTarget, status: http.StatusBadRequest, code: "invalid_target"}, // RFC 8707 §2
+	{err: ErrUnsupportedGrant, status: http.StatusBadRequest, code: "unsupported_grant_type"},
+	{err: token.ErrInvalidRequest, status: http.StatusBadRequest, code: "invalid_request",
+		challenge: `Bearer realm="` + realm + `", error="invalid_request"`, bearerOnly: true},
+	{err: snowflakealg.ErrInvalidID, status: http.StatusBadRequest, code: "invalid_request",
+		challenge: `Bearer realm="` + realm + `", error="invalid_request"`, bearerOnly: true},
+	{err: ErrNotFound, status: http.StatusNotFound, code: "not_found"},
+}
+
+// internalError answers an error no row of answers matches.
+var internalError = answer{status: http.StatusInternalServerError, code: "server_error",
+	logMsg: "request failed", logLevel: slog.LevelError, description: "internal error"}
+
+// answerFor is err's row of answers, else internalError.
+func answerFor(err error) *answer {
+	for i := range answers {
+		if errors.Is(err, answers[i].err) {
+			return &answers[i]
 		}
-	case errors.Is(err, ErrNotFound):
-		status, code = http.StatusNotFound, "not_found"
-	default:
-		s.log.Error("request failed", "route", c.FullPath(), "err", err)
-		desc = "internal error"
 	}
-	if status < http.StatusInternalServerError {
-		s.log.Debug("request refused", "route", c.FullPath(), "status", status, "err", err)
+	return &internalError
+}
+
+// fail writes err as the protocol's own error. It is the one place that
+// writes errors as HTTP, as answers says: status, error code, challenge
+// header and Retry-After. The description shown is description(err), never
+// the Go error chain, which is logged instead: at debug for a client's
+// error (a mismatched issuer's expected and received values are there), as
+// an error for a server's, whose description is a fixed text. Neither ever
+// holds a token or secret.
+func (s *Server) fail(c *gin.Context, err error) {
+	a := answerFor(err)
+	if a.retry {
+		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
+	}
+	if a.challenge != "" && (!a.bearerOnly || strings.HasPrefix(c.FullPath(), "/token/validate")) {
+		challenge := a.challenge
+		if a.challengeScope {
+			q, _ := query(c) // it parsed: an insufficient scope comes after it
+			challenge += `, scope="` + requiredScope(q) + `"`
+		}
+		c.Header("WWW-Authenticate", challenge)
+	}
+	if a.unavailable {
+		s.metrics.redisErrors.Inc()
+	}
+	if a.logMsg != "" {
+		s.log.Log(context.Background(), a.logLevel, a.logMsg, "route", c.FullPath(), "err", err)
+	}
+	if a.status < http.StatusInternalServerError {
+		s.log.Debug("request refused", "route", c.FullPath(), "status", a.status, "err", err)
+	}
+	desc := a.description
+	if desc == "" {
+		desc = description(err)
 	}
 	h := c.Writer.Header()
 	for _, k := range [...]string{hdrSubject, hdrClient, hdrScope, hdrTokenID} {
 		delete(h, k) // an identity must never come with an error, even after a panic
 	}
 	c.Header("Cache-Control", "no-store")
-	c.AbortWithStatusJSON(status, oauthError{Error: code, Description: desc})
-}
-
-// deferredDescription is what a client is told of ErrClientRevoking and
-// ErrKeysUndecided.
-func deferredDescription(err error) string {
-	if errors.Is(err, token.ErrClientRevoking) {
-		return "this client's tokens were revoked moments ago and a token issued now would not validate; retry after Retry-After"
-	}
-	return "this replica cannot yet tell whether the token's signing key is one of the issuer's; retry later"
+	c.AbortWithStatusJSON(a.status, oauthError{Error: a.code, Description: desc})
 }
 
 // retryAfterSeconds is how long a client should wait: what the error says
@@ -136,82 +170,4 @@ func retryAfterSeconds(err error) int {
 		return max(1, int(math.Ceil(r.RetryAfter().Seconds())))
 	}
 	return 1
-}
-
-// redisReason is what /readyz shows of a Redis failure: the error Redis
-// answered (OOM, READONLY, MISCONF, a NOAUTH), which names the state an
-// operator must fix, or that it does not answer. Addresses and the rest of
-// the chain stay in the log.
-func redisReason(err error) string {
-	var re redis.Error
-	if errors.As(err, &re) {
-		msg := re.Error()
-		if i := strings.IndexAny(msg, "\r\n"); i >= 0 {
-			msg = msg[:i]
-		}
-		return msg
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "no answer in time"
-	}
-	return "no answer"
-}
-
-// ownPackages are the prefixes of this module's sentinel errors' texts
-// ("token: invalid token").
-var ownPackages = [...]string{"token: ", "handlers: ", "snowflakealg: ", "bitsalloc: ", "jwtpolicy: ", "lease: ", "revfeed: "}
-
-// description is what a client is told of err: the description
-// token.Describe gave it, else the details our own code wrote with the Go
-// error chain taken out. Every sentinel error of this module in the chain
-// ("token: invalid token", a repeat of the error code) is dropped where
-// details follow it, and loses its package prefix where none do:
-// "token: invalid request: grant_type is required" is told as
-// "grant_type is required", "token: invalid token: token: revoked" as
-// "revoked". An error that wraps one from outside the module (a library's,
-// whose text tells of internals) must come with token.Describe; the
-// handlers' tests check that no description holds a chain.
-func description(err error) string {
-	if d, ok := token.Description(err); ok {
-		return d
-	}
-	desc := err.Error()
-	for _, e := range sentinels(err, nil) {
-		text := e.Error()
-		desc = strings.ReplaceAll(desc, text+": ", "")
-		if strings.HasSuffix(desc, text) {
-			desc = strings.TrimSuffix(desc, text) + trimOwnPackage(text)
-		}
-	}
-	return desc
-}
-
-// sentinels appends to out the errors in err's tree that have no cause of
-// their own and whose text begins with one of ownPackages.
-func sentinels(err error, out []error) []error {
-	switch e := err.(type) {
-	case interface{ Unwrap() error }:
-		return sentinels(e.Unwrap(), out)
-	case interface{ Unwrap() []error }:
-		for _, inner := range e.Unwrap() {
-			out = sentinels(inner, out)
-		}
-		return out
-	case nil:
-		return out
-	}
-	if trimOwnPackage(err.Error()) != err.Error() {
-		out = append(out, err)
-	}
-	return out
-}
-
-// trimOwnPackage drops one of ownPackages from the front of text.
-func trimOwnPackage(text string) string {
-	for _, p := range ownPackages {
-		if t, ok := strings.CutPrefix(text, p); ok {
-			return t
-		}
-	}
-	return text
 }

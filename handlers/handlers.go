@@ -28,7 +28,8 @@
 //	metadata.go    JWKS, RFC 8414 metadata, /ids, /healthz, /readyz
 //	request.go     the parsing the routes share: query, form, client credentials
 //	authlimit.go   client authentication behind the failed-authentication limit
-//	errors.go      errors to HTTP answers (fail), and what a client is told of them
+//	errors.go      errors to HTTP answers: one table (answers), read by fail
+//	description.go what a client is told of an error (description)
 //	audit.go, metrics.go, jsonbody.go  audit log, Prometheus series, hot JSON bodies
 //
 // The metrics are not served here: they go to Options.Registry, which the
@@ -36,7 +37,7 @@
 // the public port does not tell them.
 //
 // Errors are OAuth2 JSON ({"error","error_description"}) with the status,
-// WWW-Authenticate and Retry-After headers their RFCs ask for; see fail.
+// WWW-Authenticate and Retry-After headers their RFCs ask for; see answers.
 package handlers
 
 import (

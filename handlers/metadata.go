@@ -2,12 +2,14 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
@@ -96,4 +98,23 @@ func (s *Server) ready(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready", "config": config})
+}
+
+// redisReason is what /readyz shows of a Redis failure: the error Redis
+// answered (OOM, READONLY, MISCONF, a NOAUTH), which names the state an
+// operator must fix, or that it does not answer. Addresses and the rest of
+// the chain stay in the log.
+func redisReason(err error) string {
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		if i := strings.IndexAny(msg, "\r\n"); i >= 0 {
+			msg = msg[:i]
+		}
+		return msg
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "no answer in time"
+	}
+	return "no answer"
 }
