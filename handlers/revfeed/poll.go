@@ -1,0 +1,147 @@
+package revfeed
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/snowtoken/snowtoken/token"
+)
+
+// maxPollBody bounds a poll request's body: acks of Page IDs and room.
+const maxPollBody = 64 << 10
+
+// PollRequest is a poll (RFC 8936 §2.4). The issuer keeps no state per
+// receiver: the receiver's position is the latest event ID it acks (an
+// event's jti, or a snapshot's last), and setErrs are read and dropped.
+type PollRequest struct {
+	Ack               []string                   `json:"ack"`
+	SetErrs           map[string]json.RawMessage `json:"setErrs"`
+	MaxEvents         *int                       `json:"maxEvents"`
+	ReturnImmediately bool                       `json:"returnImmediately"`
+}
+
+// PollResponse is a poll's answer (RFC 8936 §2.5), with two members of
+// ours: reset (the position cannot be resumed: fetch the snapshot and poll
+// with its last acked) and heartbeat (the stream's heartbeat, signed for
+// this answer, present only while the issuer's state is fresh; it vouches
+// for every event up to its last).
+type PollResponse struct {
+	Sets          map[string]string `json:"sets"`
+	MoreAvailable bool              `json:"moreAvailable"`
+	Reset         bool              `json:"reset,omitempty"`
+	Heartbeat     string            `json:"heartbeat,omitempty"`
+}
+
+// parsePoll reads a poll request strictly: one JSON object of RFC 8936's
+// members (no others), every ack an event ID, maxEvents not negative.
+func parsePoll(body io.Reader) (*PollRequest, string, error) {
+	dec := json.NewDecoder(io.LimitReader(body, maxPollBody+1))
+	dec.DisallowUnknownFields()
+	var req PollRequest
+	if err := dec.Decode(&req); err != nil {
+		return nil, "", token.Describe(fmt.Errorf("%w: poll: %w", token.ErrInvalidRequest, err),
+			"the body is not a poll request: a JSON object of ack, setErrs, maxEvents and returnImmediately (RFC 8936 §2.4), at most 64 KiB")
+	}
+	if dec.More() {
+		return nil, "", fmt.Errorf("%w: one JSON object only", token.ErrInvalidRequest)
+	}
+	if req.MaxEvents != nil && *req.MaxEvents < 0 {
+		return nil, "", fmt.Errorf("%w: maxEvents must not be negative", token.ErrInvalidRequest)
+	}
+	var pos string
+	var posID streamPos
+	for _, id := range req.Ack {
+		if err := CheckID(id); err != nil {
+			return nil, "", fmt.Errorf("ack: %w", err)
+		}
+		p := parsePos(id)
+		if pos == "" || p.epoch != posID.epoch || posID.before(p) {
+			pos, posID = id, p
+		}
+	}
+	return &req, pos, nil
+}
+
+// Poll answers a poll request read from body (application/json). The
+// position is the latest ID acked; without one, or one that cannot be
+// resumed, the answer is reset. Without returnImmediately it waits, up to
+// PollWait, for an event; such a wait counts against MaxSubscribers. An
+// error is returned, with nothing written, for a request that is refused.
+func (f *Feed) Poll(w http.ResponseWriter, r *http.Request, body io.Reader) error {
+	req, pos, err := parsePoll(body)
+	if err != nil {
+		return err
+	}
+	limit := f.opts.Page
+	if req.MaxEvents != nil {
+		limit = min(*req.MaxEvents, f.opts.Page)
+	}
+	resp := PollResponse{Sets: map[string]string{}}
+	if pos == "" {
+		resp.Reset = true
+		return f.writePoll(w, &resp)
+	}
+	if !req.ReturnImmediately && limit > 0 {
+		if f.subs.Add(1) > int64(f.opts.MaxSubscribers) {
+			f.subs.Add(-1)
+			return fmt.Errorf("%w: %d", ErrBusy, f.opts.MaxSubscribers)
+		}
+		defer f.subs.Add(-1)
+	}
+	deadline := time.NewTimer(f.opts.PollWait)
+	defer deadline.Stop()
+	for {
+		changed := f.opts.Source.Changed()
+		st := f.opts.Source.Status(f.opts.Now())
+		evs, ok := f.opts.Source.Since(pos, limit+1)
+		if !ok {
+			resp.Reset = true
+			return f.writePoll(w, &resp)
+		}
+		if len(evs) > 0 && limit > 0 || req.ReturnImmediately || limit == 0 {
+			if len(evs) > limit {
+				evs, resp.MoreAvailable = evs[:limit], true
+			}
+			for _, ev := range evs {
+				raw, err := f.set(ev)
+				if err != nil {
+					return err
+				}
+				resp.Sets[ev.ID] = raw
+			}
+			// The heartbeat vouches for events up to its last only if the
+			// answer holds them all.
+			if st.Fresh && !resp.MoreAvailable && sameEpoch(st.Last, pos) {
+				if resp.Heartbeat, _, err = f.signHeartbeat(st); err != nil {
+					return err
+				}
+			}
+			return f.writePoll(w, &resp)
+		}
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-deadline.C:
+			req.ReturnImmediately = true // answer with what there is: nothing
+		case <-changed:
+			if f.opts.Draining != nil && f.opts.Draining() {
+				req.ReturnImmediately = true
+			}
+		}
+	}
+}
+
+func (f *Feed) writePoll(w http.ResponseWriter, resp *PollResponse) error {
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	return nil
+}

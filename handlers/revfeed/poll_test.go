@@ -1,0 +1,132 @@
+package revfeed_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snowtoken/snowtoken/handlers/revfeed"
+	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
+	"github.com/snowtoken/snowtoken/token/revlog"
+)
+
+// poll sends POST /revocations/poll as client api with body.
+func (is *issuer) poll(t *testing.T, ctx context.Context, contentType, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, is.URL+"/revocations/poll", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("api", is.creds["api"])
+	req.Header.Set("Content-Type", contentType)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+func (is *issuer) pollOK(t *testing.T, body string) revfeed.PollResponse {
+	t.Helper()
+	resp, b := is.poll(t, t.Context(), "application/json", body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("poll %s: %d %s", body, resp.StatusCode, b)
+	}
+	var pr revfeed.PollResponse
+	if err := json.Unmarshal(b, &pr); err != nil {
+		t.Fatal(err)
+	}
+	return pr
+}
+
+// TestPoll checks the RFC 8936 poll: reset without a position, the SETs
+// after the latest ack keyed by jti, maxEvents with moreAvailable, a
+// heartbeat only while fresh and only with every event, and a poll that
+// waits until an event comes.
+func TestPoll(t *testing.T) {
+	src := revfeedtest.New(true)
+	first := add(src, revlog.KindToken, "1")
+	second := add(src, revlog.KindSubject, "alice")
+	third := add(src, revlog.KindClient, "partner")
+	is := newIssuer(t, src, revfeed.Options{})
+
+	if pr := is.pollOK(t, `{"returnImmediately":true}`); !pr.Reset || len(pr.Sets) != 0 {
+		t.Errorf("no ack: %+v, want reset", pr)
+	}
+	if pr := is.pollOK(t, `{"ack":["ffff-1-0"],"returnImmediately":true}`); !pr.Reset {
+		t.Errorf("an ack of another epoch: %+v, want reset", pr)
+	}
+	pr := is.pollOK(t, `{"ack":["`+epoch+`-0-0","`+first.ID+`"],"setErrs":{},"returnImmediately":true}`)
+	if pr.Reset || pr.MoreAvailable || len(pr.Sets) != 2 || pr.Sets[second.ID] == "" || pr.Sets[third.ID] == "" {
+		t.Fatalf("after the first: %+v", pr)
+	}
+	var set revfeed.SETClaims
+	is.verify(t, pr.Sets[third.ID], revfeed.TypeSET, &set)
+	if set.ID != third.ID || set.Events[revfeed.EventClientRevoked].Key != "partner" {
+		t.Errorf("SET %+v", set)
+	}
+	var hb revfeed.HeartbeatClaims
+	is.verify(t, pr.Heartbeat, revfeed.TypeHeartbeat, &hb)
+	if hb.Last != third.ID {
+		t.Errorf("heartbeat last %s, want %s", hb.Last, third.ID)
+	}
+	pr = is.pollOK(t, `{"ack":["`+first.ID+`"],"maxEvents":1,"returnImmediately":true}`)
+	if len(pr.Sets) != 1 || pr.Sets[second.ID] == "" || !pr.MoreAvailable || pr.Heartbeat != "" {
+		t.Errorf("maxEvents 1: %+v, want the second, moreAvailable, no heartbeat", pr)
+	}
+	src.SetFresh(false, 0)
+	if pr = is.pollOK(t, `{"ack":["`+third.ID+`"],"returnImmediately":true}`); len(pr.Sets) != 0 || pr.Heartbeat != "" {
+		t.Errorf("stale: %+v, want no SET and no heartbeat", pr)
+	}
+
+	// A poll that waits: it is answered once an event comes.
+	done := make(chan revfeed.PollResponse)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, is.URL+"/revocations/poll", strings.NewReader(`{"ack":["`+third.ID+`"]}`))
+	req.SetBasicAuth("api", is.creds["api"])
+	req.Header.Set("Content-Type", "application/json")
+	go func() { // no t.Fatal here: the answer, or nothing, goes to done
+		var pr revfeed.PollResponse
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&pr)
+			resp.Body.Close()
+		}
+		done <- pr
+	}()
+	is.waitGauge(t, 1)
+	fourth := add(src, revlog.KindToken, "4")
+	select {
+	case pr := <-done:
+		if len(pr.Sets) != 1 || pr.Sets[fourth.ID] == "" {
+			t.Errorf("the waiting poll: %+v, want the fourth", pr)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("the waiting poll was not answered")
+	}
+}
+
+// TestPollRefuses checks that a poll that is not one is a 400.
+func TestPollRefuses(t *testing.T) {
+	src := revfeedtest.New(true)
+	is := newIssuer(t, src, revfeed.Options{})
+	for _, tc := range []struct{ ct, body string }{
+		{"application/x-www-form-urlencoded", `{"ack":[]}`},
+		{"application/json", `{"ack":["x"]}`},
+		{"application/json", `{"maxEvents":-1}`},
+		{"application/json", `{"acks":[]}`},
+		{"application/json", `{"ack":[]} {}`},
+		{"application/json", `[]`},
+	} {
+		if resp, b := is.poll(t, t.Context(), tc.ct, tc.body); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s %s: %d %s, want 400", tc.ct, tc.body, resp.StatusCode, b)
+		}
+	}
+}
