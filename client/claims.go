@@ -1,0 +1,83 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Claims are what a valid token says.
+type Claims struct {
+	Subject   string
+	ClientID  string
+	Scopes    []string
+	Issuer    string
+	Audience  []string
+	IssuedAt  time.Time
+	ExpiresAt time.Time
+	// JTI is the jti: the token's Snowflake ID in decimal.
+	JTI string
+	// WorkerID is the issuer worker that made JTI.
+	WorkerID int64
+}
+
+// HasScope reports whether the token carries scope.
+func (c *Claims) HasScope(scope string) bool { return slices.Contains(c.Scopes, scope) }
+
+func (c *Claims) clone() *Claims {
+	d := *c
+	d.Scopes = slices.Clone(c.Scopes)
+	d.Audience = slices.Clone(c.Audience)
+	return &d
+}
+
+// requireScopes returns nil when c carries every scope in want.
+func requireScopes(c *Claims, want []string) error {
+	for _, s := range want {
+		if !c.HasScope(s) {
+			return fmt.Errorf("%w: token lacks %q", ErrInsufficientScope, strings.Join(want, " "))
+		}
+	}
+	return nil
+}
+
+// checkScopes accepts scopes as RFC 6749 §3.3 defines them: printable ASCII
+// other than space, double quote and backslash.
+func checkScopes(scopes []string) error {
+	for _, s := range scopes {
+		if s == "" || len(s) > 128 {
+			return fmt.Errorf("%w: %.32q must be 1 to 128 characters", ErrBadScope, s)
+		}
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+				return fmt.Errorf("%w: %.32q: character %q not allowed", ErrBadScope, s, c)
+			}
+		}
+	}
+	return nil
+}
+
+// claimsKey keys the claims in a context.Context.
+type claimsKey struct{}
+
+// GinKey is the key a gin handler stores the *Claims under with c.Set, so
+// that ClaimsFrom finds them in a *gin.Context (see Authenticate).
+const GinKey = "github.com/snowtoken/snowtoken/client.claims"
+
+// NewContext returns a copy of ctx that carries c, as the middleware passes it
+// on; handler tests use it too.
+func NewContext(ctx context.Context, c *Claims) context.Context {
+	return context.WithValue(ctx, claimsKey{}, c)
+}
+
+// ClaimsFrom returns the claims the middleware put in ctx. A *gin.Context
+// works too: it finds what was stored under GinKey.
+func ClaimsFrom(ctx context.Context) (*Claims, bool) {
+	if c, ok := ctx.Value(claimsKey{}).(*Claims); ok && c != nil {
+		return c, true
+	}
+	c, ok := ctx.Value(GinKey).(*Claims)
+	return c, ok && c != nil
+}
