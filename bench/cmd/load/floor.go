@@ -39,7 +39,10 @@ func vsFloor(cpu, floor time.Duration, target float64) string {
 }
 
 // us formats d in microseconds, as every table prints CPU per request.
-func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
+func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", micros(d)) }
+
+// micros is d in microseconds.
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // ed25519Cost is the CPU time of one Ed25519 signature and one verification
 // of a message the size of a token's signing input, on a thread of this

@@ -19,8 +19,11 @@
 // counted; the issuer's lease renewals and revocation-log heartbeats count,
 // amortised; the target for hot validation is ≤ 0.01). Its never-seen row
 // validates JWTs that no request has used, a fresh pool each round
-// (cold.go). Then an open-loop load at a constant rate (default 10,000
-// requests/s) on the same endpoints, reporting p50/p99 measured from each
+// (cold.go). Unless -png is "", it draws the wrk table as a chart: each
+// row's server CPU per request against its floor, the peer's rows among
+// them (chart.go; default the repository's docs/load.png). Then an
+// open-loop load at a constant rate (default 10,000 requests/s) on the
+// same endpoints, reporting p50/p99 measured from each
 // request's scheduled start, so a stall cannot hide its queue (no
 // coordinated omission), and CPU against the floor and Redis commands per
 // request again (rate.go). Unless -sessions is 0, it then grows Redis to
@@ -56,25 +59,14 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -92,64 +84,8 @@ var (
 	rate        = flag.Int("rate", 10000, "requests/s of the constant-rate runs (0 skips them)")
 	rateFor     = flag.Duration("rate-d", 10*time.Second, "duration of each constant-rate run")
 	idBench     = flag.Bool("ids", true, "also run the ID-engine comparison (go test -bench BenchmarkIDs in this module) first")
-	chart       = flag.String("png", "", "also draw the wrk table as a PNG chart into this file")
 	sessions    = flag.Int("sessions", 1_000_000, "live sessions to grow Redis to for the memory and flat-latency figures (0 skips)")
 )
-
-type proc struct{ cmd *exec.Cmd }
-
-func (p *proc) stop() {
-	if p.cmd != nil && p.cmd.Process != nil {
-		p.cmd.Process.Kill()
-		p.cmd.Wait()
-	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// start starts the program name with args and env added to this
-// process's, its output in dir/NAME.log, NAME its base name.
-func start(dir, name string, env []string, args ...string) (*proc, error) {
-	return startAs(dir, filepath.Base(name), name, env, args...)
-}
-
-// startAs is start with the output in dir/logName.log: one of several
-// processes of the same program.
-func startAs(dir, logName, name string, env []string, args ...string) (*proc, error) {
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	logf, err := os.Create(filepath.Join(dir, logName+".log"))
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return &proc{cmd: cmd}, nil
-}
-
-func waitHTTP(url string) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("%s did not become ready", url)
-}
 
 func run() (err error) {
 	flag.Parse()
@@ -353,16 +289,11 @@ func run() (err error) {
 	if err := wrkTable(dir, rows, redisPort); err != nil {
 		return err
 	}
-	if *chart != "" {
-		bars := make([]bar, len(rows))
-		for i, r := range rows {
-			bars[i] = bar{label: r.name, value: r.res.rps, ratio: r.ratio}
-		}
-		title := fmt.Sprintf("requests/s, wrk %d connections, median of %d rounds of %v, same machine, one run", *connections, len(rows[0].all), *duration)
-		if err := writeChart(*chart, title, bars); err != nil {
+	if *chartPath != "" {
+		if err := writeChart(*chartPath, chartTitle(len(rows[0].all)), chartBars(rows)); err != nil {
 			return err
 		}
-		fmt.Printf("\nchart: %s\n", *chart)
+		fmt.Printf("\nchart: %s\n", *chartPath)
 	}
 
 	// The constant rate before and after Redis grows by -sessions.
@@ -405,182 +336,4 @@ func run() (err error) {
 	}
 	fmt.Printf("\nissuer peak RSS (VmHWM): %s\n", peakRSS(s.issuerPid))
 	return nil
-}
-
-// issuerConfig is what every issuer the tool starts shares: one Redis,
-// one signing key, one clients file and one SNOWTOKEN_ISSUER, as replicas
-// of one deployment do.
-type issuerConfig struct {
-	issuerURL            string
-	redisPort            int
-	keyPath, clientsPath string
-}
-
-// env is the environment of an issuer in production mode listening on
-// port with worker ID worker.
-func (c issuerConfig) env(port, worker int) []string {
-	return []string{
-		"SNOWTOKEN_ENV=production", "SNOWTOKEN_ADDR=127.0.0.1:" + strconv.Itoa(port),
-		fmt.Sprintf("SNOWTOKEN_REDIS_URL=redis://127.0.0.1:%d/0", c.redisPort),
-		"SNOWTOKEN_ISSUER=" + c.issuerURL, "SNOWTOKEN_SIGNING_KEYS=" + c.keyPath,
-		"SNOWTOKEN_CLIENTS_FILE=" + c.clientsPath, "SNOWTOKEN_WORKER_ID=" + strconv.Itoa(worker),
-		"SNOWTOKEN_LOG_LEVEL=warn",   // a 503's cause is a warning; a run that goes well logs none
-		"SNOWTOKEN_METRICS_ADDR=off", // not measured; and 9090 may be taken
-	}
-}
-
-// logTails prints the last lines of the servers' logs in dir, which a
-// failed run removes.
-func logTails(dir string) {
-	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	for _, name := range logs {
-		b, err := os.ReadFile(name)
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		fmt.Fprintf(os.Stderr, "%s, its last lines:\n%s\n", filepath.Base(name), strings.Join(lines[max(0, len(lines)-10):], "\n"))
-	}
-}
-
-// newClient makes a client with scopes read and write by the issuer's own
-// `client new`, and returns its secret and its clients-file entry.
-func newClient(issuerBin, id string) (secret, entry string, err error) {
-	out, err := exec.Command(issuerBin, "client", "new", "-id", id, "-scopes", "read,write").CombinedOutput()
-	if err != nil {
-		return "", "", fmt.Errorf("client new: %v: %s", err, out)
-	}
-	return parseClientNew(out)
-}
-
-// basicAuth is the Authorization header value of client id with secret
-// (its ID and secret are URL-safe, as `client new` makes them).
-func basicAuth(id, secret string) string {
-	return "Basic " + base64.StdEncoding.EncodeToString([]byte(id+":"+secret))
-}
-
-// withField is a clients-file entry with its field name set to value, such
-// as token_format or revocation_feed: `client new` has no flag for them.
-func withField(entry, name string, value any) (string, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(entry), &fields); err != nil {
-		return "", fmt.Errorf("client new entry: %w", err)
-	}
-	f, err := json.Marshal(value)
-	if err != nil {
-		return "", err
-	}
-	fields[name] = f
-	b, err := json.Marshal(fields)
-	return string(b), err
-}
-
-func parseClientNew(out []byte) (secret, entry string, err error) {
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		line := sc.Text()
-		if s, ok := strings.CutPrefix(line, "client_secret:"); ok {
-			secret = strings.TrimSpace(s)
-		}
-		if strings.HasPrefix(line, "{") {
-			entry = line
-		}
-	}
-	if secret == "" || entry == "" {
-		return "", "", fmt.Errorf("unexpected client new output: %s", out)
-	}
-	return secret, entry, nil
-}
-
-var httpClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-
-func issue(issuerURL, basic string) (string, error) {
-	req, err := http.NewRequest(http.MethodPost, issuerURL+"/token", strings.NewReader(url.Values{"grant_type": {"client_credentials"}}.Encode()))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", basic)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var body struct {
-		AccessToken string `json:"access_token"`
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return "", fmt.Errorf("POST /token: %s: %s", resp.Status, b)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return "", err
-	}
-	return body.AccessToken, nil
-}
-
-// issueN issues n tokens with 64 concurrent clients and keeps them in into,
-// unless into is nil; else len(into) is n.
-func issueN(issuerURL, basic string, n int64, into []string) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, 64)
-	for range 64 {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
-				t, err := issue(issuerURL, basic)
-				if err != nil {
-					errc <- err
-					return
-				}
-				if into != nil {
-					into[i] = t
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errc)
-	return <-errc
-}
-
-// cpuTime is the CPU time (user + system) process pid has used so far, from
-// /proc/pid/stat, in Linux's USER_HZ clock ticks of 10 ms.
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The fields after the command name, which is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14 of the whole line
-	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
-}
-
-// peakRSS reads the high-water resident set size of a process.
-func peakRSS(pid int) string { return procStatus(pid, "VmHWM") }
-
-// procStatus is one field of /proc/pid/status, such as VmRSS.
-func procStatus(pid int, field string) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return "unknown: " + err.Error()
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
 }
