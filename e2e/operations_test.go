@@ -13,18 +13,18 @@ import (
 	"github.com/snowtoken/snowtoken/token"
 )
 
-// readmeRunbook returns the sh block under the README heading "### "+title:
-// each runbook of the Operations section is one fenced sh block under its
+// readmeRunbook returns the sh block under the heading "## "+title of
+// docs/operations.md: each runbook there is one fenced sh block under its
 // own heading, so that a test can run what an operator would paste.
 func readmeRunbook(tb testing.TB, title string) string {
 	tb.Helper()
-	data, err := os.ReadFile("../README.md")
+	data, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(data), "\n### "+title+"\n")
+	_, section, ok := strings.Cut(string(data), "\n## "+title+"\n")
 	if !ok {
-		tb.Fatalf("README.md has no heading %q", "### "+title)
+		tb.Fatalf("docs/operations.md has no heading %q", "## "+title)
 	}
 	start := strings.Index(section, "\n```sh\n")
 	next := strings.Index(section, "\n## ")
@@ -32,12 +32,12 @@ func readmeRunbook(tb testing.TB, title string) string {
 		next = h
 	}
 	if start < 0 || (next >= 0 && next < start) {
-		tb.Fatalf("README.md: %q has no sh block", title)
+		tb.Fatalf("docs/operations.md: %q has no sh block", title)
 	}
 	block := section[start+len("\n```sh\n"):]
 	block, _, ok = strings.Cut(block, "\n```")
 	if !ok {
-		tb.Fatalf("README.md: %q: the sh block does not end", title)
+		tb.Fatalf("docs/operations.md: %q: the sh block does not end", title)
 	}
 	return block
 }
@@ -60,7 +60,7 @@ func runRunbook(tb testing.TB, bin, script string, env ...string) string {
 	return string(out)
 }
 
-// TestRunbookRotateSigningKey runs the README's "Rotate a signing key" on a
+// TestRunbookRotateSigningKey runs docs/operations.md's "Rotate a signing key" on a
 // keys directory that a running replica uses: every command succeeds, the
 // directory holds the active key and a next one, and the replica reloads it
 // by itself and names it in /readyz.
@@ -101,7 +101,7 @@ func TestRunbookRotateSigningKey(t *testing.T) {
 	}
 }
 
-// TestRunbookRotateClientSecret runs the README's "Rotate a client secret"
+// TestRunbookRotateClientSecret runs docs/operations.md's "Rotate a client secret"
 // on the clients file of a running replica: the replica reloads it by
 // itself, and then gives tokens for the new secret and for the old one.
 func TestRunbookRotateClientSecret(t *testing.T) {
@@ -125,7 +125,7 @@ func TestRunbookRotateClientSecret(t *testing.T) {
 	}
 }
 
-// TestRunbookAddClient runs the README's "Add a client" on the clients file
+// TestRunbookAddClient runs docs/operations.md's "Add a client" on the clients file
 // of a running replica: the replica loads it by itself, and the new client
 // gets a token with the secret the runbook printed.
 func TestRunbookAddClient(t *testing.T) {

@@ -10,18 +10,41 @@ import (
 	"testing"
 )
 
-// readmeBlock is a shell block of README.md that runs against a dev server.
+// readmeBlock is a shell block of README.md or a docs/ page that runs
+// against a dev server.
 type readmeBlock struct {
+	file string
 	line int // of its opening fence
 	text string
 }
 
-// readmeDevBlocks returns README.md's blocks fenced as ```sh dev-test: the
-// fence's info string says "sh" to a reader and a renderer, and "dev-test"
-// only to this test.
+// readmeDevFiles are the pages whose examples run, README.md first: the
+// README's quick tour, then each page of docs/ in name order.
+func readmeDevFiles(tb testing.TB) []string {
+	tb.Helper()
+	pages, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return append([]string{filepath.Join("..", "README.md")}, pages...)
+}
+
+// readmeDevBlocks returns the blocks of README.md and docs/*.md fenced as
+// ```sh dev-test: the fence's info string says "sh" to a reader and a
+// renderer, and "dev-test" only to this test.
 func readmeDevBlocks(tb testing.TB) []readmeBlock {
 	tb.Helper()
-	f, err := os.Open("../README.md")
+	var blocks []readmeBlock
+	for _, name := range readmeDevFiles(tb) {
+		blocks = append(blocks, fileDevBlocks(tb, name)...)
+	}
+	return blocks
+}
+
+// fileDevBlocks returns the ```sh dev-test blocks of one page.
+func fileDevBlocks(tb testing.TB, name string) []readmeBlock {
+	tb.Helper()
+	f, err := os.Open(name)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -35,7 +58,7 @@ func readmeDevBlocks(tb testing.TB) []readmeBlock {
 		line := sc.Text()
 		switch {
 		case cur == nil && strings.TrimSpace(line) == "```sh dev-test":
-			cur = &readmeBlock{line: n}
+			cur = &readmeBlock{file: name, line: n}
 		case cur != nil && strings.TrimSpace(line) == "```":
 			blocks = append(blocks, *cur)
 			cur = nil
@@ -47,12 +70,13 @@ func readmeDevBlocks(tb testing.TB) []readmeBlock {
 		tb.Fatal(err)
 	}
 	if cur != nil {
-		tb.Fatalf("README.md:%d: the block does not end", cur.line)
+		tb.Fatalf("%s:%d: the block does not end", name, cur.line)
 	}
 	return blocks
 }
 
-// TestREADMEDevExamples runs the README's API examples as a newcomer would:
+// TestREADMEDevExamples runs the API examples of the README and of the
+// docs/ pages as a newcomer would:
 // the built binary with no configuration (dev mode, its embedded Redis), the
 // three commands its banner says to paste, then every ```sh dev-test block in
 // order in one shell (runRunbook's), each of which must exit 0. curl is told by a curlrc
@@ -70,7 +94,7 @@ func TestREADMEDevExamples(t *testing.T) {
 	}
 	blocks := readmeDevBlocks(t)
 	if len(blocks) < 5 {
-		t.Fatalf("%d ```sh dev-test blocks in README.md, want the API's examples", len(blocks))
+		t.Fatalf("%d ```sh dev-test blocks in %v, want the API's examples", len(blocks), readmeDevFiles(t))
 	}
 	bin := fleetBinary(t)
 	p := launchFleetProc(t, bin, "dev server", map[string]string{"SNOWTOKEN_ADDR": fleetAddr(t, "127.0.0.1")})
@@ -89,7 +113,7 @@ func TestREADMEDevExamples(t *testing.T) {
 	for _, b := range blocks {
 		text := strings.ReplaceAll(b.text, "http://localhost:8080", base)
 		text = strings.ReplaceAll(text, "127.0.0.1:9464", metricsAddr)
-		fmt.Fprintf(&script, "echo '### README.md:%d'\n%s\n", b.line, text)
+		fmt.Fprintf(&script, "echo '### %s:%d'\n%s\n", b.file, b.line, text)
 	}
 	home := t.TempDir()
 	if err := os.WriteFile(filepath.Join(home, ".curlrc"), []byte("fail-with-body\n"), 0o600); err != nil {
