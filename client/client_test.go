@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -13,41 +12,8 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/client"
+	"github.com/snowtoken/snowtoken/client/middlewaretest"
 )
-
-// echo answers with the claims the middleware passed on, as JSON.
-var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-	c, ok := client.ClaimsFrom(r.Context())
-	if !ok {
-		http.Error(w, "no claims in the context", http.StatusInternalServerError)
-		return
-	}
-	_ = json.NewEncoder(w).Encode(c)
-})
-
-// get sends GET /orders to h with the given Authorization header value.
-func get(h http.Handler, authorization string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodGet, "/orders", nil)
-	if authorization != "" {
-		req.Header.Set("Authorization", authorization)
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	return rec
-}
-
-func bearer(tok string) string { return "Bearer " + tok }
-
-func errorCode(tb testing.TB, rec *httptest.ResponseRecorder) string {
-	tb.Helper()
-	var body struct {
-		Error string `json:"error"`
-	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-		tb.Fatalf("error body %q: %v", rec.Body, err)
-	}
-	return body.Error
-}
 
 // fakeIssuer answers /token/validate with answer, counting calls.
 func fakeIssuer(tb testing.TB, answer http.HandlerFunc) (*httptest.Server, *client.Validator) {
@@ -103,9 +69,9 @@ func TestIssuerFailures(t *testing.T) {
 				mu.Unlock()
 				tc.answer(w, r)
 			})
-			h := v.Middleware(echo)
+			h := v.Middleware(middlewaretest.Echo)
 			for range 2 {
-				rec := get(h, bearer(someJWT))
+				rec := middlewaretest.Get(h, middlewaretest.Bearer(someJWT))
 				if rec.Code != tc.status || rec.Header().Get("Retry-After") != tc.retryAfter {
 					t.Errorf("got %d Retry-After %q %s, want %d %q", rec.Code, rec.Header().Get("Retry-After"), rec.Body, tc.status, tc.retryAfter)
 				}
@@ -190,7 +156,7 @@ func TestBadRequiredScope(t *testing.T) {
 			t.Error("Middleware with a malformed scope did not panic")
 		}
 	}()
-	v.Middleware(echo, `a"b`)
+	v.Middleware(middlewaretest.Echo, `a"b`)
 }
 
 func TestClaimsFromEmptyContext(t *testing.T) {
@@ -213,7 +179,7 @@ func TestAuthenticateAndWriteError(t *testing.T) {
 	if _, err := v.Authenticate(req); !errors.Is(err, client.ErrNoToken) {
 		t.Errorf("no Authorization: got %v, want ErrNoToken", err)
 	}
-	req.Header.Set("Authorization", bearer(someJWT))
+	req.Header.Set("Authorization", middlewaretest.Bearer(someJWT))
 	if c, err := v.Authenticate(req, "a"); err != nil || c.Subject != "s" {
 		t.Errorf("scope a: got %+v, %v; want the claims", c, err)
 	}
@@ -230,7 +196,7 @@ func TestAuthenticateAndWriteError(t *testing.T) {
 	} {
 		rec := httptest.NewRecorder()
 		v.WriteError(rec, req, tc.err)
-		if rec.Code != http.StatusForbidden || rec.Header().Get("WWW-Authenticate") != tc.challenge || errorCode(t, rec) != "insufficient_scope" {
+		if rec.Code != http.StatusForbidden || rec.Header().Get("WWW-Authenticate") != tc.challenge || middlewaretest.ErrorCode(t, rec) != "insufficient_scope" {
 			t.Errorf("WriteError(%v): got %d %q %s, want 403 %q", tc.err, rec.Code, rec.Header().Get("WWW-Authenticate"), rec.Body, tc.challenge)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client"
+	"github.com/snowtoken/snowtoken/client/middlewaretest"
 	"github.com/snowtoken/snowtoken/clienttest"
 	"github.com/snowtoken/snowtoken/internal/clocktest"
 	"github.com/snowtoken/snowtoken/token"
@@ -59,40 +60,6 @@ func issue(tb testing.TB, is *clienttest.Issuer, scope string) string {
 	return tok
 }
 
-// echo answers with the claims the middleware passed on, as JSON.
-var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-	c, ok := client.ClaimsFrom(r.Context())
-	if !ok {
-		http.Error(w, "no claims in the context", http.StatusInternalServerError)
-		return
-	}
-	_ = json.NewEncoder(w).Encode(c)
-})
-
-// get sends GET /orders to h with the given Authorization header value.
-func get(h http.Handler, authorization string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodGet, "/orders", nil)
-	if authorization != "" {
-		req.Header.Set("Authorization", authorization)
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	return rec
-}
-
-func bearer(tok string) string { return "Bearer " + tok }
-
-func errorCode(tb testing.TB, rec *httptest.ResponseRecorder) string {
-	tb.Helper()
-	var body struct {
-		Error string `json:"error"`
-	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-		tb.Fatalf("error body %q: %v", rec.Body, err)
-	}
-	return body.Error
-}
-
 func TestMiddleware(t *testing.T) {
 	t.Parallel()
 	for _, m := range modes {
@@ -100,11 +67,11 @@ func TestMiddleware(t *testing.T) {
 			t.Parallel()
 			clk := clocktest.New(time.Now())
 			is, v := setup(t, clk, m.opts)
-			h := v.Middleware(echo, "orders:read")
+			h := v.Middleware(middlewaretest.Echo, "orders:read")
 			tok := issue(t, is, "orders:read orders:write")
 			writeOnly := issue(t, is, "orders:write")
 
-			rec := get(h, bearer(tok))
+			rec := middlewaretest.Get(h, middlewaretest.Bearer(tok))
 			if rec.Code != http.StatusOK {
 				t.Fatalf("valid token: got %d %s, want 200", rec.Code, rec.Body)
 			}
@@ -132,8 +99,8 @@ func TestMiddleware(t *testing.T) {
 				{"bad characters", "Bearer a.b.c+d", 401, `Bearer realm="snowtoken", error="invalid_token"`},
 				{"too long", "Bearer " + strings.Repeat("a", 2100) + "." + strings.Repeat("b", 2100) + ".c", 401, `Bearer realm="snowtoken", error="invalid_token"`},
 			} {
-				rec := get(h, tc.authorization)
-				if rec.Code != tc.status || rec.Header().Get("WWW-Authenticate") != tc.challenge || errorCode(t, rec) != "invalid_token" {
+				rec := middlewaretest.Get(h, tc.authorization)
+				if rec.Code != tc.status || rec.Header().Get("WWW-Authenticate") != tc.challenge || middlewaretest.ErrorCode(t, rec) != "invalid_token" {
 					t.Errorf("%s: got %d %q %s, want %d %q", tc.name, rec.Code, rec.Header().Get("WWW-Authenticate"), rec.Body, tc.status, tc.challenge)
 				}
 			}
@@ -141,18 +108,18 @@ func TestMiddleware(t *testing.T) {
 				t.Errorf("malformed requests reached the issuer: %d calls, want none", got-before)
 			}
 
-			rec = get(h, bearer(writeOnly))
+			rec = middlewaretest.Get(h, middlewaretest.Bearer(writeOnly))
 			if want := `Bearer realm="snowtoken", error="insufficient_scope", scope="orders:read"`; rec.Code != http.StatusForbidden ||
-				rec.Header().Get("WWW-Authenticate") != want || errorCode(t, rec) != "insufficient_scope" {
+				rec.Header().Get("WWW-Authenticate") != want || middlewaretest.ErrorCode(t, rec) != "insufficient_scope" {
 				t.Errorf("missing scope: got %d %q %s, want 403 %q", rec.Code, rec.Header().Get("WWW-Authenticate"), rec.Body, want)
 			}
-			if rec := get(v.Middleware(echo), bearer(writeOnly)); rec.Code != http.StatusOK {
+			if rec := middlewaretest.Get(v.Middleware(middlewaretest.Echo), middlewaretest.Bearer(writeOnly)); rec.Code != http.StatusOK {
 				t.Errorf("no scope required: got %d %s, want 200", rec.Code, rec.Body)
 			}
 
 			req := httptest.NewRequest(http.MethodGet, "/orders", nil)
-			req.Header.Add("Authorization", bearer(tok))
-			req.Header.Add("Authorization", bearer(tok))
+			req.Header.Add("Authorization", middlewaretest.Bearer(tok))
+			req.Header.Add("Authorization", middlewaretest.Bearer(tok))
 			rec = httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			if rec.Code != http.StatusUnauthorized {
@@ -168,16 +135,16 @@ func TestRevoked(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			is, v := setup(t, clocktest.New(time.Now()), m.opts)
-			h := v.Middleware(echo)
+			h := v.Middleware(middlewaretest.Echo)
 			tok := issue(t, is, "")
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusOK {
+			if rec := middlewaretest.Get(h, middlewaretest.Bearer(tok)); rec.Code != http.StatusOK {
 				t.Fatalf("before revoking: got %d %s, want 200", rec.Code, rec.Body)
 			}
 			if err := is.Revoke(t.Context(), tok); err != nil {
 				t.Fatal(err)
 			}
 			calls := is.Requests("/token/validate")
-			rec := get(h, bearer(tok))
+			rec := middlewaretest.Get(h, middlewaretest.Bearer(tok))
 			if m.opts.RevocationCheck == client.Skip {
 				// Documented: Skip never sees revocation, and never calls.
 				if rec.Code != http.StatusOK || is.Requests("/token/validate") != calls {
@@ -185,7 +152,7 @@ func TestRevoked(t *testing.T) {
 				}
 				return
 			}
-			if rec.Code != http.StatusUnauthorized || errorCode(t, rec) != "invalid_token" ||
+			if rec.Code != http.StatusUnauthorized || middlewaretest.ErrorCode(t, rec) != "invalid_token" ||
 				rec.Header().Get("WWW-Authenticate") != `Bearer realm="snowtoken", error="invalid_token"` {
 				t.Errorf("revoked: got %d %q %s, want 401 invalid_token", rec.Code, rec.Header().Get("WWW-Authenticate"), rec.Body)
 			}
@@ -214,9 +181,9 @@ func TestLocalRejectsWithoutCallingTheIssuer(t *testing.T) {
 	// Keys that never grow stale, so the expired token below meets no
 	// periodic refetch.
 	is, v := setup(t, clk, client.Options{Mode: client.Local, JWKSMaxAge: 48 * time.Hour})
-	h := v.Middleware(echo)
+	h := v.Middleware(middlewaretest.Echo)
 	tok := issue(t, is, "")
-	if rec := get(h, bearer(tok)); rec.Code != http.StatusOK { // loads the JWKS
+	if rec := middlewaretest.Get(h, middlewaretest.Bearer(tok)); rec.Code != http.StatusOK { // loads the JWKS
 		t.Fatalf("valid token: got %d %s, want 200", rec.Code, rec.Body)
 	}
 
@@ -253,12 +220,12 @@ func TestLocalRejectsWithoutCallingTheIssuer(t *testing.T) {
 	}
 	before := is.Requests("/token/validate") + is.Requests("/.well-known/jwks.json")
 	for name, f := range forged {
-		if rec := get(h, bearer(f)); rec.Code != http.StatusUnauthorized || errorCode(t, rec) != "invalid_token" {
+		if rec := middlewaretest.Get(h, middlewaretest.Bearer(f)); rec.Code != http.StatusUnauthorized || middlewaretest.ErrorCode(t, rec) != "invalid_token" {
 			t.Errorf("%s: got %d %s, want 401 invalid_token", name, rec.Code, rec.Body)
 		}
 	}
 	clk.Add(time.Hour + client.DefaultLeeway + time.Second)
-	if rec := get(h, bearer(tok)); rec.Code != http.StatusUnauthorized {
+	if rec := middlewaretest.Get(h, middlewaretest.Bearer(tok)); rec.Code != http.StatusUnauthorized {
 		t.Errorf("expired: got %d %s, want 401", rec.Code, rec.Body)
 	}
 	if after := is.Requests("/token/validate") + is.Requests("/.well-known/jwks.json"); after != before {
@@ -349,10 +316,10 @@ func TestKeyRotation(t *testing.T) {
 			t.Parallel()
 			clk := clocktest.New(time.Now())
 			is, v := setup(t, clk, m.opts)
-			h := v.Middleware(echo)
+			h := v.Middleware(middlewaretest.Echo)
 			const jwks = "/.well-known/jwks.json"
 			oldTok := issue(t, is, "")
-			if rec := get(h, bearer(oldTok)); rec.Code != http.StatusOK || is.Requests(jwks) != 1 {
+			if rec := middlewaretest.Get(h, middlewaretest.Bearer(oldTok)); rec.Code != http.StatusOK || is.Requests(jwks) != 1 {
 				t.Fatalf("first token: got %d and %d JWKS fetches, want 200 and 1", rec.Code, is.Requests(jwks))
 			}
 			if _, err := is.RotateKey(); err != nil {
@@ -363,19 +330,19 @@ func TestKeyRotation(t *testing.T) {
 			// Within JWKSMinInterval of the last fetch the unknown kid is refused
 			// without a fetch.
 			clk.Add(client.DefaultJWKSMinInterval - time.Second)
-			if rec := get(h, bearer(newTok)); rec.Code != http.StatusUnauthorized || is.Requests(jwks) != 1 {
+			if rec := middlewaretest.Get(h, middlewaretest.Bearer(newTok)); rec.Code != http.StatusUnauthorized || is.Requests(jwks) != 1 {
 				t.Errorf("new kid, rate-limited: got %d and %d fetches, want 401 and 1", rec.Code, is.Requests(jwks))
 			}
 			clk.Add(time.Second)
-			if rec := get(h, bearer(newTok)); rec.Code != http.StatusOK || is.Requests(jwks) != 2 {
+			if rec := middlewaretest.Get(h, middlewaretest.Bearer(newTok)); rec.Code != http.StatusOK || is.Requests(jwks) != 2 {
 				t.Errorf("new kid: got %d %s and %d fetches, want 200 and 2", rec.Code, rec.Body, is.Requests(jwks))
 			}
-			if rec := get(h, bearer(oldTok)); rec.Code != http.StatusOK || is.Requests(jwks) != 2 {
+			if rec := middlewaretest.Get(h, middlewaretest.Bearer(oldTok)); rec.Code != http.StatusOK || is.Requests(jwks) != 2 {
 				t.Errorf("old kid after rotation: got %d and %d fetches, want 200 and 2", rec.Code, is.Requests(jwks))
 			}
 			// Keys older than JWKSMaxAge are fetched again.
 			clk.Add(client.DefaultJWKSMaxAge)
-			if rec := get(h, bearer(issue(t, is, ""))); rec.Code != http.StatusOK || is.Requests(jwks) != 3 {
+			if rec := middlewaretest.Get(h, middlewaretest.Bearer(issue(t, is, ""))); rec.Code != http.StatusOK || is.Requests(jwks) != 3 {
 				t.Errorf("stale keys: got %d and %d fetches, want 200 and 3", rec.Code, is.Requests(jwks))
 			}
 		})
@@ -419,14 +386,14 @@ func TestIssuerDown(t *testing.T) {
 			opts := m.opts
 			opts.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))
 			is, v := setup(t, clocktest.New(time.Now()), opts)
-			h := v.Middleware(echo)
+			h := v.Middleware(middlewaretest.Echo)
 			tok := issue(t, is, "")
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusOK {
+			if rec := middlewaretest.Get(h, middlewaretest.Bearer(tok)); rec.Code != http.StatusOK {
 				t.Fatalf("issuer up: got %d %s, want 200", rec.Code, rec.Body)
 			}
 			is.Close()
 
-			rec := get(h, bearer(tok))
+			rec := middlewaretest.Get(h, middlewaretest.Bearer(tok))
 			if m.opts.RevocationCheck == client.Skip {
 				// Documented: Skip works with the keys it has.
 				if rec.Code != http.StatusOK {
@@ -436,9 +403,9 @@ func TestIssuerDown(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rec = get(fresh.Middleware(echo), bearer(tok))
+				rec = middlewaretest.Get(fresh.Middleware(middlewaretest.Echo), middlewaretest.Bearer(tok))
 			}
-			if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" || errorCode(t, rec) != "temporarily_unavailable" {
+			if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" || middlewaretest.ErrorCode(t, rec) != "temporarily_unavailable" {
 				t.Errorf("issuer down: got %d Retry-After %q %s, want 503, 1, temporarily_unavailable", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 			}
 			if _, err := v.Validate(t.Context(), tok); m.opts.RevocationCheck != client.Skip && !errors.Is(err, client.ErrUnavailable) {
@@ -474,11 +441,11 @@ func TestCacheStaleness(t *testing.T) {
 			opts := m.opts
 			opts.CacheTTL = ttl
 			is, v := setup(t, clk, opts)
-			h := v.Middleware(echo, "orders:read")
+			h := v.Middleware(middlewaretest.Echo, "orders:read")
 			tok := issue(t, is, "")
 			calls := func() int { return is.Requests("/token/validate") }
 
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusOK || calls() != 1 {
+			if rec := middlewaretest.Get(h, middlewaretest.Bearer(tok)); rec.Code != http.StatusOK || calls() != 1 {
 				t.Fatalf("first: got %d and %d calls, want 200 and 1", rec.Code, calls())
 			}
 			if err := is.Revoke(t.Context(), tok); err != nil {
@@ -486,22 +453,22 @@ func TestCacheStaleness(t *testing.T) {
 			}
 			// The documented bound: accepted from the cache for up to CacheTTL.
 			clk.Add(ttl - time.Second)
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusOK || calls() != 1 {
+			if rec := middlewaretest.Get(h, middlewaretest.Bearer(tok)); rec.Code != http.StatusOK || calls() != 1 {
 				t.Errorf("revoked, within CacheTTL: got %d and %d calls, want 200 from the cache", rec.Code, calls())
 			}
-			if rec := get(v.Middleware(echo, "admin"), bearer(tok)); rec.Code != http.StatusForbidden || calls() != 1 {
+			if rec := middlewaretest.Get(v.Middleware(middlewaretest.Echo, "admin"), middlewaretest.Bearer(tok)); rec.Code != http.StatusForbidden || calls() != 1 {
 				t.Errorf("cached, other scope: got %d and %d calls, want 403 from the cache", rec.Code, calls())
 			}
 			clk.Add(time.Second)
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusUnauthorized || calls() != 2 {
+			if rec := middlewaretest.Get(h, middlewaretest.Bearer(tok)); rec.Code != http.StatusUnauthorized || calls() != 2 {
 				t.Errorf("revoked, CacheTTL passed: got %d and %d calls, want 401 and 2", rec.Code, calls())
 			}
 			// Rejections are kept for CacheTTL, then asked again.
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusUnauthorized || calls() != 2 {
+			if rec := middlewaretest.Get(h, middlewaretest.Bearer(tok)); rec.Code != http.StatusUnauthorized || calls() != 2 {
 				t.Errorf("rejection cached: got %d and %d calls, want 401 and 2", rec.Code, calls())
 			}
 			clk.Add(ttl)
-			if rec := get(h, bearer(tok)); rec.Code != http.StatusUnauthorized || calls() != 3 {
+			if rec := middlewaretest.Get(h, middlewaretest.Bearer(tok)); rec.Code != http.StatusUnauthorized || calls() != 3 {
 				t.Errorf("rejection after CacheTTL: got %d and %d calls, want 401 and 3", rec.Code, calls())
 			}
 		})
@@ -512,23 +479,23 @@ func TestCacheNeverPastExp(t *testing.T) {
 	t.Parallel()
 	clk := clocktest.New(time.Now())
 	is, v := setup(t, clk, client.Options{CacheTTL: 2 * time.Hour})
-	h := v.Middleware(echo)
+	h := v.Middleware(middlewaretest.Echo)
 	tok := issue(t, is, "") // lives 1 h
-	if rec := get(h, bearer(tok)); rec.Code != http.StatusOK {
+	if rec := middlewaretest.Get(h, middlewaretest.Bearer(tok)); rec.Code != http.StatusOK {
 		t.Fatalf("got %d, want 200", rec.Code)
 	}
 	clk.Add(59 * time.Minute)
-	if rec := get(h, bearer(tok)); rec.Code != http.StatusOK || is.Requests("/token/validate") != 1 {
+	if rec := middlewaretest.Get(h, middlewaretest.Bearer(tok)); rec.Code != http.StatusOK || is.Requests("/token/validate") != 1 {
 		t.Errorf("before exp: got %d and %d calls, want 200 from the cache", rec.Code, is.Requests("/token/validate"))
 	}
 	// At exp the issuer is asked again (it still accepts for its leeway)...
 	clk.Add(time.Minute)
-	if get(h, bearer(tok)); is.Requests("/token/validate") != 2 {
+	if middlewaretest.Get(h, middlewaretest.Bearer(tok)); is.Requests("/token/validate") != 2 {
 		t.Errorf("at exp: %d calls, want the issuer asked again", is.Requests("/token/validate"))
 	}
 	// ...and an answer is never kept past exp.
 	clk.Add(token.DefaultLeeway + time.Second)
-	if rec := get(h, bearer(tok)); rec.Code != http.StatusUnauthorized || is.Requests("/token/validate") != 3 {
+	if rec := middlewaretest.Get(h, middlewaretest.Bearer(tok)); rec.Code != http.StatusUnauthorized || is.Requests("/token/validate") != 3 {
 		t.Errorf("past exp: got %d and %d calls, want 401 from the issuer", rec.Code, is.Requests("/token/validate"))
 	}
 }
@@ -565,14 +532,14 @@ func TestGin(t *testing.T) {
 	})
 	r.GET("/after", requireToken(v), func(c *gin.Context) { c.String(http.StatusTeapot, "ran") })
 
-	if rec := get(r, ""); rec.Code != http.StatusUnauthorized || rec.Header().Get("WWW-Authenticate") != `Bearer realm="snowtoken"` {
+	if rec := middlewaretest.Get(r, ""); rec.Code != http.StatusUnauthorized || rec.Header().Get("WWW-Authenticate") != `Bearer realm="snowtoken"` {
 		t.Errorf("no token: got %d %q", rec.Code, rec.Header().Get("WWW-Authenticate"))
 	}
-	if rec := get(r, bearer(issue(t, is, "orders:write"))); rec.Code != http.StatusForbidden ||
+	if rec := middlewaretest.Get(r, middlewaretest.Bearer(issue(t, is, "orders:write"))); rec.Code != http.StatusForbidden ||
 		rec.Header().Get("WWW-Authenticate") != `Bearer realm="snowtoken", error="insufficient_scope", scope="orders:read"` {
 		t.Errorf("missing scope: got %d %q, want 403 naming orders:read", rec.Code, rec.Header().Get("WWW-Authenticate"))
 	}
-	if rec := get(r, bearer(issue(t, is, ""))); rec.Code != http.StatusOK || rec.Body.String() != is.ClientID {
+	if rec := middlewaretest.Get(r, middlewaretest.Bearer(issue(t, is, ""))); rec.Code != http.StatusOK || rec.Body.String() != is.ClientID {
 		t.Errorf("valid: got %d %q, want 200 %q", rec.Code, rec.Body, is.ClientID)
 	}
 	req := httptest.NewRequest(http.MethodGet, "/after", nil)
