@@ -29,13 +29,14 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // Config configures an Issuer. Zero values mean the documented defaults.
 type Config struct {
 	// Redis holds the sessions. Nil means an embedded miniredis of its own.
 	Redis redis.UniversalClient
-	// Prefix starts every Redis key. Empty means token.DefaultKeyPrefix.
+	// Prefix starts every Redis key. Empty means redisstore.DefaultKeyPrefix.
 	Prefix string
 	// ClientID names the client tokens are issued to. Empty means "orders-app".
 	ClientID string
@@ -69,7 +70,7 @@ type Issuer struct {
 	mini    *miniredis.Miniredis
 	ownRDB  *redis.Client // the client of mini
 	handler atomic.Pointer[http.Handler]
-	store   *token.Store
+	store   *redisstore.Store
 	ids     *snowflakealg.SnowFlakeAlg
 	clients *token.Clients
 	now     func() time.Time
@@ -121,7 +122,7 @@ func Start(cfg Config) (_ *Issuer, err error) {
 		is.mini, is.ownRDB = m, redis.NewClient(&redis.Options{Addr: m.Addr()})
 		cfg.Redis = is.ownRDB
 	}
-	is.store = token.NewStore(cfg.Redis, token.StoreOptions{Prefix: cfg.Prefix})
+	is.store = redisstore.New(cfg.Redis, redisstore.Options{Prefix: cfg.Prefix})
 	secret, sum, err := token.NewClientSecret()
 	if err != nil {
 		return nil, err

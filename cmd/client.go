@@ -18,6 +18,7 @@ import (
 	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/internal/atomicfile"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // clientSub is one `snowtoken client` subcommand.
@@ -329,7 +330,7 @@ func clientRevokeCmd(ctx context.Context, f *cmdFlags, args []string, env map[st
 // does, straight in the issuer's Redis.
 type clientRevoker struct {
 	cmd   string
-	store *token.Store
+	store *redisstore.Store
 	close func()
 }
 
@@ -344,7 +345,7 @@ func newClientRevoker(cmd string, env map[string]string) (*clientRevoker, error)
 	if rdb == nil {
 		return nil, fmt.Errorf("%s: set the issuer's SNOWTOKEN_REDIS_* variables: it writes to the replicas' Redis", cmd)
 	}
-	store := token.NewStore(rdb, token.StoreOptions{Timeout: cfg.RedisTimeout,
+	store := redisstore.New(rdb, redisstore.Options{Timeout: cfg.RedisTimeout,
 		LogRetention: token.LogRetention(cfg.MaxTokenTTL, token.DefaultLeeway)})
 	return &clientRevoker{cmd: cmd, store: store, close: func() { store.Close(); rdb.Close() }}, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // clientsDir is a directory for one clients file, clients.json.
@@ -337,14 +338,14 @@ func TestClientDisableRevoke(t *testing.T) {
 					t.Errorf("client %s: gw is still live", cmd)
 				}
 			}
-			v, err := srv.Client().Get(t.Context(), token.DefaultKeyPrefix+"client:{gw}").Int64()
+			v, err := srv.Client().Get(t.Context(), redisstore.DefaultKeyPrefix+"client:{gw}").Int64()
 			if err != nil {
 				t.Fatalf("client %s -revoke wrote no revocation: %v", cmd, err)
 			}
 			if lo, hi := before.Add(token.DefaultLeeway).UnixMilli(), time.Now().Add(token.DefaultLeeway).UnixMilli(); v < lo || v > hi {
 				t.Errorf("revoked up to %d, want now plus the leeway, in [%d, %d]", v, lo, hi)
 			}
-			if err := srv.Client().Del(t.Context(), token.DefaultKeyPrefix+"client:{gw}").Err(); err != nil {
+			if err := srv.Client().Del(t.Context(), redisstore.DefaultKeyPrefix+"client:{gw}").Err(); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -361,7 +362,7 @@ func TestClientRevokeCommand(t *testing.T) {
 	if err := run(t.Context(), []string{"client", "revoke", "-id", "gateway"}, env, &out); err != nil {
 		t.Fatalf("client revoke: %v\n%s", err, out.String())
 	}
-	v, err := srv.Client().Get(t.Context(), token.DefaultKeyPrefix+"client:{gateway}").Int64()
+	v, err := srv.Client().Get(t.Context(), redisstore.DefaultKeyPrefix+"client:{gateway}").Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +370,7 @@ func TestClientRevokeCommand(t *testing.T) {
 		t.Errorf("revoked up to %d, want now plus the leeway, in [%d, %d]", v, lo, hi)
 	}
 	// It is logged as the replicas log it (TestRevocationLog).
-	msgs, err := srv.Client().XRange(t.Context(), token.DefaultKeyPrefix+"{revlog}", "-", "+").Result()
+	msgs, err := srv.Client().XRange(t.Context(), redisstore.DefaultKeyPrefix+"{revlog}", "-", "+").Result()
 	if err != nil || len(msgs) != 1 || fmt.Sprint(msgs[0].Values) != fmt.Sprintf("map[i:gateway k:c v:%d]", v) {
 		t.Errorf("revocation log %v, %v: want one entry for gateway up to %d", msgs, err, v)
 	}

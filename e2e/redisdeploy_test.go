@@ -32,6 +32,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // deployRequireEnv, when 1, turns a missing Redis binary into a failure
@@ -351,7 +352,7 @@ func TestRedisClusterDeployment(t *testing.T) {
 
 	masters := map[string][]string{}
 	for _, s := range deploySubjects {
-		m, err := cc.MasterForKey(ctx, token.DefaultKeyPrefix+"{"+s+"}:gen")
+		m, err := cc.MasterForKey(ctx, redisstore.DefaultKeyPrefix+"{"+s+"}:gen")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,13 +376,13 @@ func TestRedisClusterDeployment(t *testing.T) {
 		t.Fatalf("lease key %s in the cluster: exists %d, %v", leaseKey, n, err)
 	}
 	deployExercise(t, p, creds, 21, deploySubjects, func(s string, tok fleetToken) {
-		key := token.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
+		key := redisstore.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
 		if n, err := cc.Exists(ctx, key).Result(); err != nil || n != 1 {
 			t.Fatalf("session key %s in the cluster: exists %d, %v", key, n, err)
 		}
 	})
 	for _, s := range deploySubjects {
-		if n, err := cc.Exists(ctx, token.DefaultKeyPrefix+"{"+s+"}:gen").Result(); err != nil || n != 1 {
+		if n, err := cc.Exists(ctx, redisstore.DefaultKeyPrefix+"{"+s+"}:gen").Result(); err != nil || n != 1 {
 			t.Errorf("revocation marker of %s in the cluster: exists %d, %v", s, n, err)
 		}
 	}
@@ -393,7 +394,7 @@ func TestRedisClusterDeployment(t *testing.T) {
 		if !strings.HasPrefix(tok.AccessToken, token.OpaquePrefix) {
 			t.Fatalf("the opaque client got %.12q…", tok.AccessToken)
 		}
-		key := token.DefaultKeyPrefix + "o:" + tok.TokenID.String()
+		key := redisstore.DefaultKeyPrefix + "o:" + tok.TokenID.String()
 		if n, err := cc.Exists(ctx, key).Result(); err != nil || n != 1 {
 			t.Fatalf("opaque session key %s in the cluster: exists %d, %v", key, n, err)
 		}
@@ -401,7 +402,7 @@ func TestRedisClusterDeployment(t *testing.T) {
 	// Every revocation above appended to the revocation log, one Stream in
 	// one slot ({revlog}), on whichever master holds it: a token and its
 	// subject per subject and format, the admin client once per format.
-	logKey := token.DefaultKeyPrefix + "{revlog}"
+	logKey := redisstore.DefaultKeyPrefix + "{revlog}"
 	msgs, err := cc.XRange(ctx, logKey, "-", "+").Result()
 	if err != nil {
 		t.Fatalf("XRANGE %s: %v", logKey, err)
@@ -529,7 +530,7 @@ func TestRedisSentinelDeployment(t *testing.T) {
 	mc := redis.NewClient(&redis.Options{Addr: master.addr, Password: deployPassword})
 	t.Cleanup(func() { mc.Close() })
 	deployExercise(t, p, creds, 22, deploySubjects, func(s string, tok fleetToken) {
-		key := token.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
+		key := redisstore.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
 		if n, err := mc.Exists(ctx, key).Result(); err != nil || n != 1 {
 			t.Fatalf("session key %s on the master: exists %d, %v", key, n, err)
 		}
@@ -605,7 +606,7 @@ func TestRedisSentinelDeployment(t *testing.T) {
 	p.mustReject(t, revoked, "revoked before the failover")
 	p.mustReject(t, subjectRevoked, "of a subject revoked before the failover")
 	deployExercise(t, p, creds, 22, deploySubjects, func(s string, tok fleetToken) {
-		key := token.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
+		key := redisstore.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
 		if n, err := rc.Exists(ctx, key).Result(); err != nil || n != 1 {
 			t.Fatalf("session key %s on the promoted replica: exists %d, %v", key, n, err)
 		}
@@ -655,7 +656,7 @@ func TestRedisTLSDeployment(t *testing.T) {
 	sc := redis.NewClient(&redis.Options{Addr: srv.addr, Password: deployPassword, TLSConfig: files.ClientConfig(t)})
 	t.Cleanup(func() { sc.Close() })
 	deployExercise(t, p, creds, 25, deploySubjects[:1], func(s string, tok fleetToken) {
-		key := token.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
+		key := redisstore.DefaultKeyPrefix + "{" + s + "}:" + tok.TokenID.String()
 		if n, err := sc.Exists(t.Context(), key).Result(); err != nil || n != 1 {
 			t.Fatalf("session key %s on the TLS server: exists %d, %v", key, n, err)
 		}

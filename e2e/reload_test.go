@@ -26,6 +26,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/atomicfile"
 	"github.com/snowtoken/snowtoken/internal/watch/watchtest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // reloadLoad issues tokens and validates them without pause, each new token
@@ -570,7 +571,7 @@ func TestReloadLayouts(t *testing.T) {
 			if rec["client_id"] != creds.svc.id {
 				t.Errorf("revoked %v, want %s", rec["client_id"], creds.svc.id)
 			}
-			entries, err := rdb.XRange(t.Context(), token.DefaultKeyPrefix+"{revlog}", "-", "+").Result()
+			entries, err := rdb.XRange(t.Context(), redisstore.DefaultKeyPrefix+"{revlog}", "-", "+").Result()
 			if err != nil || len(entries) == 0 || entries[len(entries)-1].Values["k"] != "c" || entries[len(entries)-1].Values["i"] != creds.svc.id {
 				t.Errorf("revocation log %v (%v), want the client's entry last", entries, err)
 			}

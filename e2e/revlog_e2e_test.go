@@ -37,12 +37,13 @@ import (
 	"github.com/snowtoken/snowtoken/client"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 const (
 	// revlogKey is the revocation log; the heartbeats and the epoch are
 	// keys named after it (package revlog).
-	revlogKey = token.DefaultKeyPrefix + "{revlog}"
+	revlogKey = redisstore.DefaultKeyPrefix + "{revlog}"
 	// revlogThreshold is SNOWTOKEN_REVLOG_THRESHOLD of the fault tests'
 	// replicas: the default.
 	revlogThreshold = 100 * time.Millisecond
@@ -452,8 +453,8 @@ func TestRevlogHotValidationNoRedis(t *testing.T) {
 	if !strings.HasPrefix(opq.AccessToken, token.OpaquePrefix) || strings.HasPrefix(jwt.AccessToken, token.OpaquePrefix) {
 		t.Fatalf("tokens %.12q… and %.12q…: want a JWT and an opaque token", jwt.AccessToken, opq.AccessToken)
 	}
-	jwtKey := token.DefaultKeyPrefix + "{svc}:" + jwt.TokenID.String()
-	opqKey := token.DefaultKeyPrefix + "o:" + opq.TokenID.String()
+	jwtKey := redisstore.DefaultKeyPrefix + "{svc}:" + jwt.TokenID.String()
+	opqKey := redisstore.DefaultKeyPrefix + "o:" + opq.TokenID.String()
 	for _, key := range []string{jwtKey, opqKey} {
 		if n, err := f.rdb.Exists(t.Context(), key).Result(); err != nil || n != 1 {
 			t.Fatalf("session key %s: exists %d, %v; the key names this test watches are wrong", key, n, err)

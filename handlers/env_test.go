@@ -30,6 +30,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // The service every test talks to.
@@ -61,7 +62,7 @@ type env struct {
 	Svc     *token.Service
 	Key     token.Key
 	Keys    *token.KeySet
-	Store   *token.Store
+	Store   *redisstore.Store
 	Clients *token.Clients
 	IDs     *snowflakealg.SnowFlakeAlg
 	Clock   *clocktest.Clock // the token service's clock: iat, exp, expiry checks
@@ -181,7 +182,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		tb.Fatal(err)
 	}
 	e.Clock = clocktest.New(time.Now().Truncate(time.Second))
-	e.Store = token.NewStore(cfg.rdb, token.StoreOptions{Prefix: cfg.prefix, TracerProvider: cfg.tracer})
+	e.Store = redisstore.New(cfg.rdb, redisstore.Options{Prefix: cfg.prefix, TracerProvider: cfg.tracer})
 	e.Svc, err = token.NewService(keys, e.Store, e.IDs, token.Options{
 		Issuer: testIssuer, Audience: testAudience, MaxTTL: testMaxTTL, Now: e.Clock.Now,
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // openAPIPath is docs/openapi.yaml, relative to this package's directory.
@@ -97,7 +98,7 @@ func routesEngine(tb testing.TB) *gin.Engine {
 		tb.Fatal(err)
 	}
 	r := redistest.New(tb)
-	store := token.NewStore(r.Client, token.StoreOptions{Prefix: r.Prefix})
+	store := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
 	tb.Cleanup(store.Close)
 	svc, err := token.NewService(keys, store, ids, token.Options{Issuer: "https://issuer.test"})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // TestValidate covers a good token: body, headers and required scopes.
@@ -388,7 +389,7 @@ func TestValidateAttacks(t *testing.T) {
 		// Same keys, issuer and audience, another key prefix: a perfectly
 		// signed token whose session this server has never seen.
 		r := redistest.New(t)
-		other, err := token.NewService(e.Keys, token.NewStore(r.Client, token.StoreOptions{Prefix: r.Prefix}), e.IDs, token.Options{
+		other, err := token.NewService(e.Keys, redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix}), e.IDs, token.Options{
 			Issuer: testIssuer, Audience: testAudience, MaxTTL: testMaxTTL, Now: e.Clock.Now,
 		})
 		if err != nil {

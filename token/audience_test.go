@@ -1,4 +1,4 @@
-package token
+package token_test
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/snowtoken/snowtoken/token"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -29,8 +31,8 @@ func newAudClients(tb testing.TB, audiences ...string) (*Clients, map[string]*Cl
 		audiences = []string{ordersAud, billingAud, reportsAud}
 	}
 	cs, err := NewClients([]Client{
-		{ID: "svc", SecretSHA256: sha256Hex("svc"), Scopes: []string{"read"}},
-		{ID: "multi", SecretSHA256: sha256Hex("multi"), Scopes: []string{"read"}, Audiences: audiences},
+		{ID: "svc", SecretSHA256: SHA256Hex("svc"), Scopes: []string{"read"}},
+		{ID: "multi", SecretSHA256: SHA256Hex("multi"), Scopes: []string{"read"}, Audiences: audiences},
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -115,13 +117,13 @@ func TestIssueAudiences(t *testing.T) {
 func TestIssueNeverTooLong(t *testing.T) {
 	e := newEnv(t, Options{})
 	var scopes, auds []string
-	for i := range MaxScopeLen / (maxNameLen + 1) {
-		scopes = append(scopes, strings.Repeat(string(rune('a'+i)), maxNameLen))
+	for i := range MaxScopeLen / (MaxNameLen + 1) {
+		scopes = append(scopes, strings.Repeat(string(rune('a'+i)), MaxNameLen))
 	}
 	for i := range MaxAudiences {
 		auds = append(auds, strings.Repeat(string(rune('a'+i)), MaxAudienceLen))
 	}
-	cs, err := NewClients([]Client{{ID: "big", SecretSHA256: sha256Hex("big"), Scopes: scopes, Audiences: auds}})
+	cs, err := NewClients([]Client{{ID: "big", SecretSHA256: SHA256Hex("big"), Scopes: scopes, Audiences: auds}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +187,7 @@ func TestCheckClientAudiences(t *testing.T) {
 	}
 
 	// Tokens signed by our key whose aud the client could never get.
-	signer := e.keys.signer
+	signer := e.keys.SigningKey()
 	hdr := map[string]any{"kid": signer.ID, "typ": "at+jwt"}
 	for name, aud := range map[string]jwt.ClaimStrings{
 		"no aud":       nil,
@@ -204,11 +206,11 @@ func TestCheckClientAudiences(t *testing.T) {
 	}
 
 	// Removed and disabled clients.
-	gone, err := NewClients([]Client{{ID: "svc", SecretSHA256: sha256Hex("svc")}})
+	gone, err := NewClients([]Client{{ID: "svc", SecretSHA256: SHA256Hex("svc")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	disabled, err := NewClients([]Client{{ID: "multi", SecretSHA256: sha256Hex("multi"), Audiences: []string{ordersAud}, Disabled: true}})
+	disabled, err := NewClients([]Client{{ID: "multi", SecretSHA256: SHA256Hex("multi"), Audiences: []string{ordersAud}, Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +237,7 @@ func TestAudienceAcrossAPIs(t *testing.T) {
 	}
 	local := func(api string) error {
 		p := jwt.NewParser(jwtpolicy.ParserOptions(testIssuer, api, DefaultLeeway, e.clock.Now)...)
-		_, err := p.ParseWithClaims(iss.AccessToken, &Claims{}, e.svc.keyFor)
+		_, err := p.ParseWithClaims(iss.AccessToken, &Claims{}, e.svc.KeyFor)
 		return err
 	}
 	if err := local(billingAud); err != nil {

@@ -1,4 +1,4 @@
-package token
+package token_test
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/snowtoken/snowtoken/token"
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
@@ -262,13 +264,13 @@ func TestRedisMemoryPerLogEntry(t *testing.T) {
 			t.Fatal(err)
 		}
 		jtis[i] = id.String()
-		keys[i] = e.store.opaqueKey(jtis[i])
+		keys[i] = e.store.OpaqueKey(jtis[i])
 	}
 	t.Cleanup(func() {
 		deleteKeys(t, e.redis, keys)
 		seen := make([]string, len(jtis))
 		for i, jti := range jtis {
-			seen[i] = e.store.seenKey(jti)
+			seen[i] = e.seenKey(jti)
 		}
 		deleteKeys(t, e.redis, seen)
 	})
@@ -286,7 +288,7 @@ func TestRedisMemoryPerLogEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	records()
-	if err := e.redis.Client.Del(ctx, e.store.LogKey(), e.store.seenKey(jtis[0])).Err(); err != nil {
+	if err := e.redis.Client.Del(ctx, e.store.LogKey(), e.seenKey(jtis[0])).Err(); err != nil {
 		t.Fatal(err)
 	}
 	before := usedMemory(t, e.redis)
@@ -318,14 +320,14 @@ func TestRedisMemoryPerLogEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen, err := e.redis.Client.MemoryUsage(ctx, e.store.seenKey(jtis[1])).Result()
+	seen, err := e.redis.Client.MemoryUsage(ctx, e.seenKey(jtis[1])).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	perEntry, perDelta := float64(usage)/entries, float64(after-before)/entries
 	t.Logf("Redis memory per revocation log entry: MEMORY USAGE %s SAMPLES 0 = %d over %d entries: %.1f bytes; "+
 		"with the dedupe key (MEMORY USAGE %d, %d bytes long), used_memory %d -> %d: %.1f bytes",
-		e.store.LogKey(), usage, entries, perEntry, seen, len(e.store.seenKey(jtis[1])), before, after, perDelta)
+		e.store.LogKey(), usage, entries, perEntry, seen, len(e.seenKey(jtis[1])), before, after, perDelta)
 	if perEntry > maxBytes {
 		t.Errorf("a log entry costs %.1f bytes of Redis memory, want at most %d", perEntry, maxBytes)
 	}

@@ -118,7 +118,7 @@ func NewClients(list []Client) (*Clients, error) {
 	cs := &Clients{byID: make(map[string]*Client, len(list))}
 	for i := range list {
 		c := list[i]
-		if err := checkName(c.ID); err != nil {
+		if err := CheckName(c.ID); err != nil {
 			return nil, fmt.Errorf("%w: client %d: id: %w", ErrClientsFile, i, err)
 		}
 		if _, dup := cs.byID[c.ID]; dup {
@@ -425,10 +425,10 @@ func containsAll(have, want []string) bool {
 // maxNameLen bounds subjects and client IDs, which go into Redis keys and headers.
 const maxNameLen = 128
 
-// checkName accepts a client ID or subject: 1 to 128 of A-Z a-z 0-9 and
+// CheckName accepts a client ID or subject: 1 to 128 of A-Z a-z 0-9 and
 // . _ - : @ +. Braces are excluded because names become Redis hash tags;
 // spaces and control characters because they become HTTP headers.
-func checkName(s string) error {
+func CheckName(s string) error {
 	if s == "" || len(s) > maxNameLen {
 		return fmt.Errorf("must be 1 to %d characters", maxNameLen)
 	}

@@ -13,21 +13,21 @@ import (
 	"time"
 )
 
-// sha256Hex returns the hex SHA-256 of s, as the clients file stores a secret.
-func sha256Hex(s string) string {
+// SHA256Hex returns the hex SHA-256 of s, as the clients file stores a secret.
+func SHA256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
 
 func TestLoadClients(t *testing.T) {
-	path := writeFile(t, "clients.json", []byte(`{"clients": [
-		{"id": "svc", "secret_sha256": "`+sha256Hex("svc-secret")+`", "scopes": ["read", "write"]},
-		{"id": "gateway.prod@eu-1", "secret_sha256": "`+strings.ToUpper(sha256Hex("gw-secret"))+`", "scopes": ["read"],
+	path := WriteFile(t, "clients.json", []byte(`{"clients": [
+		{"id": "svc", "secret_sha256": "`+SHA256Hex("svc-secret")+`", "scopes": ["read", "write"]},
+		{"id": "gateway.prod@eu-1", "secret_sha256": "`+strings.ToUpper(SHA256Hex("gw-secret"))+`", "scopes": ["read"],
 		 "may_set_subject": true, "may_introspect": true, "max_ttl": "90m", "admin": true,
 		 "audiences": ["orders-api", "https://billing.test/api"],
 		 "description": "the EU gateway – Zürich", "owner": "platform@example.com",
 		 "secret_expires": "2027-03-01T00:00:00Z",
-		 "previous_secret_sha256": "`+sha256Hex("gw-old")+`", "previous_secret_expires": "2026-11-24T08:30:00+01:00"}
+		 "previous_secret_sha256": "`+SHA256Hex("gw-old")+`", "previous_secret_expires": "2026-11-24T08:30:00+01:00"}
 	]}`))
 	cs, err := LoadClients(path)
 	if err != nil {
@@ -72,7 +72,7 @@ func TestLoadClients(t *testing.T) {
 }
 
 func TestLoadClientsRejects(t *testing.T) {
-	good := sha256Hex("secret")
+	good := SHA256Hex("secret")
 	for _, tc := range []struct {
 		name, file string
 	}{
@@ -102,7 +102,7 @@ func TestLoadClientsRejects(t *testing.T) {
 		{"invalid UTF-8", "{\"clients\": [{\"id\": \"svc\", \"secret_sha256\": \"" + good + "\", \"scopes\": [\"a\xff\"]}]}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cs, err := LoadClients(writeFile(t, "clients.json", []byte(tc.file)))
+			cs, err := LoadClients(WriteFile(t, "clients.json", []byte(tc.file)))
 			if !errors.Is(err, ErrClientsFile) {
 				t.Errorf("LoadClients: clients %v, err = %v, want ErrClientsFile", cs, err)
 			}
@@ -110,7 +110,7 @@ func TestLoadClientsRejects(t *testing.T) {
 	}
 	// The fields of secret rotation, expiry, description and owner: the
 	// error names the client and the field.
-	other := sha256Hex("other")
+	other := SHA256Hex("other")
 	for _, tc := range []struct {
 		name, fields, want string
 	}{
@@ -134,7 +134,7 @@ func TestLoadClientsRejects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := `{"clients": [{"id": "ok", "secret_sha256": "` + good + `"}, {"id": "svc", "secret_sha256": "` + good + `", ` + tc.fields + `}]}`
-			cs, err := LoadClients(writeFile(t, "clients.json", []byte(file)))
+			cs, err := LoadClients(WriteFile(t, "clients.json", []byte(file)))
 			if !errors.Is(err, ErrClientsFile) {
 				t.Fatalf("LoadClients: clients %v, err = %v, want ErrClientsFile", cs, err)
 			}
@@ -158,7 +158,7 @@ func TestLoadClientsRejects(t *testing.T) {
 // as jq could read otherwise than the issuer: keys in another case, and a key
 // given twice. The error names the client and the key.
 func TestLoadClientsOneMeaning(t *testing.T) {
-	good := sha256Hex("secret")
+	good := SHA256Hex("secret")
 	svc := `{"id": "svc", "secret_sha256": "` + good + `", "scopes": ["a"]}`
 	for _, tc := range []struct {
 		name, file string
@@ -180,7 +180,7 @@ func TestLoadClientsOneMeaning(t *testing.T) {
 			[]string{`client 1 ("gw")`, `"admin"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := writeFile(t, "clients.json", []byte(tc.file))
+			path := WriteFile(t, "clients.json", []byte(tc.file))
 			cs, err := LoadClients(path)
 			if !errors.Is(err, ErrClientsFile) {
 				t.Fatalf("LoadClients: clients %v, err = %v, want ErrClientsFile", cs, err)
@@ -201,7 +201,7 @@ func TestAuthenticate(t *testing.T) {
 	}
 	cs, err := NewClients([]Client{
 		{ID: "svc", SecretSHA256: sum, Scopes: []string{"read"}},
-		{ID: "other", SecretSHA256: sha256Hex("other-secret")},
+		{ID: "other", SecretSHA256: SHA256Hex("other-secret")},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -241,10 +241,10 @@ func TestAuthenticateSecretRotation(t *testing.T) {
 	base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	previousExpires, currentExpires := base.Add(24*time.Hour), base.Add(90*24*time.Hour)
 	cs, err := NewClients([]Client{
-		{ID: "rotating", SecretSHA256: sha256Hex("new"), SecretExpires: currentExpires,
-			PreviousSecretSHA256: sha256Hex("old"), PreviousSecretExpires: previousExpires},
-		{ID: "plain", SecretSHA256: sha256Hex("plain")},
-		{ID: "off", SecretSHA256: sha256Hex("off-new"), PreviousSecretSHA256: sha256Hex("off-old"),
+		{ID: "rotating", SecretSHA256: SHA256Hex("new"), SecretExpires: currentExpires,
+			PreviousSecretSHA256: SHA256Hex("old"), PreviousSecretExpires: previousExpires},
+		{ID: "plain", SecretSHA256: SHA256Hex("plain")},
+		{ID: "off", SecretSHA256: SHA256Hex("off-new"), PreviousSecretSHA256: SHA256Hex("off-old"),
 			PreviousSecretExpires: previousExpires, Disabled: true},
 	})
 	if err != nil {
@@ -294,7 +294,7 @@ func TestNewClientSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := sum, sha256Hex(secret); got != want {
+	if got, want := sum, SHA256Hex(secret); got != want {
 		t.Errorf("hash = %s, want SHA-256 of the secret %s", got, want)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(secret)
@@ -436,10 +436,10 @@ func TestClientHasScopes(t *testing.T) {
 // client with it may follow the feed, an admin may without it, any other
 // client may not.
 func TestMayFollowRevocations(t *testing.T) {
-	path := writeFile(t, "clients.json", []byte(`{"clients": [
-		{"id": "api", "secret_sha256": "`+sha256Hex("a")+`", "scopes": [], "revocation_feed": true},
-		{"id": "ops", "secret_sha256": "`+sha256Hex("o")+`", "scopes": [], "admin": true},
-		{"id": "svc", "secret_sha256": "`+sha256Hex("s")+`", "scopes": ["read"]}
+	path := WriteFile(t, "clients.json", []byte(`{"clients": [
+		{"id": "api", "secret_sha256": "`+SHA256Hex("a")+`", "scopes": [], "revocation_feed": true},
+		{"id": "ops", "secret_sha256": "`+SHA256Hex("o")+`", "scopes": [], "admin": true},
+		{"id": "svc", "secret_sha256": "`+SHA256Hex("s")+`", "scopes": ["read"]}
 	]}`))
 	cs, err := LoadClients(path)
 	if err != nil {
@@ -457,7 +457,7 @@ func TestMayFollowRevocations(t *testing.T) {
 func TestClientsDropped(t *testing.T) {
 	mk := func(cs ...Client) *Clients {
 		for i := range cs {
-			cs[i].SecretSHA256 = sha256Hex(cs[i].ID)
+			cs[i].SecretSHA256 = SHA256Hex(cs[i].ID)
 		}
 		c, err := NewClients(cs)
 		if err != nil {

@@ -1,4 +1,4 @@
-package token
+package token_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 
 	"github.com/redis/go-redis/v9"
 
@@ -108,10 +111,8 @@ func logEnv(t *testing.T, log Revocations) (*env, *roundTrips) {
 // their first EVALSHA is not a NOSCRIPT and a second round trip.
 func loadScripts(tb testing.TB, r *redistest.Redis) {
 	tb.Helper()
-	for _, sc := range []string{validateOpaqueLua, revokeTokenLua, logTokenSrc} {
-		if err := r.Client.ScriptLoad(tb.Context(), sc).Err(); err != nil {
-			tb.Fatal(err)
-		}
+	if err := redisstore.LoadScripts(tb.Context(), r.Client); err != nil {
+		tb.Fatal(err)
 	}
 }
 
@@ -269,12 +270,12 @@ func TestValidateOpaqueFromLog(t *testing.T) {
 	wantStats(t, e.svc, LogStats{Live: 1, Uncached: 1})
 
 	// Another secret, the same ID: not the entry; Redis refuses it.
-	id, secret, err := parseOpaque(iss.AccessToken)
+	id, secret, err := ParseOpaque(iss.AccessToken)
 	if err != nil {
 		t.Fatal(err)
 	}
 	secret[0] ^= 1
-	wantRevoked(t, e.svc, formatOpaque(id, secret))
+	wantRevoked(t, e.svc, FormatOpaqueToken(id, secret))
 	wantTrips(t, rt, "another secret", 1)
 
 	log.set(func(l *logStandIn) { l.fresh = false })

@@ -1,4 +1,4 @@
-package token
+package token_test
 
 import (
 	"crypto/sha256"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/snowtoken/snowtoken/token"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -24,7 +26,7 @@ type keyDirFixture struct {
 // published KeyPublishDelay before it was activated, and a next key.
 func newKeyDirFixture(tb testing.TB, now time.Time) *keyDirFixture {
 	tb.Helper()
-	f := &keyDirFixture{files: map[string]Key{"old.pem": mustKey(tb), "cur.pem": mustKey(tb), "new.pem": mustKey(tb)}}
+	f := &keyDirFixture{files: map[string]Key{"old.pem": MustKey(tb), "cur.pem": MustKey(tb), "new.pem": MustKey(tb)}}
 	f.manifest.Keys = []KeyEntry{
 		{File: "old.pem", Kid: f.files["old.pem"].ID, State: KeyRetired, Published: now.Add(-48 * time.Hour), Activated: now.Add(-48 * time.Hour), Retired: now.Add(-time.Hour)},
 		{File: "new.pem", Kid: f.files["new.pem"].ID, State: KeyNext, Published: now.Add(-time.Minute)},
@@ -88,7 +90,7 @@ func TestLoadKeyDir(t *testing.T) {
 
 	t.Run("first key born active", func(t *testing.T) {
 		now := time.Now()
-		k := mustKey(t)
+		k := MustKey(t)
 		first := &keyDirFixture{files: map[string]Key{"k.pem": k}, manifest: KeyManifest{Keys: []KeyEntry{
 			{File: "k.pem", Kid: k.ID, State: KeyActive, Published: now, Activated: now},
 		}}}
@@ -128,10 +130,10 @@ func TestLoadKeyDirRefuses(t *testing.T) {
 		{"a hidden name", func(f *keyDirFixture, _ string) { f.manifest.Keys[1].File = "..data" }, "hidden"},
 		{"missing key file", func(f *keyDirFixture, _ string) { delete(f.files, "new.pem") }, "new.pem"},
 		{"next key public only", func(f *keyDirFixture, _ string) {
-			f.files["new.pem"] = publicOnly(t, f.files["new.pem"])
+			f.files["new.pem"] = PublicOnly(t, f.files["new.pem"])
 		}, "must be a PRIVATE KEY"},
 		{"active key public only", func(f *keyDirFixture, _ string) {
-			f.files["cur.pem"] = publicOnly(t, f.files["cur.pem"])
+			f.files["cur.pem"] = PublicOnly(t, f.files["cur.pem"])
 		}, "must be a PRIVATE KEY"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,7 +176,7 @@ func TestLoadKeyDirRefuses(t *testing.T) {
 // as it would keep such a token (Service.verifies).
 func TestRetiredKeyDropped(t *testing.T) {
 	e := newEnv(t, Options{CacheSize: -1})
-	old, cur := e.keys.signer, mustKey(t)
+	old, cur := e.keys.SigningKey(), MustKey(t)
 	issued := e.issue(t, e.svc, "svc", IssueRequest{})
 	v := mustValidate(t, e.svc, issued.AccessToken)
 	long := v.Claims
@@ -182,7 +184,7 @@ func TestRetiredKeyDropped(t *testing.T) {
 	raw := signed(t, old, map[string]any{"kid": old.ID, "typ": "at+jwt"}, long)
 
 	retired := e.clock.Now()
-	ks, err := newKeySet([]*setKey{{Key: cur, state: KeyActive}, {Key: old, state: KeyRetired, retired: retired}})
+	ks, err := NewRetiredKeySet(cur, old, retired)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +230,7 @@ func TestWithKeys(t *testing.T) {
 	tok := e.issue(t, e.svc, "svc", IssueRequest{})
 	mustValidate(t, e.svc, tok.AccessToken) // cached by e.svc
 
-	other := mustKey(t)
+	other := MustKey(t)
 	ks, err := NewKeySet(other)
 	if err != nil {
 		t.Fatal(err)
@@ -240,8 +242,8 @@ func TestWithKeys(t *testing.T) {
 	if got := decodeSegment(t, e.issue(t, svc, "svc", IssueRequest{}).AccessToken, 0)["kid"]; got != other.ID {
 		t.Errorf("the new service signs with %v, want %v", got, other.ID)
 	}
-	if got := decodeSegment(t, e.issue(t, e.svc, "svc", IssueRequest{}).AccessToken, 0)["kid"]; got != e.keys.signer.ID {
-		t.Errorf("the old service signs with %v after WithKeys, want its own %v", got, e.keys.signer.ID)
+	if got := decodeSegment(t, e.issue(t, e.svc, "svc", IssueRequest{}).AccessToken, 0)["kid"]; got != e.keys.SigningKey().ID {
+		t.Errorf("the old service signs with %v after WithKeys, want its own %v", got, e.keys.SigningKey().ID)
 	}
 	if _, err := svc.Validate(t.Context(), tok.AccessToken); !errors.Is(err, ErrInvalidToken) {
 		t.Errorf("a set without the old key validated its token (from the old cache?): err = %v", err)
@@ -259,7 +261,7 @@ func TestRevokeUnknownKid(t *testing.T) {
 	e := newEnv(t, Options{CacheSize: -1})
 	now := e.clock.Now()
 	f := newKeyDirFixture(t, now)
-	gone := mustKey(t)
+	gone := MustKey(t)
 	f.manifest.Dropped = []DroppedKey{{Kid: gone.ID, Dropped: now.Add(-time.Hour)}}
 	dir := f.write(t)
 	ks, err := LoadKeyDir(dir)
@@ -277,15 +279,15 @@ func TestRevokeUnknownKid(t *testing.T) {
 	}
 	// Past KeyPropagation, a key that signed a token has reached every
 	// replica; past MaxTTL, every token of it has expired.
-	pastPropagation := issuedAgo(KeyPropagation + e.svc.opts.Leeway + time.Second)
-	pastTTL := issuedAgo(e.svc.opts.MaxTTL + e.svc.opts.Leeway + time.Second)
-	madeUp := signed(t, mustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, pastPropagation)
-	noKid := signed(t, mustKey(t), map[string]any{"typ": "at+jwt"}, pastPropagation)
-	madeUpNew := signed(t, mustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, claims)
-	madeUpExpired := signed(t, mustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, pastTTL)
+	pastPropagation := issuedAgo(KeyPropagation + e.svc.Options().Leeway + time.Second)
+	pastTTL := issuedAgo(e.svc.Options().MaxTTL + e.svc.Options().Leeway + time.Second)
+	madeUp := signed(t, MustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, pastPropagation)
+	noKid := signed(t, MustKey(t), map[string]any{"typ": "at+jwt"}, pastPropagation)
+	madeUpNew := signed(t, MustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, claims)
+	madeUpExpired := signed(t, MustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, pastTTL)
 	noIat := issuedAgo(0)
 	noIat.IssuedAt = nil
-	madeUpNoIat := signed(t, mustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, noIat)
+	madeUpNoIat := signed(t, MustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, noIat)
 	revoke := func(t *testing.T, svc *Service, raw string) error {
 		t.Helper()
 		jti, err := svc.Revoke(t.Context(), e.clients["svc"], raw)
@@ -322,7 +324,7 @@ func TestRevokeUnknownKid(t *testing.T) {
 		}
 	})
 	t.Run("plain list and set in memory", func(t *testing.T) {
-		p, err := e.keys.signer.MarshalPEM()
+		p, err := e.keys.SigningKey().MarshalPEM()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,8 +18,8 @@ import (
 	"testing"
 )
 
-// mustKey returns a new Ed25519 key.
-func mustKey(tb testing.TB) Key {
+// MustKey returns a new Ed25519 key.
+func MustKey(tb testing.TB) Key {
 	tb.Helper()
 	k, err := GenerateKey()
 	if err != nil {
@@ -28,9 +28,9 @@ func mustKey(tb testing.TB) Key {
 	return k
 }
 
-// publicOnly returns k without its private half, as ParseKeyPEM reads a
+// PublicOnly returns k without its private half, as ParseKeyPEM reads a
 // "PUBLIC KEY" file.
-func publicOnly(tb testing.TB, k Key) Key {
+func PublicOnly(tb testing.TB, k Key) Key {
 	tb.Helper()
 	p, err := (Key{ID: k.ID, Public: k.Public}).MarshalPEM()
 	if err != nil {
@@ -46,8 +46,8 @@ func publicOnly(tb testing.TB, k Key) Key {
 	return pub
 }
 
-// writeFile writes data to name in a temporary directory and returns its path.
-func writeFile(tb testing.TB, name string, data []byte) string {
+// WriteFile writes data to name in a temporary directory and returns its path.
+func WriteFile(tb testing.TB, name string, data []byte) string {
 	tb.Helper()
 	p := filepath.Join(tb.TempDir(), name)
 	if err := os.WriteFile(p, data, 0o600); err != nil {
@@ -57,7 +57,7 @@ func writeFile(tb testing.TB, name string, data []byte) string {
 }
 
 func TestKeyPEMRoundTrip(t *testing.T) {
-	k := mustKey(t)
+	k := MustKey(t)
 	if got, want := k.ID, Thumbprint(k.Public); got != want {
 		t.Fatalf("GenerateKey kid = %q, want the thumbprint %q", got, want)
 	}
@@ -81,7 +81,7 @@ func TestKeyPEMRoundTrip(t *testing.T) {
 		}
 	})
 	t.Run("public", func(t *testing.T) {
-		pub := publicOnly(t, k)
+		pub := PublicOnly(t, k)
 		if pub.ID != k.ID {
 			t.Errorf("kid = %q, want %q", pub.ID, k.ID)
 		}
@@ -103,8 +103,8 @@ func TestThumbprintRFC8037(t *testing.T) {
 }
 
 func TestNewKeySet(t *testing.T) {
-	signer, old := mustKey(t), mustKey(t)
-	oldPub := publicOnly(t, old)
+	signer, old := MustKey(t), MustKey(t)
+	oldPub := PublicOnly(t, old)
 
 	for _, tc := range []struct {
 		name string
@@ -195,7 +195,7 @@ func TestParseKeyPEMRejects(t *testing.T) {
 }
 
 func TestLoadKeySet(t *testing.T) {
-	signer, old := mustKey(t), mustKey(t)
+	signer, old := MustKey(t), MustKey(t)
 	signerPEM, err := signer.MarshalPEM()
 	if err != nil {
 		t.Fatal(err)
@@ -204,8 +204,8 @@ func TestLoadKeySet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signerPath := writeFile(t, "signer.pem", signerPEM)
-	oldPath := writeFile(t, "old.pub.pem", oldPubPEM)
+	signerPath := WriteFile(t, "signer.pem", signerPEM)
+	oldPath := WriteFile(t, "old.pub.pem", oldPubPEM)
 
 	ks, err := LoadKeySet(signerPath, oldPath)
 	if err != nil {
@@ -219,7 +219,7 @@ func TestLoadKeySet(t *testing.T) {
 	}
 
 	missing := filepath.Join(t.TempDir(), "missing.pem")
-	rsaPath := writeFile(t, "rsa.pem", otherPEMs(t)["RSA PKCS8 private"])
+	rsaPath := WriteFile(t, "rsa.pem", otherPEMs(t)["RSA PKCS8 private"])
 	for _, tc := range []struct {
 		name     string
 		paths    []string
@@ -244,7 +244,7 @@ func TestLoadKeySet(t *testing.T) {
 }
 
 func TestJWKSHasNoPrivateMaterial(t *testing.T) {
-	signer, old := mustKey(t), mustKey(t)
+	signer, old := MustKey(t), MustKey(t)
 	ks, err := NewKeySet(signer, old)
 	if err != nil {
 		t.Fatal(err)

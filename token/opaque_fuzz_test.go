@@ -37,7 +37,7 @@ func FuzzParseOpaque(f *testing.F) {
 }
 
 // FuzzParseOpaqueRecord feeds parseOpaqueRecord arbitrary records. A refusal
-// is errRecord; a record it accepts has names that pass checkName and no
+// is errRecord; a record it accepts has names that pass CheckName and no
 // newline in any field but the hash, and written again with
 // opaqueRecordParts it reads back the same.
 func FuzzParseOpaqueRecord(f *testing.F) {
@@ -61,7 +61,7 @@ func FuzzParseOpaqueRecord(f *testing.F) {
 			}
 			return
 		}
-		if checkName(r.sub) != nil || checkName(r.client) != nil || len(r.sum) != sha256.Size || r.marker == "" {
+		if CheckName(r.sub) != nil || CheckName(r.client) != nil || len(r.sum) != sha256.Size || r.marker == "" {
 			t.Fatalf("parseOpaqueRecord(%q) accepted %+v", rec, r)
 		}
 		for _, field := range []string{r.marker, r.scope, r.aud} {

@@ -1,4 +1,4 @@
-package token
+package token_test
 
 import (
 	"crypto/sha256"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/snowtoken/snowtoken/token"
+
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
@@ -18,8 +20,8 @@ import (
 // The opaque clients of every env: "osvc" is svc, "ogateway" is gateway,
 // each with token_format opaque.
 var opaqueClients = []Client{
-	{ID: "osvc", SecretSHA256: sha256Hex("osvc"), Scopes: []string{"read", "write"}, TokenFormat: FormatOpaque},
-	{ID: "ogateway", SecretSHA256: sha256Hex("ogateway"), Scopes: []string{"read"}, MaySetSubject: true, TokenFormat: FormatOpaque},
+	{ID: "osvc", SecretSHA256: SHA256Hex("osvc"), Scopes: []string{"read", "write"}, TokenFormat: FormatOpaque},
+	{ID: "ogateway", SecretSHA256: SHA256Hex("ogateway"), Scopes: []string{"read"}, MaySetSubject: true, TokenFormat: FormatOpaque},
 }
 
 // newOpaqueEnv is newEnv whose store takes a Cluster's paths (two round
@@ -27,8 +29,18 @@ var opaqueClients = []Client{
 func newOpaqueEnv(tb testing.TB, opts Options, cluster bool) *env {
 	tb.Helper()
 	e := newEnv(tb, opts)
-	e.store.cluster = cluster
+	if cluster {
+		e.takeClusterPaths(tb, opts)
+	}
 	return e
+}
+
+// takeClusterPaths gives e a store on its Redis that takes a Cluster's
+// paths, and a service with opts on it.
+func (e *env) takeClusterPaths(tb testing.TB, opts Options) {
+	tb.Helper()
+	e.store = newStore(tb, e.redis.Client, e.redis.Prefix, true)
+	e.svc = e.newService(tb, e.keys, e.ids, opts)
 }
 
 // forLayouts runs test on a single Redis's paths and on a Cluster's.
@@ -134,7 +146,7 @@ func TestOpaqueValidateRejects(t *testing.T) {
 		e := newOpaqueEnv(t, Options{}, cluster)
 		iss := e.issue(t, e.svc, "osvc", IssueRequest{})
 		raw := iss.AccessToken
-		id, secret, err := parseOpaque(raw)
+		id, secret, err := ParseOpaque(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,9 +163,9 @@ func TestOpaqueValidateRejects(t *testing.T) {
 			{"the character across ID and secret changed", flipChar(raw, 3+10)},
 			{"secret part changed", flipChar(raw, 3+20)},
 			{"last character changed", flipChar(raw, len(raw)-1)},
-			{"wrong secret", formatOpaque(id, otherSecret)},
-			{"zero secret", formatOpaque(id, [opaqueSecretLen]byte{})},
-			{"a guessed ID, our secret", formatOpaque(next, secret)},
+			{"wrong secret", FormatOpaqueToken(id, otherSecret)},
+			{"zero secret", FormatOpaqueToken(id, [OpaqueSecretLen]byte{})},
+			{"a guessed ID, our secret", FormatOpaqueToken(next, secret)},
 			{"trailing character", raw + "A"},
 			{"padding", raw + "="},
 			{"one character short", raw[:len(raw)-1]},
@@ -172,8 +184,8 @@ func TestOpaqueValidateRejects(t *testing.T) {
 
 		// A wrong secret is told as no session: the answer does not tell
 		// whether an ID (predictable) has one.
-		_, wrong := e.svc.Validate(t.Context(), formatOpaque(id, otherSecret))
-		_, none := e.svc.Validate(t.Context(), formatOpaque(next, secret))
+		_, wrong := e.svc.Validate(t.Context(), FormatOpaqueToken(id, otherSecret))
+		_, none := e.svc.Validate(t.Context(), FormatOpaqueToken(next, secret))
 		if wrong == nil || none == nil || wrong.Error() != none.Error() {
 			t.Errorf("wrong secret: %v; no record: %v; want the same error", wrong, none)
 		}
@@ -214,13 +226,13 @@ func TestOpaqueRevoke(t *testing.T) {
 		// A guessed ID revokes nothing: the secret must match first.
 		t.Run("wrong secret", func(t *testing.T) {
 			iss := e.issue(t, e.svc, "osvc", IssueRequest{})
-			id, secret, err := parseOpaque(iss.AccessToken)
+			id, secret, err := ParseOpaque(iss.AccessToken)
 			if err != nil {
 				t.Fatal(err)
 			}
 			secret[len(secret)-1] ^= 0x80
 			for _, caller := range []string{"osvc", "admin"} {
-				if jti, err := e.svc.Revoke(ctx, e.clients[caller], formatOpaque(id, secret)); err != nil || jti != "" {
+				if jti, err := e.svc.Revoke(ctx, e.clients[caller], FormatOpaqueToken(id, secret)); err != nil || jti != "" {
 					t.Errorf("Revoke by %s with a wrong secret: %q, %v; want \"\", nil (RFC 7009)", caller, jti, err)
 				}
 			}
@@ -359,8 +371,7 @@ func TestOpaqueRedisDown(t *testing.T) {
 	forLayouts(t, func(t *testing.T, cluster bool) {
 		srv := redistest.NewServer(t)
 		e := newOpaqueEnv(t, Options{}, cluster)
-		e.store = newStore(t, srv.Client(), "")
-		e.store.cluster = cluster
+		e.store = newStore(t, srv.Client(), "", cluster)
 		e.svc = e.newService(t, e.keys, e.ids, Options{})
 		iss := e.issue(t, e.svc, "osvc", IssueRequest{})
 		mustValidate(t, e.svc, iss.AccessToken)
@@ -398,22 +409,22 @@ func TestOpaqueIssueNeverOverwritesARecord(t *testing.T) {
 }
 
 func TestLoadClientsTokenFormat(t *testing.T) {
-	good := sha256Hex("secret")
+	good := SHA256Hex("secret")
 	for _, tc := range []struct{ format, want string }{{"", ""}, {`"jwt"`, FormatJWT}, {`"opaque"`, FormatOpaque}} {
 		field := ""
 		if tc.format != "" {
 			field = `, "token_format": ` + tc.format
 		}
-		cs, err := LoadClients(writeFile(t, "clients.json", []byte(`{"clients": [{"id": "svc", "secret_sha256": "`+good+`"`+field+`}]}`)))
+		cs, err := LoadClients(WriteFile(t, "clients.json", []byte(`{"clients": [{"id": "svc", "secret_sha256": "`+good+`"`+field+`}]}`)))
 		if err != nil {
 			t.Fatalf("token_format %s: %v", tc.format, err)
 		}
-		if got := cs.byID["svc"].TokenFormat; got != tc.want {
+		if got := cs.ByID("svc").TokenFormat; got != tc.want {
 			t.Errorf("token_format %s read as %q, want %q", tc.format, got, tc.want)
 		}
 	}
 	for _, bad := range []string{`"JWT"`, `"opaq"`, `" opaque"`, `1`, `["opaque"]`} {
-		_, err := LoadClients(writeFile(t, "clients.json", []byte(`{"clients": [{"id": "svc", "secret_sha256": "`+good+`"}, {"id": "gw", "secret_sha256": "`+good+`", "token_format": `+bad+`}]}`)))
+		_, err := LoadClients(WriteFile(t, "clients.json", []byte(`{"clients": [{"id": "svc", "secret_sha256": "`+good+`"}, {"id": "gw", "secret_sha256": "`+good+`", "token_format": `+bad+`}]}`)))
 		if !errors.Is(err, ErrClientsFile) || !strings.Contains(err.Error(), `"gw"`) || !strings.Contains(err.Error(), "token_format") {
 			t.Errorf("token_format %s: %v, want ErrClientsFile naming client \"gw\" and token_format", bad, err)
 		}

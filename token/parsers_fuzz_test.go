@@ -61,7 +61,7 @@ func FuzzLoadClients(f *testing.F) {
 		}
 		for _, c := range file.Clients {
 			got := cs.byID[c.ID]
-			if got == nil || checkName(c.ID) != nil || !slices.Equal(got.Scopes, c.Scopes) || got.MaxTTL < 0 {
+			if got == nil || CheckName(c.ID) != nil || !slices.Equal(got.Scopes, c.Scopes) || got.MaxTTL < 0 {
 				t.Fatalf("client %q indexed as %+v", c.ID, got)
 			}
 			for _, s := range c.Scopes {
@@ -94,7 +94,7 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // private half (if any) signs what the public half verifies, and which
 // survives MarshalPEM and ParseKeyPEM unchanged.
 func FuzzParseKeyPEM(f *testing.F) {
-	k := mustKey(f)
+	k := MustKey(f)
 	priv, err := k.MarshalPEM()
 	if err != nil {
 		f.Fatal(err)

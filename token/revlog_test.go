@@ -1,4 +1,4 @@
-package token
+package token_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 
 	"github.com/redis/go-redis/v9"
 
@@ -153,7 +156,7 @@ func TestRevocationLogFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 		key := e.redis.Prefix + "client:{svc}"
-		e.redis.Client.AddHook(&afterXAdd{do: func(ctx context.Context) error {
+		e.redis.Client.AddHook(&afterXAdd{log: e.store.LogKey(), do: func(ctx context.Context) error {
 			return e.redis.Client.Set(ctx, key, "not a time", 0).Err()
 		}})
 		if err := e.svc.RevokeClient(ctx, "svc"); !errors.Is(err, ErrUnavailable) {
@@ -168,25 +171,23 @@ func TestRevocationLogFailure(t *testing.T) {
 	})
 }
 
-// isLogAppend reports whether cmd runs logAppendScript, the Cluster's
-// append of an entry (EVALSHA, or EVAL after NOSCRIPT).
-func isLogAppend(cmd redis.Cmder) bool {
+// isLogAppend reports whether cmd runs the Cluster's append of an entry
+// to the log key log: a script (EVALSHA, or EVAL after NOSCRIPT) whose one
+// key is the log (a token's entry has its dedupe key too; the other
+// scripts of a Cluster's revocation have the key they write).
+func isLogAppend(cmd redis.Cmder, log string) bool {
 	args := cmd.Args()
-	switch {
-	case len(args) < 2:
+	if name := cmd.Name(); len(args) < 4 || name != "evalsha" && name != "eval" {
 		return false
-	case cmd.Name() == "evalsha":
-		return args[1] == logAppendScript.Hash()
-	case cmd.Name() == "eval":
-		return args[1] == logAppendSrc
 	}
-	return false
+	return fmt.Sprint(args[2]) == "1" && args[3] == log
 }
 
 // afterXAdd runs do once, right after the first pipeline that appends an
-// entry (logAppendScript).
+// entry to the log key log.
 type afterXAdd struct {
 	once sync.Once
+	log  string
 	do   func(context.Context) error
 }
 
@@ -195,7 +196,7 @@ func (a *afterXAdd) ProcessHook(next redis.ProcessHook) redis.ProcessHook { retu
 func (a *afterXAdd) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		if err == nil && isLogAppend(cmds[0]) {
+		if err == nil && isLogAppend(cmds[0], a.log) {
 			a.once.Do(func() { err = a.do(ctx) })
 		}
 		return err
@@ -215,8 +216,8 @@ func TestRevocationLogTrimmed(t *testing.T) {
 		e := newOpaqueEnv(t, Options{}, cluster)
 		ctx := t.Context()
 		retention := LogRetention(DefaultMaxTTL, DefaultLeeway)
-		if e.store.logRetention != retention {
-			t.Fatalf("store's retention %v, want LogRetention's default %v", e.store.logRetention, retention)
+		if e.store.LogRetention() != retention {
+			t.Fatalf("store's retention %v, want LogRetention's default %v", e.store.LogRetention(), retention)
 		}
 		// The floor is Redis's clock less the retention, read off the new
 		// entry's ID: kept is a minute above it, as long as the test takes
@@ -321,16 +322,16 @@ func TestRevocationRoundTrips(t *testing.T) {
 		rt := &roundTrips{}
 		r.Client.AddHook(rt)
 		e := newEnvOn(t, r, Options{})
-		e.store.cluster = cluster
+		if cluster {
+			e.takeClusterPaths(t, Options{})
+		}
 		ctx := t.Context()
 		jwt := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"})
 		opaque := e.issue(t, e.svc, "ogateway", IssueRequest{Subject: "alice"})
 		// Load the scripts: a first EVALSHA may answer NOSCRIPT on a
 		// real Redis that never ran them.
-		for _, sc := range []string{revokeTokenLua, logTokenSrc, revokeSubjectLua, revokeClientLua, logAppendSrc} {
-			if err := r.Client.ScriptLoad(ctx, sc).Err(); err != nil {
-				t.Fatal(err)
-			}
+		if err := redisstore.LoadScripts(ctx, r.Client); err != nil {
+			t.Fatal(err)
 		}
 		rt.take()
 		want := map[string]int{"jwt": 1, "opaque": 2, "subject": 1, "client": 1}
@@ -419,7 +420,7 @@ func TestLogRetentionShorterThanTokens(t *testing.T) {
 		{LogRetention(48*time.Hour, DefaultLeeway) - time.Millisecond, false},
 		{LogRetention(48*time.Hour, DefaultLeeway), true},
 	} {
-		store := NewStore(e.redis.Client, StoreOptions{Prefix: e.redis.Prefix, LogRetention: c.retention})
+		store := redisstore.New(e.redis.Client, redisstore.Options{Prefix: e.redis.Prefix, LogRetention: c.retention})
 		_, err := NewService(e.keys, store, e.ids, opts)
 		store.Close()
 		if c.ok != (err == nil) || err != nil && !errors.Is(err, ErrOptions) {
@@ -484,7 +485,7 @@ func TestRevokeTokenDedupeLifetime(t *testing.T) {
 	forLayouts(t, func(t *testing.T, cluster bool) {
 		e := newOpaqueEnv(t, Options{}, cluster)
 		ctx := t.Context()
-		retention := e.store.logRetention
+		retention := e.store.LogRetention()
 		now := time.Now()
 		for _, c := range []struct {
 			name string
@@ -543,7 +544,7 @@ func TestRevocationOnCluster(t *testing.T) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{s.Addr}})
 	t.Cleanup(func() { c.Close() })
 	e := newEnvOn(t, &redistest.Redis{Client: c, Prefix: "st:"}, Options{})
-	if !e.store.cluster {
+	if !e.store.ClusterPaths() {
 		t.Fatal("the store does not take a ClusterClient for a Cluster")
 	}
 	jwt := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"})
@@ -591,7 +592,7 @@ func TestStoreLeewayShorterThanService(t *testing.T) {
 		{time.Minute, time.Minute, true},
 		{time.Second, -1, true}, // no leeway
 	} {
-		store := NewStore(e.redis.Client, StoreOptions{Prefix: e.redis.Prefix, Leeway: c.store,
+		store := redisstore.New(e.redis.Client, redisstore.Options{Prefix: e.redis.Prefix, Leeway: c.store,
 			LogRetention: LogRetention(DefaultMaxTTL, max(c.svc, DefaultLeeway))})
 		_, err := NewService(e.keys, store, e.ids, Options{Issuer: testIssuer, Leeway: c.svc})
 		store.Close()

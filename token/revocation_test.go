@@ -1,4 +1,4 @@
-package token
+package token_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/snowtoken/snowtoken/token"
 
 	"github.com/redis/go-redis/v9"
 
@@ -220,7 +222,7 @@ func TestRevokeIsRealOrAnError(t *testing.T) {
 		}
 		mustValidate(t, e.svc, iss.AccessToken)
 		// Once it has the key, the same request succeeds.
-		both, err := NewKeySet(otherKey, e.keys.signer)
+		both, err := NewKeySet(otherKey, e.keys.SigningKey())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +244,7 @@ func TestRevokeIsRealOrAnError(t *testing.T) {
 	})
 	t.Run("redis down", func(t *testing.T) {
 		srv := redistest.NewServer(t)
-		store := newStore(t, srv.Client(), "st:")
+		store := newStore(t, srv.Client(), "st:", false)
 		svc, err := NewService(e.keys, store, e.ids, Options{Issuer: testIssuer, Now: e.clock.Now})
 		if err != nil {
 			t.Fatal(err)

@@ -60,7 +60,7 @@ type Options struct {
 // Service issues, validates and revokes tokens.
 type Service struct {
 	keys  *KeySet
-	store *Store
+	store Store
 	ids   IDs
 	opts  Options
 	// full checks everything a token must pass but its session; sigOnly
@@ -78,7 +78,7 @@ type Service struct {
 
 // NewService returns a service that signs with keys, keeps sessions in store
 // and takes token IDs from ids.
-func NewService(keys *KeySet, store *Store, ids IDs, opts Options) (*Service, error) {
+func NewService(keys *KeySet, store Store, ids IDs, opts Options) (*Service, error) {
 	if opts.Issuer == "" {
 		return nil, fmt.Errorf("%w: an issuer is required", ErrOptions)
 	}
@@ -101,13 +101,13 @@ func NewService(keys *KeySet, store *Store, ids IDs, opts Options) (*Service, er
 	if opts.TTL < time.Second || opts.MaxTTL < opts.TTL {
 		return nil, fmt.Errorf("%w: want 1s <= ttl (%v) <= max ttl (%v)", ErrOptions, opts.TTL, opts.MaxTTL)
 	}
-	if need := LogRetention(opts.MaxTTL, opts.Leeway); store != nil && store.logRetention < need {
+	if need := LogRetention(opts.MaxTTL, opts.Leeway); store != nil && store.LogRetention() < need {
 		return nil, fmt.Errorf("%w: the store's log retention %v is shorter than max ttl (%v) and three leeways (%v): see LogRetention",
-			ErrOptions, store.logRetention, opts.MaxTTL, need)
+			ErrOptions, store.LogRetention(), opts.MaxTTL, need)
 	}
-	if store != nil && store.leeway < opts.Leeway {
-		return nil, fmt.Errorf("%w: the store's leeway %v is shorter than the service's (%v): see StoreOptions.Leeway",
-			ErrOptions, store.leeway, opts.Leeway)
+	if store != nil && store.Leeway() < opts.Leeway {
+		return nil, fmt.Errorf("%w: the store's leeway %v is shorter than the service's (%v): see Store.Leeway",
+			ErrOptions, store.Leeway(), opts.Leeway)
 	}
 	var defaultAud []string
 	if opts.Audience != "" {
@@ -206,7 +206,7 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 		if !c.MaySetSubject {
 			return Issued{}, fmt.Errorf("%w: this client may not set the subject", ErrInvalidRequest)
 		}
-		if err := checkName(req.Subject); err != nil {
+		if err := CheckName(req.Subject); err != nil {
 			return Issued{}, fmt.Errorf("%w: subject: %w", ErrInvalidRequest, err)
 		}
 		subject = req.Subject
@@ -258,7 +258,7 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	if len(signed) > MaxTokenLen { // never issue a token that Validate refuses
 		return Issued{}, fmt.Errorf("%w: the token would be longer than %d bytes; ask for fewer scopes or audiences", ErrInvalidRequest, MaxTokenLen)
 	}
-	if err := s.store.Create(ctx, s.store.keysFor(subject, c.ID, jti, parts.Time), ttl); err != nil {
+	if err := s.store.Create(ctx, s.store.Keys(subject, c.ID, jti, parts.Time), ttl); err != nil {
 		return Issued{}, err
 	}
 	return Issued{AccessToken: signed, ExpiresIn: ttl, Scope: scope, ID: id}, nil
@@ -271,7 +271,7 @@ type Verified struct {
 	Parts  snowflakealg.Parts
 	Scopes []string
 
-	keys       keys
+	keys       SessionKeys
 	cacheUntil time.Time
 	// mark is the LogMark taken before the last Redis check that found
 	// the token live (0: none), or markRevoked once Redis found it
@@ -428,7 +428,7 @@ func (s *Service) verify(raw string, now time.Time) (*Verified, error) {
 	}
 	v = &Verified{
 		Claims: *claims, ID: id, Parts: parts, Scopes: scopes,
-		keys:       s.store.keysFor(claims.Subject, claims.ClientID, claims.ID, parts.Time),
+		keys:       s.store.Keys(claims.Subject, claims.ClientID, claims.ID, parts.Time),
 		cacheUntil: claims.ExpiresAt.Add(s.opts.Leeway),
 	}
 	s.cache.put(&sum, v, now)
@@ -469,10 +469,10 @@ func (s *Service) parse(p policy, raw string) (*Claims, snowflakealg.ID, error) 
 			return nil, 0, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 		}
 	}
-	if err := checkName(claims.Subject); err != nil {
+	if err := CheckName(claims.Subject); err != nil {
 		return nil, 0, fmt.Errorf("%w: sub: %w", ErrInvalidToken, err)
 	}
-	if err := checkName(claims.ClientID); err != nil {
+	if err := CheckName(claims.ClientID); err != nil {
 		return nil, 0, fmt.Errorf("%w: client_id: %w", ErrInvalidToken, err)
 	}
 	id, err := snowflakealg.ParseID(claims.ID)
@@ -572,7 +572,7 @@ func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) (jti s
 	if claims.ExpiresAt != nil {
 		exp = claims.ExpiresAt.Unix()
 	}
-	if err := s.store.RevokeToken(ctx, s.store.keysFor(claims.Subject, "", claims.ID, time.Time{}).session, claims.ID, exp); err != nil {
+	if err := s.store.RevokeToken(ctx, s.store.Keys(claims.Subject, "", claims.ID, time.Time{}).Session, claims.ID, exp); err != nil {
 		return "", err
 	}
 	s.revokedHere(raw, claims.ID, exp)
@@ -677,7 +677,7 @@ func (s *Service) RevokeClient(ctx context.Context, client string) error {
 
 // RevokeSubject ends every live session of subject at once, in O(1) Redis work.
 func (s *Service) RevokeSubject(ctx context.Context, subject string) error {
-	if err := checkName(subject); err != nil {
+	if err := CheckName(subject); err != nil {
 		return fmt.Errorf("%w: subject: %w", ErrInvalidRequest, err)
 	}
 	if err := s.store.RevokeSubject(ctx, subject); err != nil {

@@ -1,4 +1,4 @@
-package token
+package token_test
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
@@ -31,7 +34,7 @@ const waitLimit = 10 * time.Second
 type env struct {
 	svc     *Service
 	redis   *redistest.Redis
-	store   *Store
+	store   *redisstore.Store
 	clock   *clocktest.Clock
 	keys    *KeySet
 	ids     IDs
@@ -48,7 +51,7 @@ func newEnv(tb testing.TB, opts Options) *env {
 // newEnvOn is newEnv on the given Redis.
 func newEnvOn(tb testing.TB, r *redistest.Redis, opts Options) *env {
 	tb.Helper()
-	ks, err := NewKeySet(mustKey(tb))
+	ks, err := NewKeySet(MustKey(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -58,17 +61,17 @@ func newEnvOn(tb testing.TB, r *redistest.Redis, opts Options) *env {
 	}
 	e := &env{
 		redis: r,
-		store: newStore(tb, r.Client, r.Prefix),
+		store: newStore(tb, r.Client, r.Prefix, false),
 		clock: clocktest.New(time.Now().Truncate(time.Second)),
 		keys:  ks,
 		ids:   gen,
 	}
 	cs, err := NewClients(append([]Client{
-		{ID: "svc", SecretSHA256: sha256Hex("svc"), Scopes: []string{"read", "write"}},
-		{ID: "other", SecretSHA256: sha256Hex("other"), Scopes: []string{"read"}},
-		{ID: "short", SecretSHA256: sha256Hex("short"), Scopes: []string{"read"}, MaxTTL: Duration(30 * time.Minute)},
-		{ID: "gateway", SecretSHA256: sha256Hex("gateway"), Scopes: []string{"read"}, MaySetSubject: true},
-		{ID: "admin", SecretSHA256: sha256Hex("admin"), Admin: true},
+		{ID: "svc", SecretSHA256: SHA256Hex("svc"), Scopes: []string{"read", "write"}},
+		{ID: "other", SecretSHA256: SHA256Hex("other"), Scopes: []string{"read"}},
+		{ID: "short", SecretSHA256: SHA256Hex("short"), Scopes: []string{"read"}, MaxTTL: Duration(30 * time.Minute)},
+		{ID: "gateway", SecretSHA256: SHA256Hex("gateway"), Scopes: []string{"read"}, MaySetSubject: true},
+		{ID: "admin", SecretSHA256: SHA256Hex("admin"), Admin: true},
 	}, opaqueClients...))
 	if err != nil {
 		tb.Fatal(err)
@@ -83,10 +86,11 @@ func newEnvOn(tb testing.TB, r *redistest.Redis, opts Options) *env {
 	return e
 }
 
-// newStore returns a Store closed when tb ends.
-func newStore(tb testing.TB, rdb redis.UniversalClient, prefix string) *Store {
+// newStore returns a Store closed when tb ends, which takes a Cluster's
+// paths on rdb if cluster is set (redisstore.Options.ClusterPaths).
+func newStore(tb testing.TB, rdb redis.UniversalClient, prefix string, cluster bool) *redisstore.Store {
 	tb.Helper()
-	s := NewStore(rdb, StoreOptions{Prefix: prefix})
+	s := redisstore.New(rdb, redisstore.Options{Prefix: prefix, ClusterPaths: cluster})
 	tb.Cleanup(s.Close)
 	return s
 }
@@ -460,7 +464,7 @@ func TestRevokeSubject(t *testing.T) {
 
 func TestKeyRotation(t *testing.T) {
 	e := newEnv(t, Options{})
-	oldKey, newKey := mustKey(t), mustKey(t)
+	oldKey, newKey := MustKey(t), MustKey(t)
 	oldSet, err := NewKeySet(oldKey)
 	if err != nil {
 		t.Fatal(err)
@@ -470,7 +474,7 @@ func TestKeyRotation(t *testing.T) {
 		old  Key
 	}{
 		{"old key pair kept", oldKey},
-		{"old public key kept", publicOnly(t, oldKey)},
+		{"old public key kept", PublicOnly(t, oldKey)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rotated, err := NewKeySet(newKey, tc.old)
@@ -509,7 +513,7 @@ func signed(tb testing.TB, k Key, header map[string]any, claims jwt.Claims) stri
 
 func TestValidateRejects(t *testing.T) {
 	e := newEnv(t, Options{Audience: "https://api.test"})
-	signer := e.keys.signer
+	signer := e.keys.SigningKey()
 	now := e.clock.Now()
 	good := e.issue(t, e.svc, "svc", IssueRequest{})
 	v := mustValidate(t, e.svc, good.AccessToken)
@@ -527,7 +531,7 @@ func TestValidateRejects(t *testing.T) {
 		name string
 		raw  string
 	}{
-		{"stranger's key", signed(t, mustKey(t), hdr, v.Claims)},
+		{"stranger's key", signed(t, MustKey(t), hdr, v.Claims)},
 		{"unknown kid", signed(t, signer, map[string]any{"kid": "nope", "typ": "at+jwt"}, v.Claims)},
 		{"no kid", signed(t, signer, map[string]any{"typ": "at+jwt"}, v.Claims)},
 		{"typ JWT", signed(t, signer, map[string]any{"kid": signer.ID, "typ": "JWT"}, v.Claims)},
@@ -589,7 +593,7 @@ func TestValidateExpiry(t *testing.T) {
 func TestValidateRedisDown(t *testing.T) {
 	srv := redistest.NewServer(t)
 	e := newEnv(t, Options{})
-	e.store = newStore(t, srv.Client(), "")
+	e.store = newStore(t, srv.Client(), "", false)
 	e.svc = e.newService(t, e.keys, e.ids, Options{})
 	iss := e.issue(t, e.svc, "svc", IssueRequest{})
 	mustValidate(t, e.svc, iss.AccessToken)
@@ -612,7 +616,7 @@ func TestCacheNeverSkipsRedis(t *testing.T) {
 	iss := e.issue(t, e.svc, "svc", IssueRequest{})
 	mustValidate(t, e.svc, iss.AccessToken)
 	sum := sha256.Sum256([]byte(iss.AccessToken))
-	if e.svc.cache.get(&sum, e.clock.Now()) == nil {
+	if e.svc.Cached(&sum, e.clock.Now()) == nil {
 		t.Fatal("a validated token is not in the cache")
 	}
 	if _, err := e.svc.Revoke(t.Context(), e.clients["svc"], iss.AccessToken); err != nil {
@@ -626,7 +630,7 @@ func TestCacheRejectsTamperedCopy(t *testing.T) {
 	iss := e.issue(t, e.svc, "svc", IssueRequest{})
 	mustValidate(t, e.svc, iss.AccessToken)
 	sum := sha256.Sum256([]byte(iss.AccessToken))
-	if e.svc.cache.get(&sum, e.clock.Now()) == nil {
+	if e.svc.Cached(&sum, e.clock.Now()) == nil {
 		t.Fatal("a validated token is not in the cache")
 	}
 	parts := strings.Split(iss.AccessToken, ".")
@@ -655,7 +659,7 @@ func TestCacheRejectsTamperedCopy(t *testing.T) {
 
 func TestCacheOff(t *testing.T) {
 	e := newEnv(t, Options{CacheSize: -1})
-	if e.svc.cache != nil {
+	if e.svc.HasCache() {
 		t.Fatal("CacheSize -1 made a cache")
 	}
 	iss := e.issue(t, e.svc, "svc", IssueRequest{})
@@ -663,78 +667,9 @@ func TestCacheOff(t *testing.T) {
 	mustValidate(t, e.svc, iss.AccessToken)
 }
 
-// cacheKey returns a key that falls in shard s, numbered n.
-func cacheKey(s byte, n int) [sha256.Size]byte {
-	var k [sha256.Size]byte
-	k[0] = s
-	k[1], k[2] = byte(n), byte(n>>8)
-	return k
-}
-
-func TestVerifiedCacheSize(t *testing.T) {
-	now := time.Now()
-	live := &Verified{cacheUntil: now.Add(time.Hour)}
-	for _, size := range []int{1, 2, 5, 31, 32, 33, 64, 100, 1000} {
-		c := newVerifiedCache(size)
-		for n := range 10*size + 100 {
-			k := sha256.Sum256([]byte{byte(n), byte(n >> 8), byte(n >> 16)})
-			c.put(&k, live, now)
-		}
-		if got := c.len(); got > size || got < size/2 {
-			t.Errorf("cache of size %d holds %d entries, want at most %[1]d and at least half", size, got)
-		}
-	}
-	for _, size := range []int{0, -1} {
-		c := newVerifiedCache(size)
-		k := cacheKey(0, 0)
-		c.put(&k, live, now)
-		if got := c.get(&k, now); got != nil {
-			t.Errorf("cache of size %d returned an entry", size)
-		}
-	}
-}
-
-func TestVerifiedCacheExpiry(t *testing.T) {
-	now := time.Now()
-	c := newVerifiedCache(100)
-	soon := &Verified{cacheUntil: now}
-	live := &Verified{cacheUntil: now.Add(time.Hour)}
-	a, b, d := cacheKey(0, 1), cacheKey(0, 2), cacheKey(0, 3)
-	c.put(&a, soon, now.Add(-time.Minute))
-	c.put(&b, live, now)
-	if got := c.get(&a, now.Add(-time.Second)); got != soon {
-		t.Error("get did not return an entry before its expiry")
-	}
-	if got := c.get(&a, now); got != nil {
-		t.Error("get returned an entry at its expiry")
-	}
-	if got := c.get(&a, now.Add(-time.Second)); got != nil {
-		t.Error("an entry read at its expiry was kept")
-	}
-	c.put(&d, soon, now) // already expired: not kept
-	if c.get(&d, now.Add(-time.Second)) != nil || c.get(&b, now) != live {
-		t.Error("an expired entry was stored, or a live one lost")
-	}
-}
-
-func TestStoreClosed(t *testing.T) {
-	r := redistest.New(t)
-	s := NewStore(r.Client, StoreOptions{Prefix: r.Prefix})
-	k := s.keysFor("svc", "svc", "1", time.Time{})
-	if err := s.Check(t.Context(), k); !errors.Is(err, ErrRevoked) {
-		t.Fatalf("Check of a missing record: err = %v, want ErrRevoked", err)
-	}
-	s.Close()
-	// Every call after Close fails at once; none waits for a sender that is gone.
-	for i := range 100 {
-		ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
-		err := s.Check(ctx, k)
-		cancel()
-		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errStoreClosed) {
-			t.Fatalf("Check %d after Close: err = %v, want ErrUnavailable wrapping errStoreClosed", i, err)
-		}
-	}
-}
+// seenKey is the dedupe key of the revocation of the token jti, as
+// redisstore's package doc writes it.
+func (e *env) seenKey(jti string) string { return e.store.LogKey() + ":r:" + jti }
 
 // markerKey is the Redis key of a subject's revocation marker, as the package doc writes it.
 func (e *env) markerKey(subject string) string {

@@ -16,7 +16,7 @@ import (
 
 // signer writes tokens without reflection or maps: the header is the same for
 // every token of a key, iss is JSON-encoded once, and every other claim is a
-// number or a string whose characters checkName, checkPrintable (scopes and
+// number or a string whose characters CheckName, checkPrintable (scopes and
 // audiences) or the decimal ID format already limit to ones JSON needs no
 // escape for.
 // The signature is golang-jwt's EdDSA method. Validation reads a token with

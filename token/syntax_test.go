@@ -1,10 +1,12 @@
-package token
+package token_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/snowtoken/snowtoken/token"
 )
 
 // TestValidateRefusesOtherBytes: a token with a byte outside base64url and

@@ -13,6 +13,9 @@ import (
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
+// testIssuer is the issuer of the tests in this package (the external ones have their own).
+const testIssuer = "https://issuer.test"
+
 // ownFixture is a Service with an active key, a next key and a retired key
 // already dropped (its tokens have all expired), on a fixed clock, and a
 // stranger's key; parse needs neither a store nor IDs.
@@ -25,7 +28,7 @@ type ownFixture struct {
 func newOwnFixture(tb testing.TB) *ownFixture {
 	tb.Helper()
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	f := &ownFixture{active: mustKey(tb), next: mustKey(tb), dropped: mustKey(tb), other: mustKey(tb), now: now}
+	f := &ownFixture{active: MustKey(tb), next: MustKey(tb), dropped: MustKey(tb), other: MustKey(tb), now: now}
 	ks, err := newKeySet([]*setKey{
 		{Key: f.active, state: KeyActive}, {Key: f.next, state: KeyNext},
 		{Key: f.dropped, state: KeyRetired, retired: now.Add(-30 * 24 * time.Hour)},

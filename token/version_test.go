@@ -19,7 +19,7 @@ func TestVersions(t *testing.T) {
 		return hex.EncodeToString(h.Sum(nil))[:12]
 	}
 	doc := []byte(`{"clients": [{"id": "svc", "secret_sha256": "` + strings.Repeat("ab", 32) + `", "scopes": ["read"]}]}`)
-	path := writeFile(t, "clients.json", doc)
+	path := WriteFile(t, "clients.json", doc)
 	cs, err := LoadClients(path)
 	if err != nil {
 		t.Fatal(err)
@@ -38,10 +38,10 @@ func TestVersions(t *testing.T) {
 		t.Errorf("after a change: Version = %q, want other than %q", cs2.Version(), cs.Version())
 	}
 
-	a, b := mustKey(t), mustKey(t)
+	a, b := MustKey(t), MustKey(t)
 	pa, _ := a.MarshalPEM()
 	pb, _ := b.MarshalPEM()
-	ks, err := LoadKeySet(writeFile(t, "a.pem", pa), writeFile(t, "b.pem", pb))
+	ks, err := LoadKeySet(WriteFile(t, "a.pem", pa), WriteFile(t, "b.pem", pb))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
@@ -23,7 +24,7 @@ import (
 // entries-added), so there every validation reads Redis, as it does on any
 // replica whose follower is stale. The follower's Redis client is its own:
 // it holds a connection in XREAD BLOCK.
-func followRevocations(cfg config.Config, rdb redis.UniversalClient, store *token.Store, reg prometheus.Registerer, log *slog.Logger) (*revlog.Follower, func(), error) {
+func followRevocations(cfg config.Config, rdb redis.UniversalClient, store *redisstore.Store, reg prometheus.Registerer, log *slog.Logger) (*revlog.Follower, func(), error) {
 	switch {
 	case cfg.RevlogThreshold == 0:
 		log.Warn("SNOWTOKEN_REVLOG_THRESHOLD=0s: no revocation log follower; every validation reads Redis")
@@ -111,7 +112,7 @@ func (d *decisions) Collect(ch chan<- prometheus.Metric) {
 // (revlog.Options.Redo): a token's entry appended again, a subject revoked
 // again (a new marker: the one the loss took is gone with it), a client's
 // cutoff written again.
-func redoer(store *token.Store) func(context.Context, revlog.Event) error {
+func redoer(store *redisstore.Store) func(context.Context, revlog.Event) error {
 	return func(ctx context.Context, ev revlog.Event) error {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
@@ -17,7 +17,7 @@ import (
 // again, as the log's entries show.
 func TestRedoer(t *testing.T) {
 	r := redistest.New(t)
-	store := token.NewStore(r.Client, token.StoreOptions{Prefix: r.Prefix})
+	store := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
 	t.Cleanup(store.Close)
 	redo := redoer(store)
 	cut := time.Now().Add(time.Minute).Truncate(time.Millisecond)

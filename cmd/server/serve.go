@@ -18,6 +18,7 @@ import (
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // shutdownGrace bounds how long in-flight requests may take after SIGTERM.
@@ -89,7 +90,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	// On the way out, after the last request: save the final high-water mark
 	// and free the worker ID for the next replica.
 	defer releaseIDs()
-	store := token.NewStore(rdb, token.StoreOptions{Timeout: cfg.RedisTimeout, TracerProvider: tp,
+	store := redisstore.New(rdb, redisstore.Options{Timeout: cfg.RedisTimeout, TracerProvider: tp,
 		LogRetention: token.LogRetention(cfg.MaxTokenTTL, token.DefaultLeeway)})
 	defer store.Close()
 	follower, stopFollowing, err := followRevocations(cfg, rdb, store, reg, log)

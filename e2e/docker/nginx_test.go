@@ -28,6 +28,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
@@ -224,7 +225,7 @@ func newTestIssuer(tb testing.TB, issuerURL string) *testIssuer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	svc, err := token.NewService(keys, token.NewStore(r.Client, token.StoreOptions{Prefix: r.Prefix}), ids, token.Options{Issuer: issuerURL})
+	svc, err := token.NewService(keys, redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix}), ids, token.Options{Issuer: issuerURL})
 	if err != nil {
 		tb.Fatal(err)
 	}

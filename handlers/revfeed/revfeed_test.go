@@ -22,6 +22,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
@@ -84,7 +85,7 @@ func newIssuer(t *testing.T, src revfeed.Source, opts revfeed.Options) *issuer {
 		t.Fatal(err)
 	}
 	r := redistest.New(t)
-	store := token.NewStore(r.Client, token.StoreOptions{Prefix: r.Prefix})
+	store := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
 	t.Cleanup(store.Close)
 	svc, err := token.NewService(keys, store, ids, token.Options{Issuer: testIssuer})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // TestDecide: each rule of token.Revocations, on a real follower of a real
@@ -104,7 +105,7 @@ func TestMarksDoNotSurviveAFullRead(t *testing.T) {
 // them, rotates the epoch (so every follower resyncs and moves its
 // horizon), and goes fresh again.
 func TestEntriesLostWithTheEpoch(t *testing.T) {
-	var store *token.Store
+	var store *redisstore.Store
 	rg := sharedRig(t, Options{Redo: func(ctx context.Context, ev Event) error {
 		if ev.Kind != KindToken {
 			return fmt.Errorf("redo of a %s", ev.Kind)

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
@@ -16,7 +17,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	store := token.NewStore(rdb, token.StoreOptions{})
+	store := redisstore.New(rdb, redisstore.Options{})
 	defer store.Close()
 
 	w, _ := revlog.NewWriter(rdb, store.LogKey(), revlog.WriterOptions{})

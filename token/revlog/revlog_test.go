@@ -19,6 +19,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/clocktest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // rig is a token.Store, a Writer and a Follower on one Redis, each with a
@@ -26,7 +27,7 @@ import (
 type rig struct {
 	client    func() redis.UniversalClient // a new client of the Redis
 	rdb       redis.UniversalClient        // the test's own commands
-	store     *token.Store
+	store     *redisstore.Store
 	prefix    string
 	f         *Follower
 	runWriter func() (stop func())
@@ -63,7 +64,7 @@ func serverRig(t *testing.T, opts Options) (*rig, *redistest.Server) {
 func newRig(t *testing.T, prefix string, client func() redis.UniversalClient, opts Options) *rig {
 	t.Helper()
 	rg := &rig{client: client, rdb: client(), prefix: prefix}
-	rg.store = token.NewStore(rg.rdb, token.StoreOptions{Prefix: prefix})
+	rg.store = redisstore.New(rg.rdb, redisstore.Options{Prefix: prefix})
 	t.Cleanup(rg.store.Close)
 	w, err := NewWriter(client(), rg.store.LogKey(), WriterOptions{})
 	if err != nil {

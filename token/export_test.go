@@ -1,0 +1,56 @@
+package token
+
+import (
+	"crypto/sha256"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// What the external tests (package token_test, which run the Service on a
+// redisstore.Store, a package that imports this one) read of the
+// package's insides.
+
+// MaxNameLen is maxNameLen.
+const MaxNameLen = maxNameLen
+
+// OpaqueSecretLen is opaqueSecretLen.
+const OpaqueSecretLen = opaqueSecretLen
+
+// ParseOpaque and FormatOpaqueToken are parseOpaque and formatOpaque.
+var (
+	ParseOpaque       = parseOpaque
+	FormatOpaqueToken = formatOpaque
+)
+
+// SigningKey is the key the set signs with.
+func (ks *KeySet) SigningKey() Key { return ks.signer }
+
+// NewRetiredKeySet is a set whose active key is cur and whose old key was
+// retired at retired.
+func NewRetiredKeySet(cur, old Key, retired time.Time) (*KeySet, error) {
+	return newKeySet([]*setKey{{Key: cur, state: KeyActive}, {Key: old, state: KeyRetired, retired: retired}})
+}
+
+// KeyFor is keyFor.
+func (s *Service) KeyFor(t *jwt.Token) (any, error) { return s.keyFor(t) }
+
+// HasCache reports whether the service has a verified-token cache.
+func (s *Service) HasCache() bool { return s.cache != nil }
+
+// CacheLen is how many tokens the verified-token cache holds.
+func (s *Service) CacheLen() int { return s.cache.len() }
+
+// Cached is the cache's entry under sum at now, or nil.
+func (s *Service) Cached(sum *[sha256.Size]byte, now time.Time) *Verified {
+	return s.cache.get(sum, now)
+}
+
+// EmptyCache drops every entry of the verified-token cache at once.
+func (s *Service) EmptyCache() {
+	s.cache.c.InvalidateAll()
+	s.cache.c.CleanUp()
+}
+
+// ByID is the client id, or nil.
+func (cs *Clients) ByID(id string) *Client { return cs.byID[id] }
