@@ -1,6 +1,11 @@
 package token
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
 
 // Revocations is what Validate needs from a follower of the revocation log
 // (Store.LogKey; revlog.Follower is one) to decide on a token from memory,
@@ -70,4 +75,84 @@ type LocalRevocations interface {
 	TokenRevokedHere(jti string, exp int64)
 	SubjectRevokedHere(subject string)
 	ClientRevokedHere(client string, cutoff int64)
+}
+
+// errLogRevoked is a token that the revocation log, or an earlier answer of
+// Redis (markRevoked), revokes; made once: refusing costs no allocation.
+var errLogRevoked = fmt.Errorf("%w: %w: the token was revoked", ErrInvalidToken, ErrRevoked)
+
+// fromLog is what Options.Revocations says of v at now: done, with a nil
+// error for a live token and errLogRevoked for a revoked one, or not done,
+// with the mark to record if the Redis check that must follow finds the
+// token live (0 without Revocations).
+func (s *Service) fromLog(v *Verified, now time.Time) (m LogMark, done bool, err error) {
+	r := s.opts.Revocations
+	if r == nil {
+		s.stats.noLog.Add(1)
+		return 0, false, nil
+	}
+	checked := v.mark.Load()
+	if checked == markRevoked {
+		s.stats.revoked.Add(1)
+		return 0, true, errLogRevoked
+	}
+	switch r.Decide(now, LogQuery{JTI: v.Claims.ID, Subject: v.Claims.Subject, Client: v.Claims.ClientID,
+		Issued: v.Parts.Time.UnixMilli(), Checked: LogMark(checked)}) {
+	case LogLive:
+		s.stats.live.Add(1)
+		return 0, true, nil
+	case LogRevoked:
+		s.stats.revoked.Add(1)
+		return 0, true, errLogRevoked
+	}
+	s.stats.unknown.Add(1)
+	return r.Mark(), false, nil // before Redis is read
+}
+
+// checked records on v what Redis answered (err) of it after the mark m,
+// when there is a log to decide from: live, m, for the next Decide;
+// revoked, markRevoked, which nothing replaces.
+func (s *Service) checked(v *Verified, m LogMark, err error) {
+	var mark uint64
+	switch {
+	case s.opts.Revocations == nil:
+		return
+	case err == nil:
+		mark = uint64(m)
+	case errors.Is(err, ErrRevoked):
+		mark = markRevoked
+	default:
+		return
+	}
+	for {
+		old := v.mark.Load()
+		if old == markRevoked || v.mark.CompareAndSwap(old, mark) {
+			return
+		}
+	}
+}
+
+// LogStats counts the validations of a service (and of every service
+// WithKeys made from it) by how their session was decided. Counts only
+// grow.
+type LogStats struct {
+	// Live and Revoked were decided in memory, with no Redis command: by
+	// Options.Revocations, or (Revoked) by an earlier answer of Redis.
+	Live, Revoked uint64
+	// Unknown read Redis because Options.Revocations could not tell;
+	// Uncached because an opaque token not in the cache has its claims in
+	// Redis only; NoLog because there is no Options.Revocations.
+	Unknown, Uncached, NoLog uint64
+}
+
+// logCounters are LogStats, counted.
+type logCounters struct {
+	live, revoked, unknown, uncached, noLog atomic.Uint64
+}
+
+// LogStats returns the counts so far.
+func (s *Service) LogStats() LogStats {
+	c := s.stats
+	return LogStats{Live: c.live.Load(), Revoked: c.revoked.Load(), Unknown: c.unknown.Load(),
+		Uncached: c.uncached.Load(), NoLog: c.noLog.Load()}
 }
