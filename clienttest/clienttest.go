@@ -70,7 +70,7 @@ type Issuer struct {
 	mini    *miniredis.Miniredis
 	ownRDB  *redis.Client // the client of mini
 	handler atomic.Pointer[http.Handler]
-	store   *redisstore.Store
+	svc     *token.Service // on the current keys; mu guards it after Start
 	ids     *snowflakealg.SnowFlakeAlg
 	clients *token.Clients
 	now     func() time.Time
@@ -122,7 +122,6 @@ func Start(cfg Config) (_ *Issuer, err error) {
 		is.mini, is.ownRDB = m, redis.NewClient(&redis.Options{Addr: m.Addr()})
 		cfg.Redis = is.ownRDB
 	}
-	is.store = redisstore.New(cfg.Redis, redisstore.Options{Prefix: cfg.Prefix})
 	secret, sum, err := token.NewClientSecret()
 	if err != nil {
 		return nil, err
@@ -149,23 +148,41 @@ func Start(cfg Config) (_ *Issuer, err error) {
 		(*is.handler.Load()).ServeHTTP(w, r)
 	}))
 	is.URL = is.srv.URL
-	if err := is.serveKeys(); err != nil {
+	keys, err := token.NewKeySet(is.keys...)
+	if err != nil {
+		return nil, err
+	}
+	if is.svc, _, err = redisstore.NewService(cfg.Redis, redisstore.Options{Prefix: cfg.Prefix}, keys, is.ids,
+		token.Options{Issuer: is.URL, Now: is.now}, nil); err != nil {
+		return nil, err
+	}
+	if err := is.serve(is.svc); err != nil {
 		return nil, err
 	}
 	return is, nil
 }
 
-// serveKeys builds the service and handlers on the current keys and serves
-// them, as serve.go wires them.
+// serveKeys makes the service on the current keys (Service.WithKeys, as
+// serve's reload does) and serves it.
 func (is *Issuer) serveKeys() error {
 	keys, err := token.NewKeySet(is.keys...)
 	if err != nil {
 		return err
 	}
-	svc, err := token.NewService(keys, is.store, is.ids, token.Options{Issuer: is.URL, Now: is.now})
+	is.mu.Lock()
+	svc, err := is.svc.WithKeys(keys)
+	if err == nil {
+		is.svc = svc
+	}
+	is.mu.Unlock()
 	if err != nil {
 		return err
 	}
+	return is.serve(svc)
+}
+
+// serve builds the handlers on svc and serves them, as serve.go wires them.
+func (is *Issuer) serve(svc *token.Service) error {
 	h, err := handlers.New(handlers.Options{
 		Service: svc, Clients: is.clients, IDs: is.ids, Logger: slog.New(slog.DiscardHandler), Feed: is.feed,
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/redisstore"
+	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // shutdownGrace bounds how long in-flight requests may take after SIGTERM.
@@ -90,21 +91,25 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	// On the way out, after the last request: save the final high-water mark
 	// and free the worker ID for the next replica.
 	defer releaseIDs()
-	store := redisstore.New(rdb, redisstore.Options{Timeout: cfg.RedisTimeout, TracerProvider: tp,
-		LogRetention: token.LogRetention(cfg.MaxTokenTTL, token.DefaultLeeway)})
-	defer store.Close()
-	follower, stopFollowing, err := followRevocations(cfg, rdb, store, reg, log)
-	if err != nil {
-		return err
-	}
-	defer stopFollowing()
-	svc, err := token.NewService(keys, store, ids, token.Options{
+	var follower *revlog.Follower
+	stopFollowing := func() {} // the follower's, once it runs
+	svc, store, err := redisstore.NewService(rdb, redisstore.Options{Timeout: cfg.RedisTimeout, TracerProvider: tp}, keys, ids, token.Options{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,
-		CacheSize: cacheSize(cfg.CacheSize), Revocations: revocationsOf(follower),
+		CacheSize: cacheSize(cfg.CacheSize),
+	}, func(store *redisstore.Store) (token.Revocations, error) {
+		f, stop, err := followRevocations(cfg, rdb, store, reg, log)
+		if err != nil {
+			return nil, err
+		}
+		follower, stopFollowing = f, stop
+		return revocationsOf(f), nil
 	})
 	if err != nil {
+		stopFollowing()
 		return err
 	}
+	defer store.Close()
+	defer stopFollowing()
 	if err := reg.Register(newDecisions(svc)); err != nil {
 		return err
 	}
