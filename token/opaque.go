@@ -20,7 +20,7 @@ import (
 )
 
 // Opaque tokens: what a client whose token_format is "opaque" gets instead of
-// a JWT (see the package doc for the keys). The token is OpaquePrefix and
+// a JWT (see redisstore's package doc for the keys). The token is OpaquePrefix and
 // the base64url (no padding) of 24 bytes, the 8-byte Snowflake ID (big
 // endian) and 16 bytes from crypto/rand:
 //
@@ -98,7 +98,7 @@ func formatOpaque(id snowflakealg.ID, secret [opaqueSecretLen]byte) string {
 // and may be empty. Only the hash is binary, and at a fixed offset: no other
 // field may hold a newline (names, scopes and audiences are printable ASCII
 // without spaces or newlines). Lua reads sub and client_id from it at offset
-// 34 (validateOpaqueLua); Go reads all of it (parseOpaqueRecord).
+// 34 (redisstore's validateOpaqueLua); Go reads all of it (parseOpaqueRecord).
 type opaqueRecord struct {
 	sum                             string // the secret's SHA-256, 32 bytes
 	marker, sub, client, scope, aud string

@@ -477,51 +477,6 @@ func TestRevokeTokenWithoutRecord(t *testing.T) {
 	})
 }
 
-// TestRevokeTokenDedupeLifetime: the dedupe key never outlives the entry
-// (at most the log's retention: an exp far off, or none); a token past
-// three leeways after its exp by Redis's clock validates nowhere and is not
-// logged, though its record is deleted.
-func TestRevokeTokenDedupeLifetime(t *testing.T) {
-	forLayouts(t, func(t *testing.T, cluster bool) {
-		e := newOpaqueEnv(t, Options{}, cluster)
-		ctx := t.Context()
-		retention := e.store.LogRetention()
-		now := time.Now()
-		for _, c := range []struct {
-			name string
-			exp  int64
-			log  bool
-		}{
-			{"exp unknown", 0, true},
-			{"exp beyond the retention", now.Add(2 * retention).Unix(), true},
-			{"expired long ago", now.Add(-time.Hour).Unix(), false},
-		} {
-			jti := strconv.Itoa(len(c.name))
-			key := e.redis.Prefix + "{bob}:" + jti
-			if err := e.redis.Client.Set(ctx, key, "m", time.Hour).Err(); err != nil {
-				t.Fatal(err)
-			}
-			before := len(logEntries(t, e))
-			if err := e.store.RevokeToken(ctx, key, jti, c.exp); err != nil {
-				t.Fatalf("%s: %v", c.name, err)
-			}
-			if got := len(logEntries(t, e)) - before; got != map[bool]int{true: 1, false: 0}[c.log] {
-				t.Errorf("%s: %d entries appended, want logged %v", c.name, got, c.log)
-			}
-			if e.redis.Client.Exists(ctx, key).Val() != 0 {
-				t.Errorf("%s: record not deleted", c.name)
-			}
-			ttl := e.redis.Client.PTTL(ctx, e.store.LogKey()+":r:"+jti).Val()
-			switch {
-			case !c.log && ttl != -2*time.Nanosecond && ttl != -2*time.Millisecond:
-				t.Errorf("%s: dedupe key written (PTTL %v)", c.name, ttl)
-			case c.log && (ttl <= retention-time.Minute || ttl > retention):
-				t.Errorf("%s: dedupe key PTTL %v, want the retention %v", c.name, ttl, retention)
-			}
-		}
-	})
-}
-
 // TestRevocationOnCluster: on a one-node Redis Cluster of its own (a
 // redis-server), revocations keep to their slots: a token's entry and
 // dedupe key in {revlog}, its record in its subject's; a subject's and a

@@ -8,7 +8,7 @@ import (
 )
 
 // Revocations is what Validate needs from a follower of the revocation log
-// (Store.LogKey; revlog.Follower is one) to decide on a token from memory,
+// (redisstore.Store.LogKey; revlog.Follower is one) to decide on a token from memory,
 // with no Redis command. A nil Revocations (Options.Revocations) means
 // every validation reads Redis, as before the log existed.
 //
