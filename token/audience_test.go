@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/snowtoken/snowtoken/token"
-
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	. "github.com/snowtoken/snowtoken/token"
 )
 
 // The audiences of the tests: the service's default, and a client's own.

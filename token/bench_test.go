@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/snowtoken/snowtoken/token"
-
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
+	. "github.com/snowtoken/snowtoken/token"
 )
 
 func BenchmarkIssue(b *testing.B) {

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/snowtoken/snowtoken/token"
-	"github.com/snowtoken/snowtoken/token/redisstore"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
+	. "github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // logStandIn is a Revocations whose state the test sets: a stand-in for

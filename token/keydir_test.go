@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/snowtoken/snowtoken/token"
-
 	"github.com/golang-jwt/jwt/v5"
+
+	. "github.com/snowtoken/snowtoken/token"
 )
 
 // keyDirFixture is a keys directory's keys by file name, and its manifest.

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/snowtoken/snowtoken/token"
-
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
+	. "github.com/snowtoken/snowtoken/token"
 )
 
 // The opaque clients of every env: "osvc" is svc, "ogateway" is gateway,

@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/snowtoken/snowtoken/token"
-	"github.com/snowtoken/snowtoken/token/redisstore"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
+	. "github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // logEntries returns the revocation log of e's store, oldest first, each

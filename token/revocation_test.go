@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/snowtoken/snowtoken/token"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
+	. "github.com/snowtoken/snowtoken/token"
 )
 
 // TestSubjectRevocationSurvivesEviction fills a real redis-server past its

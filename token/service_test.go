@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/snowtoken/snowtoken/token"
-	"github.com/snowtoken/snowtoken/token/redisstore"
-
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
 
@@ -22,6 +19,8 @@ import (
 	"github.com/snowtoken/snowtoken/internal/clocktest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
+	. "github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 const testIssuer = "https://issuer.test"

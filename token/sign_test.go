@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/snowtoken/snowtoken/token"
-
 	"github.com/golang-jwt/jwt/v5"
+
+	. "github.com/snowtoken/snowtoken/token"
 )
 
 // TestSignEvent checks that SignEvent signs with the current key under its

@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/snowtoken/snowtoken/token"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // Errors of a Store, besides token's (token.ErrUnavailable wraps every
@@ -74,7 +75,7 @@ type Options struct {
 	ClusterPaths bool
 }
 
-// NewStore returns a store on rdb. Every command goes through one batcher,
+// New returns a store on rdb. Every command goes through one batcher,
 // which bounds its wait by the timeout: commands of concurrent requests
 // share pipelines; see batcher.
 func New(rdb redis.UniversalClient, opts Options) *Store {
@@ -102,7 +103,9 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	return s
 }
 
-// tracerName names the spans' instrumentation scope.
+// tracerName names the spans' instrumentation scope: package token's, as
+// before the store had a package of its own, so that what reads the spans
+// finds them where it did.
 const tracerName = "github.com/snowtoken/snowtoken/token"
 
 // do runs cmd through the batcher, which waits no longer than the store's
