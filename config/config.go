@@ -98,7 +98,7 @@ type Config struct {
 	Addr            string
 	MetricsAddr     string // empty: no metrics listener
 	Pprof           bool   // serve /debug/pprof/ on the metrics listener
-	MaxConns        int    // 0: derived from the open-file limit (package main)
+	MaxConns        int    // 0: derived from the open-file limit (cmd/server)
 	Production      bool
 	RedisURL        string        // SNOWTOKEN_REDIS_URL as set, password included: never log it
 	Redis           Redis         // zero in dev: embedded Redis

@@ -44,7 +44,7 @@ type Options struct {
 	// entries it had applied (reason loss: a failover to a replica that
 	// lacked them, an AOF that lost its last second), for each event it
 	// keeps after the log's last ID, before it rotates the epoch: it must
-	// revoke again (serve's revokes through token.Store), so that every
+	// revoke again (serve's revokes through redisstore.Store), so that every
 	// replica, and Redis's records, hear of it again. Nil: the follower
 	// keeps them for itself.
 	Redo func(ctx context.Context, ev Event) error
@@ -141,7 +141,7 @@ type mark struct {
 	count int64
 }
 
-// New returns a follower of the log logKey (token.Store.LogKey) on rdb, a
+// New returns a follower of the log logKey (redisstore.Store.LogKey) on rdb, a
 // client of its own: Run holds one of its connections in XREAD BLOCK.
 // Leeway and Retention must be the service's (token.Options.Leeway, and
 // token.LogRetention of its MaxTTL and Leeway): serve passes both.

@@ -1,4 +1,4 @@
-// Package revlog follows the revocation log (token.Store.LogKey) so that a
+// Package revlog follows the revocation log (redisstore.Store.LogKey) so that a
 // replica knows in memory what is revoked, and knows whether that knowledge
 // is fresh enough to decide on: a *Follower is the token.Revocations that
 // validation asks before it reads Redis, and the Source the revocation feed

@@ -54,7 +54,7 @@ return 1
 
 var beatScript = redis.NewScript(beatLua)
 
-// NewWriter returns a Writer of the log logKey (token.Store.LogKey) on rdb.
+// NewWriter returns a Writer of the log logKey (redisstore.Store.LogKey) on rdb.
 func NewWriter(rdb redis.UniversalClient, logKey string, opts WriterOptions) (*Writer, error) {
 	if opts.Period < 0 || opts.HeartbeatMaxLen < 0 {
 		return nil, fmt.Errorf("%w: negative period or heartbeat max len", ErrOptions)
