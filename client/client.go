@@ -121,7 +121,7 @@ func New(opts Options) (*Validator, error) {
 		return nil, fmt.Errorf("%w: RevocationCheck Follow needs FeedClientID and FeedClientSecret", ErrOptions)
 	case opts.WhenStale != FailClosed && opts.WhenStale != FallbackRemote:
 		return nil, fmt.Errorf("%w: unknown WhenStale %d", ErrOptions, opts.WhenStale)
-	case opts.Timeout < 0, opts.CacheTTL < 0, opts.CacheSize < 0, opts.JWKSMaxAge < 0, opts.JWKSMinInterval < 0, opts.FeedThreshold < 0,
+	case opts.Timeout < 0, opts.CacheTTL < 0, opts.CacheSize < 0, opts.JWKSMaxAge < 0, opts.JWKSMinInterval < 0, opts.FeedThreshold < 0, opts.FeedRetention < 0,
 		opts.MaxClockSkew < 0:
 		return nil, fmt.Errorf("%w: durations and sizes must not be negative", ErrOptions)
 	}
@@ -149,6 +149,9 @@ func New(opts Options) (*Validator, error) {
 	}
 	if opts.FeedThreshold == 0 {
 		opts.FeedThreshold = DefaultFeedThreshold
+	}
+	if opts.FeedRetention == 0 {
+		opts.FeedRetention = DefaultFeedRetention
 	}
 	if opts.MaxClockSkew == 0 {
 		opts.MaxClockSkew = opts.Leeway

@@ -77,6 +77,7 @@ type feed struct {
 	synced               bool   // a snapshot is applied
 	epoch, last          string // of the state
 	horizon              int64  // Unix ms: no revocation before it is in the state
+	forgotten            int64  // Unix ms: the newest revocation of a subject or client let go (pruneLocked)
 	tokens               map[string]int64
 	subjects, clients    map[string]int64
 	freshUntil           time.Time // by Options.Now

@@ -203,13 +203,24 @@ func (f *feed) applyHeartbeat(ctx context.Context, c *conn, raw string) error {
 }
 
 // pruneLocked forgets revoked tokens past their exp and the leeway: they
-// fail on exp anyway.
+// fail on exp anyway. It lets go of the revocations of subjects and
+// clients older than FeedRetention and the leeway, noting the newest of them
+// (forgotten): decide cannot tell about a token issued before it.
 func (f *feed) pruneLocked(now time.Time) {
 	f.pruned = now
 	cut := now.Add(-f.v.opts.Leeway).Unix()
 	for jti, exp := range f.tokens {
 		if exp != 0 && exp < cut {
 			delete(f.tokens, jti)
+		}
+	}
+	cutMs := now.Add(-f.v.opts.FeedRetention - f.v.opts.Leeway).UnixMilli()
+	for _, m := range [...]map[string]int64{f.subjects, f.clients} {
+		for key, at := range m {
+			if at < cutMs {
+				delete(m, key)
+				f.forgotten = max(f.forgotten, at)
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ package client
 //	  issued after E + Leeway                            live, unless another rule says revoked
 //	  in between                                         unknown (the clocks may disagree)
 //	issued before Horizon + Leeway                       unknown (its revocation may predate the log)
+//	issued before the newest revocation let go + Leeway  unknown (FeedRetention: it may have been revoked)
 //	otherwise                                            live
 //
 // A revocation, once verified, stays true: revoked is answered from a
@@ -39,7 +40,7 @@ func (f *feed) decide(c *Claims) verdict {
 			v = unknown
 		}
 	}
-	if from < f.horizon+lw || !now.Before(f.freshUntil) {
+	if from < f.horizon+lw || from < f.forgotten+lw || !now.Before(f.freshUntil) {
 		return unknown
 	}
 	return v

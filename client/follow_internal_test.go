@@ -247,3 +247,38 @@ func TestDecide(t *testing.T) {
 		t.Errorf("stale, untouched: %v", got)
 	}
 }
+
+// TestForgetOldRevocations checks that the followed state lets go of a
+// subject's or a client's revocation once FeedRetention (and the leeway)
+// has passed, so that its memory stays bounded, and that a token the
+// forgotten revocation could have ended is then one the state cannot
+// decide, never live; a token issued after it still is.
+func TestForgetOldRevocations(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	fd, key := testFeed(t, &now, 0)
+	fd.v.opts.FeedRetention = time.Hour
+	revokedAt := now.Add(-time.Minute)
+	fd.subjects["gone"] = revokedAt.UnixMilli()
+	fd.clients["cut"] = revokedAt.Add(-time.Second).UnixMilli()
+	now = now.Add(time.Hour + DefaultLeeway) // past the retention: forgotten at the next heartbeat
+	if err := fd.applyHeartbeat(t.Context(), bind(t, fd, key, now), signTest(t, key, typeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test",
+		"iat": now.Unix(), "iat_ms": now.UnixMilli(), "epoch": "e1", "last": "e1-0-0", "age_ms": 0})); err != nil {
+		t.Fatal(err)
+	}
+	if len(fd.subjects) != 0 || len(fd.clients) != 0 {
+		t.Fatalf("past the retention the state still holds subjects %v and clients %v", fd.subjects, fd.clients)
+	}
+	for _, tc := range []struct {
+		name string
+		iat  time.Time
+		want verdict
+	}{
+		{"issued before the forgotten revocation", revokedAt.Add(-time.Minute), unknown},
+		{"issued within the leeway of it", revokedAt.Add(time.Second), unknown},
+		{"issued after it", revokedAt.Add(DefaultLeeway + time.Second), live},
+	} {
+		if got := fd.decide(&Claims{JTI: "1", Subject: "gone", ClientID: "cut", IssuedAt: tc.iat}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

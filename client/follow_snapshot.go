@@ -81,7 +81,7 @@ func (f *feed) snapshot(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.synced, f.epoch, f.last, f.horizon = true, cl.Epoch, cl.Last, cl.Horizon
-	f.tokens, f.subjects, f.clients = tokens, subjects, clients
+	f.tokens, f.subjects, f.clients, f.forgotten = tokens, subjects, clients, 0
 	f.freshUntil = time.Time{}
 	return nil
 }

@@ -17,6 +17,8 @@ const (
 	DefaultJWKSMinInterval = 10 * time.Second
 	DefaultRealm           = "snowtoken"
 	DefaultFeedThreshold   = 150 * time.Millisecond
+	// DefaultFeedRetention is the issuer's default SNOWTOKEN_MAX_TOKEN_TTL.
+	DefaultFeedRetention = 24 * time.Hour
 	// MaxTokenLen bounds the tokens looked at; the issuer refuses longer ones too.
 	MaxTokenLen = 4096
 )
@@ -112,6 +114,15 @@ type Options struct {
 	// arrived: network time, and a proxy that holds the stream back, count
 	// against the threshold, never on top of it.
 	FeedThreshold time.Duration
+
+	// FeedRetention is how long Follow keeps a subject's or a client's
+	// revocation in memory: past it and Leeway, it lets the revocation go,
+	// so that the memory the state takes stays bounded. Zero means
+	// DefaultFeedRetention. A token issued before a revocation let go (plus
+	// Leeway) is then one the state cannot decide (WhenStale), never live:
+	// set it to the issuer's SNOWTOKEN_MAX_TOKEN_TTL or more, so that only
+	// expired tokens are such.
+	FeedRetention time.Duration
 
 	// MaxClockSkew is how far this clock may be from the issuer's: a
 	// heartbeat, stream JWT or snapshot signed more than FeedThreshold +
