@@ -89,6 +89,7 @@ type envConfig struct {
 	tracer  trace.TracerProvider
 	ready   func(context.Context) error
 	refused func() map[string]handlers.Refusal
+	revs    token.Revocations
 }
 
 type envOption func(*envConfig)
@@ -131,6 +132,11 @@ func withReady(ready func(context.Context) error) envOption {
 // withRefused shows refused reloads in /readyz.
 func withRefused(refused func() map[string]handlers.Refusal) envOption {
 	return func(c *envConfig) { c.refused = refused }
+}
+
+// withRevocations has the service decide from revs (token.Options.Revocations).
+func withRevocations(revs token.Revocations) envOption {
+	return func(c *envConfig) { c.revs = revs }
 }
 
 // newEnv starts an issuer for tb; everything stops when tb ends.
@@ -184,7 +190,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	e.Clock = clocktest.New(time.Now().Truncate(time.Second))
 	e.Store = redisstore.New(cfg.rdb, redisstore.Options{Prefix: cfg.prefix, TracerProvider: cfg.tracer})
 	e.Svc, err = token.NewService(keys, e.Store, e.IDs, token.Options{
-		Issuer: testIssuer, Audience: testAudience, MaxTTL: testMaxTTL, Now: e.Clock.Now,
+		Issuer: testIssuer, Audience: testAudience, MaxTTL: testMaxTTL, Now: e.Clock.Now, Revocations: cfg.revs,
 	})
 	if err != nil {
 		tb.Fatal(err)

@@ -6,7 +6,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/snowtoken/snowtoken/token"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -119,5 +121,34 @@ func serve(b *testing.B, e *env, req *http.Request) {
 	e.Engine.ServeHTTP(w, req)
 	if w.Code != http.StatusOK {
 		b.Fatalf("%s %s: %d %s", req.Method, req.URL.Path, w.Code, w.Body)
+	}
+}
+
+// liveLog is a revocation log that finds every token live.
+type liveLog struct{}
+
+func (liveLog) Mark() token.LogMark                               { return 1 }
+func (liveLog) Decide(time.Time, token.LogQuery) token.LogVerdict { return token.LogLive }
+
+// BenchmarkValidateHot is GET /token/validate through the engine for a hot
+// token decided from the revocation log: no Redis command, so what it
+// measures is the HTTP layer's own cost beside Service.Validate's
+// (token's BenchmarkValidateFromLog).
+func BenchmarkValidateHot(b *testing.B) {
+	e := newEnv(b, withRevocations(liveLog{}))
+	for _, c := range []struct {
+		name   string
+		client client
+	}{{"jwt", e.Normal}, {"opaque", e.Opaque}} {
+		tok := e.issue(b, c.client, nil).AccessToken
+		b.Run(c.name, func(b *testing.B) {
+			req := httptest.NewRequest(http.MethodGet, "/token/validate", nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			serve(b, e, req) // an opaque token's first validation reads Redis
+			b.ReportAllocs()
+			for b.Loop() {
+				serve(b, e, req)
+			}
+		})
 	}
 }
