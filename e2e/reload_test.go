@@ -767,3 +767,69 @@ func mustRead(tb testing.TB, path string) []byte {
 	}
 	return data
 }
+
+// setAudiences rewrites the clients file at path with the client id's
+// audiences set to auds, as an operator edits it: a new file renamed over
+// the old.
+func setAudiences(tb testing.TB, path, id string, auds ...string) {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var file struct {
+		Clients []map[string]any `json:"clients"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		tb.Fatal(err)
+	}
+	found := false
+	for _, c := range file.Clients {
+		if c["id"] == id {
+			c["audiences"], found = auds, true
+		}
+	}
+	if !found {
+		tb.Fatalf("no client %q in %s", id, path)
+	}
+	if data, err = json.MarshalIndent(file, "", "  "); err != nil {
+		tb.Fatal(err)
+	}
+	staged := path + ".new"
+	if err := os.WriteFile(staged, data, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(staged, path); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// TestReloadNarrowedAudiences: taking an audience off a client in the
+// clients file ends its tokens here at once (CheckClient) and in Redis too,
+// as a client cutoff in the revocation log, so that the consumers that
+// follow the log's feed, which never see the clients file, refuse them as
+// well.
+func TestReloadNarrowedAudiences(t *testing.T) {
+	bin := fleetBinary(t)
+	creds := newFleetCreds(t, bin)
+	setAudiences(t, creds.clientsPath, creds.svc.id, "https://a.test", "https://b.test")
+	redisURL, rdb := fleetRedis(t)
+	p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
+		fleetAddr(t, "127.0.0.1"), "127.0.0.1"))
+	tok := p.issue(t, creds.svc, "")
+	p.mustValidate(t, tok, p.worker(t))
+	setAudiences(t, creds.clientsPath, creds.svc.id, "https://b.test")
+	took := p.until401(t, tok, "after https://a.test was taken off its client")
+	t.Logf("the token for the audience taken off answered 401 %v after the change", took.Round(time.Millisecond))
+	rec := p.waitLog(t, "a client whose audiences the clients file narrowed: its tokens are revoked")
+	if rec["client_id"] != creds.svc.id {
+		t.Errorf("revoked %v, want %s", rec["client_id"], creds.svc.id)
+	}
+	entries, err := rdb.XRange(t.Context(), redisstore.DefaultKeyPrefix+"{revlog}", "-", "+").Result()
+	if err != nil || len(entries) == 0 || entries[len(entries)-1].Values["k"] != "c" || entries[len(entries)-1].Values["i"] != creds.svc.id {
+		t.Errorf("revocation log %v (%v), want the client's cutoff last", entries, err)
+	}
+	if p.findLog("a client removed or disabled in the clients file: its tokens are revoked") != nil {
+		t.Error("the narrowed client was logged as removed or disabled")
+	}
+}

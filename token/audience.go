@@ -148,5 +148,26 @@ func (s *Service) CheckClient(cs *Clients, v *Verified) error {
 	return nil
 }
 
+// Narrowed returns, sorted, the clients enabled in both cs and next whose
+// tokens CheckClient starts to refuse some of after a reload from cs to
+// next: their allowed audiences lose one, or become some where they were
+// none (a token without aud is then refused). With Clients.Dropped, these
+// are the clients whose tokens a reload ends.
+func (s *Service) Narrowed(cs, next *Clients) []string {
+	var out []string
+	for id, c := range cs.byID {
+		n, ok := next.byID[id]
+		if !ok || c.Disabled || n.Disabled {
+			continue
+		}
+		was, now := s.allowedAudiences(c), s.allowedAudiences(n)
+		if len(was) == 0 && len(now) > 0 || slices.ContainsFunc(was, func(a string) bool { return !slices.Contains(now, a) }) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // ForAudience reports whether the token's aud holds a.
 func (v *Verified) ForAudience(a string) bool { return slices.Contains(v.Claims.Audience, a) }

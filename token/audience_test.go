@@ -255,3 +255,41 @@ func TestNewServiceAudience(t *testing.T) {
 		}
 	}
 }
+
+// TestNarrowed: the clients whose tokens CheckClient would start to refuse
+// some of, after a reload from one clients file to the next, are those whose
+// allowed audiences lose one (or gain some where they had none, as the
+// service's default audience makes tokens without aud refused), and no
+// others: a client that only gains an audience, or is unchanged, is not.
+func TestNarrowed(t *testing.T) {
+	e := newEnv(t, Options{Audience: testDefaultAud})
+	noDefault := e.newService(t, e.keys, e.ids, Options{})
+	before, _ := newAudClients(t, ordersAud, billingAud)
+	for _, tc := range []struct {
+		name  string
+		svc   *Service
+		after []string // multi's audiences after
+		want  []string
+	}{
+		{"unchanged", e.svc, []string{ordersAud, billingAud}, nil},
+		{"one taken off", e.svc, []string{ordersAud}, []string{"multi"}},
+		{"one added", e.svc, []string{ordersAud, billingAud, reportsAud}, nil},
+		{"one swapped", e.svc, []string{ordersAud, reportsAud}, []string{"multi"}},
+		{"all taken off: the default audience instead", e.svc, []string{}, []string{"multi"}},
+		{"all taken off, no default: tokens without aud", noDefault, []string{}, []string{"multi"}},
+	} {
+		after, _ := newAudClients(t, tc.after...)
+		if got := tc.svc.Narrowed(before, after); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: Narrowed = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// "svc" lists none: the service's default, or no aud at all.
+	none, _ := newAudClients(t, ordersAud)
+	if got := noDefault.Narrowed(none, none); len(got) != 0 {
+		t.Errorf("the same set: Narrowed = %v, want none", got)
+	}
+	withDefault := e.newService(t, e.keys, e.ids, Options{Audience: testDefaultAud})
+	if got := withDefault.Narrowed(none, none); len(got) != 0 {
+		t.Errorf("the same set, a default audience: Narrowed = %v, want none", got)
+	}
+}

@@ -175,10 +175,13 @@ func (r *reloader) reload(trigger string) {
 		return
 	}
 	r.srv.Swap(svc, clients, v)
-	dropped := r.clients.Dropped(clients)
+	dropped, narrowed := r.clients.Dropped(clients), svc.Narrowed(r.clients, clients)
 	r.svc, r.clients = svc, clients
 	if len(dropped) > 0 {
-		go revokeDropped(svc, dropped, r.log)
+		go revokeDropped(svc, dropped, "a client removed or disabled in the clients file", r.log)
+	}
+	if len(narrowed) > 0 {
+		go revokeDropped(svc, narrowed, "a client whose audiences the clients file narrowed", r.log)
 	}
 	r.info.Reset()
 	r.info.WithLabelValues(v.Clients, v.Keys).Set(1)
@@ -235,14 +238,18 @@ func keysSource(paths []string) string {
 }
 
 // revokeDropped revokes every token of the clients a reload removed or
-// disabled (token.Service.RevokeClient). This replica refuses their tokens
-// from the swap on (token.Service.CheckClient); the revocation puts it in
+// disabled, or whose audiences it narrowed (token.Service.RevokeClient; why
+// says which, in the log). This replica refuses their tokens, or those for
+// an audience taken off, from the swap on (token.Service.CheckClient); the revocation puts it in
 // the revocation log too, so that the consumers that follow the log's feed
 // (client.Follow), which never see the clients file, refuse them as well.
 // Every replica reloads the file and revokes: the latest time wins, and a
-// client enabled again later does not get its earlier tokens back. Redis
-// failing, it tries three times, a second apart, then logs an error.
-func revokeDropped(svc *token.Service, clients []string, log *slog.Logger) {
+// client enabled again later does not get its earlier tokens back. A
+// narrowed client loses every token issued before the reload, those for the
+// audiences it keeps too: the feed carries a client's cutoff, not one per
+// audience, and its services get new tokens at once. Redis failing, it
+// tries three times, a second apart, then logs an error.
+func revokeDropped(svc *token.Service, clients []string, why string, log *slog.Logger) {
 	for _, id := range clients {
 		var err error
 		for try := range 3 {
@@ -257,10 +264,10 @@ func revokeDropped(svc *token.Service, clients []string, log *slog.Logger) {
 			}
 		}
 		if err != nil {
-			log.Error("a client removed or disabled in the clients file: revoking its tokens failed; consumers that follow the revocation feed accept them until they expire: revoke them (DELETE /clients/{client}/tokens)",
+			log.Error(why+": revoking its tokens failed; consumers that follow the revocation feed accept them until they expire: revoke them (DELETE /clients/{client}/tokens)",
 				"event", "client.revoke_failed", "client_id", id, "err", err)
 			continue
 		}
-		log.Info("a client removed or disabled in the clients file: its tokens are revoked", "event", "client.revoked", "client_id", id)
+		log.Info(why+": its tokens are revoked", "event", "client.revoked", "client_id", id)
 	}
 }
