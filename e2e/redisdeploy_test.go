@@ -25,6 +25,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -438,12 +439,23 @@ func TestRedisClusterDeployment(t *testing.T) {
 // validates meanwhile. It runs on SNOWTOKEN_REDIS_SENTINEL_URL as an ACL user;
 // before the failover also on _MASTER and _ADDRS with the password files, and
 // without either password, refused.
-func TestRedisSentinelDeployment(t *testing.T) {
-	deployNeeds(t, "redis-server")
-	bin := fleetBinary(t)
-	dir := t.TempDir()
-	ctx := t.Context()
+// deploySentinel is a master, its replica and three sentinels that watch
+// it (deploySentinelName), all on this host, as startSentinel left them.
+type deploySentinel struct {
+	master, replica *fleetProc
+	rc              *redis.Client // the replica's
+	addrs           []string      // the sentinels'
+	scs             []*redis.SentinelClient
+}
 
+// deploySentinelName is the master's name at the sentinels.
+const deploySentinelName = "mymaster"
+
+// startSentinel starts a master, its replica and three sentinels in dir,
+// and returns once every sentinel knows the others and the replica.
+func startSentinel(t *testing.T, dir string) *deploySentinel {
+	t.Helper()
+	ctx := t.Context()
 	master := deployRedisServer(t, dir, deployPort(t), nil)
 	replica := deployRedisServer(t, dir, deployPort(t), nil, "--replicaof", "127.0.0.1", strings.TrimPrefix(master.addr, "127.0.0.1:"))
 	rc := redis.NewClient(&redis.Options{Addr: replica.addr, Password: deployPassword})
@@ -456,7 +468,7 @@ func TestRedisSentinelDeployment(t *testing.T) {
 		return err
 	})
 
-	const name = "mymaster"
+	name := deploySentinelName
 	var sentinels []string
 	for range 3 {
 		port := deployPort(t)
@@ -495,6 +507,18 @@ func TestRedisSentinelDeployment(t *testing.T) {
 			return nil
 		})
 	}
+
+	return &deploySentinel{master: master, replica: replica, rc: rc, addrs: sentinels, scs: scs}
+}
+
+func TestRedisSentinelDeployment(t *testing.T) {
+	deployNeeds(t, "redis-server")
+	bin := fleetBinary(t)
+	dir := t.TempDir()
+	ctx := t.Context()
+
+	sn := startSentinel(t, dir)
+	master, replica, rc, sentinels, scs, name := sn.master, sn.replica, sn.rc, sn.addrs, sn.scs, deploySentinelName
 
 	creds := newFleetCreds(t, bin)
 	byAddrs := map[string]string{
@@ -679,4 +703,115 @@ func deployValidateStatus(p *fleetProc, tok fleetToken) (int, error) {
 	defer resp.Body.Close()
 	_, err = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode, err
+}
+
+// TestRedisSentinelFailoverLosesWrites: a Sentinel failover that loses
+// writes the master acknowledged (issue 26, item 1). The master drops its
+// replica's link (a frozen replica overruns the master's output buffer
+// limit for it), then acknowledges a token's and a subject's revocation
+// that the replica never gets, and dies; the sentinels promote the
+// replica. snowtoken, following the revocation log, finds the log set back
+// on the new master, writes the lost revocations again and moves to a new
+// epoch: the revoked tokens stay refused, a live one still validates.
+func TestRedisSentinelFailoverLosesWrites(t *testing.T) {
+	deployNeeds(t, "redis-server")
+	bin := fleetBinary(t)
+	ctx := t.Context()
+	sn := startSentinel(t, t.TempDir())
+	mc := redis.NewClient(&redis.Options{Addr: sn.master.addr, Password: deployPassword})
+	t.Cleanup(func() { mc.Close() })
+
+	creds := newFleetCreds(t, bin)
+	p := startFleetProc(t, bin, "snowtoken on sentinel", creds.env(map[string]string{
+		"SNOWTOKEN_REDIS_SENTINEL_MASTER":        deploySentinelName,
+		"SNOWTOKEN_REDIS_SENTINEL_ADDRS":         strings.Join(sn.addrs, ","),
+		"SNOWTOKEN_REDIS_PASSWORD_FILE":          deploySecretFile(t, deployPassword),
+		"SNOWTOKEN_REDIS_SENTINEL_PASSWORD_FILE": deploySecretFile(t, deploySentinelPassword),
+	}, fleetAddr(t, "127.0.0.25"), "127.0.0.25"))
+	live := p.issue(t, creds.svc, "grace")
+	revoked := p.issue(t, creds.svc, "grace")
+	subjectRevoked := p.issue(t, creds.svc, "heidi")
+	p.mustValidate(t, live, 25)
+	if n, err := mc.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 5000 on the master: %d, %v", n, err) // the tokens themselves survive
+	}
+
+	// The master lets go of its replica: frozen, the replica reads nothing,
+	// and 8 MiB more than the 1 MiB the master may hold for it ends the link.
+	if err := mc.ConfigSet(ctx, "client-output-buffer-limit", "replica 1048576 1048576 0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sn.replica.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := true
+	defer func() {
+		if frozen {
+			sn.replica.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	junk := strings.Repeat("x", 1<<20)
+	deployWait(t, "the master drops its frozen replica", func() error {
+		if err := mc.Set(ctx, "deploy:junk", junk, 0).Err(); err != nil {
+			return err
+		}
+		info, err := mc.Info(ctx, "replication").Result()
+		if err == nil && !strings.Contains(info, "connected_slaves:0") {
+			err = errors.New("the replica is still connected")
+		}
+		return err
+	})
+
+	// Acknowledged by the master alone.
+	if status := p.revoke(t, creds.svc, revoked); status != http.StatusOK {
+		t.Fatalf("POST /token/revoke: %d", status)
+	}
+	if status := p.revokeSubject(t, creds.admin, "heidi"); status != http.StatusNoContent {
+		t.Fatalf("DELETE /subjects/heidi/tokens: %d", status)
+	}
+	p.mustReject(t, revoked, "revoked on the master")
+	p.mustReject(t, subjectRevoked, "of a subject revoked on the master")
+
+	killed := time.Now()
+	sn.master.kill()
+	if err := sn.replica.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	frozen = false
+	deployWait(t, "sentinels promote the replica", func() error {
+		addr, err := sn.scs[0].GetMasterAddrByName(ctx, deploySentinelName).Result()
+		if err == nil && strings.Join(addr, ":") != sn.replica.addr {
+			err = fmt.Errorf("master is %v, want the replica %s", addr, sn.replica.addr)
+		}
+		return err
+	})
+	// The promoted replica never had the revocations.
+	if n, err := sn.rc.XLen(ctx, redisstore.DefaultKeyPrefix+"{revlog}").Result(); err != nil || n != 0 {
+		t.Fatalf("the promoted replica's revocation log: %d entries, %v; want none (the revocations lost)", n, err)
+	}
+
+	rec := p.waitLog(t, "revocations the revocation log lost written again")
+	t.Logf("master killed; the lost revocations written again after %v (%v)", time.Since(killed).Round(time.Millisecond), rec["events"])
+	entries, err := sn.rc.XRange(ctx, redisstore.DefaultKeyPrefix+"{revlog}", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	relogged := map[string]bool{}
+	for _, e := range entries {
+		relogged[fmt.Sprint(e.Values["k"], ":", e.Values["i"])] = true
+	}
+	for _, want := range []string{"t:" + revoked.TokenID.String(), "s:heidi"} {
+		if !relogged[want] {
+			t.Errorf("the new master's revocation log %v lacks %s, which the old master lost", entries, want)
+		}
+	}
+	p.mustReject(t, revoked, "revoked on the master lost in the failover")
+	p.mustReject(t, subjectRevoked, "of a subject revoked on the master lost in the failover")
+	deployWait(t, "snowtoken issues on the promoted replica", func() error {
+		if status, _, _, body := p.tryIssue(t, creds.svc, ""); status != http.StatusOK {
+			return fmt.Errorf("POST /token: %d %s", status, body)
+		}
+		return nil
+	})
+	p.mustValidate(t, live, 25)
 }
