@@ -59,6 +59,35 @@ func followRevocations(cfg config.Config, rdb redis.UniversalClient, store *redi
 	}, nil
 }
 
+// following starts the follower once the session store exists: its start
+// is redisstore.NewService's follow. After start, follower is the follower
+// (nil if none) and stop stops it; stop does nothing before start.
+type following struct {
+	cfg      config.Config
+	rdb      redis.UniversalClient
+	reg      prometheus.Registerer
+	log      *slog.Logger
+	follower *revlog.Follower
+	stopped  func()
+}
+
+// start is followRevocations on store, kept for stop and the feed.
+func (fw *following) start(store *redisstore.Store) (token.Revocations, error) {
+	f, stop, err := followRevocations(fw.cfg, fw.rdb, store, fw.reg, fw.log)
+	if err != nil {
+		return nil, err
+	}
+	fw.follower, fw.stopped = f, stop
+	return revocationsOf(f), nil
+}
+
+// stop stops what start started.
+func (fw *following) stop() {
+	if fw.stopped != nil {
+		fw.stopped()
+	}
+}
+
 // revocationsOf is f as a token.Revocations: nil, not a nil *Follower in
 // an interface, when there is no follower.
 func revocationsOf(f *revlog.Follower) token.Revocations {

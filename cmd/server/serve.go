@@ -19,7 +19,6 @@ import (
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/redisstore"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // shutdownGrace bounds how long in-flight requests may take after SIGTERM.
@@ -91,25 +90,17 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	// On the way out, after the last request: save the final high-water mark
 	// and free the worker ID for the next replica.
 	defer releaseIDs()
-	var follower *revlog.Follower
-	stopFollowing := func() {} // the follower's, once it runs
+	fw := &following{cfg: cfg, rdb: rdb, reg: reg, log: log}
 	svc, store, err := redisstore.NewService(rdb, redisstore.Options{Timeout: cfg.RedisTimeout, TracerProvider: tp}, keys, ids, token.Options{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,
 		CacheSize: cacheSize(cfg.CacheSize),
-	}, func(store *redisstore.Store) (token.Revocations, error) {
-		f, stop, err := followRevocations(cfg, rdb, store, reg, log)
-		if err != nil {
-			return nil, err
-		}
-		follower, stopFollowing = f, stop
-		return revocationsOf(f), nil
-	})
+	}, fw.start)
 	if err != nil {
-		stopFollowing()
+		fw.stop()
 		return err
 	}
 	defer store.Close()
-	defer stopFollowing()
+	defer fw.stop() // before the store closes: the follower revokes through it
 	if err := reg.Register(newDecisions(svc)); err != nil {
 		return err
 	}
@@ -127,7 +118,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	h, err := handlers.NewServer(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
 		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit, TrustedProxies: cfg.TrustedProxies,
 		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}, Refused: refused.load,
-		Feed: feedOf(follower)})
+		Feed: feedOf(fw.follower)})
 	if err != nil {
 		return err
 	}
