@@ -60,7 +60,7 @@ func (f *Feed) tick(stop chan struct{}) {
 		}
 		b := &beat{next: make(chan struct{})}
 		if st := f.opts.Source.Status(f.opts.Now()); st.Fresh {
-			raw, ms, err := f.signHeartbeat(st)
+			raw, ms, err := f.signHeartbeat(st, "")
 			if err != nil {
 				// Every tick would say it again: once a minute at most.
 				if now := time.Now(); now.Sub(loggedAt) >= time.Minute {
@@ -93,15 +93,20 @@ type HeartbeatClaims struct {
 	Last       string `json:"last"`
 	AgeMs      int64  `json:"age_ms"`
 	Horizon    int64  `json:"horizon"`
+	// Nonce is the poll's nonce on a heartbeat signed for a poll's answer
+	// (PollRequest.Nonce); a stream's heartbeats have none (its first JWT
+	// carries the stream's).
+	Nonce string `json:"nonce,omitempty"`
 }
 
-// signHeartbeat signs a heartbeat for st now; it returns it and its iat_ms.
-func (f *Feed) signHeartbeat(st revlog.Status) (string, int64, error) {
+// signHeartbeat signs a heartbeat for st now, with nonce if not empty; it
+// returns it and its iat_ms.
+func (f *Feed) signHeartbeat(st revlog.Status, nonce string) (string, int64, error) {
 	now := f.opts.Now()
 	raw, err := f.opts.Sign(TypeHeartbeat, &HeartbeatClaims{
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: f.opts.Issuer, IssuedAt: jwt.NewNumericDate(now)},
 		IssuedAtMs:       now.UnixMilli(), Epoch: st.Epoch, Last: st.Last,
-		AgeMs: max(st.Age.Milliseconds(), 0), Horizon: st.Horizon,
+		AgeMs: max(st.Age.Milliseconds(), 0), Horizon: st.Horizon, Nonce: nonce,
 	})
 	return raw, now.UnixMilli(), err
 }

@@ -29,12 +29,20 @@ func CheckNonce(r *http.Request) (string, error) {
 	case len(vals) > 1:
 		return "", fmt.Errorf("%w: nonce given more than once", token.ErrInvalidRequest)
 	}
-	n := vals[0]
+	if err := checkNonceValue(vals[0]); err != nil {
+		return "", err
+	}
+	return vals[0], nil
+}
+
+// checkNonceValue returns an error wrapping token.ErrInvalidRequest unless
+// n is MinNonceLen to MaxNonceLen characters of base64url.
+func checkNonceValue(n string) error {
 	if len(n) < MinNonceLen || len(n) > MaxNonceLen || strings.Trim(n, base64URL) != "" {
-		return "", token.Describe(fmt.Errorf("%w: nonce", token.ErrInvalidRequest),
+		return token.Describe(fmt.Errorf("%w: nonce", token.ErrInvalidRequest),
 			fmt.Sprintf("nonce must be %d to %d characters of base64url (A-Z a-z 0-9 - _)", MinNonceLen, MaxNonceLen))
 	}
-	return n, nil
+	return nil
 }
 
 const base64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

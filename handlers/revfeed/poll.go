@@ -16,11 +16,15 @@ const maxPollBody = 64 << 10
 // PollRequest is a poll (RFC 8936 §2.4). The issuer keeps no state per
 // receiver: the receiver's position is the latest event ID it acks (an
 // event's jti, or a snapshot's last), and setErrs are read and dropped.
+// Nonce is ours: if given, the answer's heartbeat carries it, so that a
+// receiver that sends a new one with every poll can tell a heartbeat signed
+// for this poll from a recorded answer replayed to it.
 type PollRequest struct {
 	Ack               []string                   `json:"ack"`
 	SetErrs           map[string]json.RawMessage `json:"setErrs"`
 	MaxEvents         *int                       `json:"maxEvents"`
 	ReturnImmediately bool                       `json:"returnImmediately"`
+	Nonce             string                     `json:"nonce"`
 }
 
 // PollResponse is a poll's answer (RFC 8936 §2.5), with two members of
@@ -36,7 +40,8 @@ type PollResponse struct {
 }
 
 // parsePoll reads a poll request strictly: one JSON object of RFC 8936's
-// members (no others), every ack an event ID, maxEvents not negative.
+// members and nonce (no others), every ack an event ID, maxEvents not
+// negative, a nonce as CheckNonce's.
 func parsePoll(body io.Reader) (*PollRequest, string, error) {
 	dec := json.NewDecoder(io.LimitReader(body, maxPollBody+1))
 	dec.DisallowUnknownFields()
@@ -50,6 +55,11 @@ func parsePoll(body io.Reader) (*PollRequest, string, error) {
 	}
 	if req.MaxEvents != nil && *req.MaxEvents < 0 {
 		return nil, "", fmt.Errorf("%w: maxEvents must not be negative", token.ErrInvalidRequest)
+	}
+	if req.Nonce != "" {
+		if err := checkNonceValue(req.Nonce); err != nil {
+			return nil, "", err
+		}
 	}
 	var pos string
 	var posID streamPos
@@ -115,7 +125,7 @@ func (f *Feed) Poll(w http.ResponseWriter, r *http.Request, body io.Reader) erro
 			// The heartbeat vouches for events up to its last only if the
 			// answer holds them all.
 			if st.Fresh && !resp.MoreAvailable && sameEpoch(st.Last, pos) {
-				if resp.Heartbeat, _, err = f.signHeartbeat(st); err != nil {
+				if resp.Heartbeat, _, err = f.signHeartbeat(st, req.Nonce); err != nil {
 					return err
 				}
 			}

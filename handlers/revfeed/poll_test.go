@@ -76,8 +76,17 @@ func TestPoll(t *testing.T) {
 	}
 	var hb revfeed.HeartbeatClaims
 	is.verify(t, pr.Heartbeat, revfeed.TypeHeartbeat, &hb)
-	if hb.Last != third.ID {
-		t.Errorf("heartbeat last %s, want %s", hb.Last, third.ID)
+	if hb.Last != third.ID || hb.Nonce != "" {
+		t.Errorf("heartbeat last %s, nonce %q; want %s and none", hb.Last, hb.Nonce, third.ID)
+	}
+	// With a nonce, the heartbeat is bound to this poll: a recorded answer
+	// replayed to a later poll names another nonce.
+	const nonce = "bm9uY2Utb2YtdGhpcy1wb2xsLTEyMzQ1Ng"
+	pr = is.pollOK(t, `{"ack":["`+first.ID+`"],"nonce":"`+nonce+`","returnImmediately":true}`)
+	hb = revfeed.HeartbeatClaims{}
+	is.verify(t, pr.Heartbeat, revfeed.TypeHeartbeat, &hb)
+	if hb.Nonce != nonce || hb.Last != third.ID {
+		t.Errorf("heartbeat of a poll with a nonce: nonce %q, last %s; want %q, %s", hb.Nonce, hb.Last, nonce, third.ID)
 	}
 	pr = is.pollOK(t, `{"ack":["`+first.ID+`"],"maxEvents":1,"returnImmediately":true}`)
 	if len(pr.Sets) != 1 || pr.Sets[second.ID] == "" || !pr.MoreAvailable || pr.Heartbeat != "" {
@@ -124,6 +133,9 @@ func TestPollRefuses(t *testing.T) {
 		{"application/json", `{"acks":[]}`},
 		{"application/json", `{"ack":[]} {}`},
 		{"application/json", `[]`},
+		{"application/json", `{"nonce":"short"}`},
+		{"application/json", `{"nonce":"not base64url, but long enough to pass"}`},
+		{"application/json", `{"nonce":7}`},
 	} {
 		if resp, b := is.poll(t, t.Context(), tc.ct, tc.body); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("%s %s: %d %s, want 400", tc.ct, tc.body, resp.StatusCode, b)
