@@ -1,0 +1,198 @@
+package dpop
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"filippo.io/edwards25519"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Algorithms a proof may be signed with.
+const (
+	AlgEdDSA = "EdDSA" // Ed25519 (RFC 8037), key OKP/Ed25519
+	AlgES256 = "ES256" // ECDSA P-256 SHA-256 (RFC 7518 §3.4), key EC/P-256
+)
+
+// keyTypes maps each algorithm to the kty and crv of its keys.
+var keyTypes = map[string]struct{ kty, crv string }{
+	AlgEdDSA: {"OKP", "Ed25519"},
+	AlgES256: {"EC", "P-256"},
+}
+
+// JWK is the public key of a proof (RFC 7517): an OKP key on Ed25519 or an
+// EC key on P-256.
+type JWK struct {
+	Kty string `json:"kty"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Y   string `json:"y,omitempty"` // EC only
+	// Alg is the jwk's own alg member, if it has one; a proof's alg must
+	// then be the same.
+	Alg string `json:"alg,omitempty"`
+
+	pub any // ed25519.PublicKey or *ecdsa.PublicKey, set by ParseJWK
+}
+
+// jwkMembers are the members ParseJWK accepts, and the private members it
+// names in its error (RFC 7518 §6.2.2, §6.3.2, §6.4.1); any other is refused.
+type jwkMembers struct {
+	Kty *string `json:"kty"`
+	Crv *string `json:"crv"`
+	X   *string `json:"x"`
+	Y   *string `json:"y"`
+	Alg *string `json:"alg"`
+	Kid *string `json:"kid"`
+	Use *string `json:"use"`
+
+	D   jsontext.Value `json:"d"`
+	P   jsontext.Value `json:"p"`
+	Q   jsontext.Value `json:"q"`
+	DP  jsontext.Value `json:"dp"`
+	DQ  jsontext.Value `json:"dq"`
+	QI  jsontext.Value `json:"qi"`
+	Oth jsontext.Value `json:"oth"`
+	K   jsontext.Value `json:"k"`
+}
+
+// ParseJWK reads a public key from its JSON: one object whose names are
+// exact and never repeated; kty, crv, x (and y for EC) of the types above,
+// x and y canonical base64url of a valid point's full-length coordinates (an
+// Ed25519 point of small order, which can "sign" without a private key, is
+// refused); optionally kid, use ("sig") and alg (EdDSA or ES256, matching
+// kty). A private member (d, p, q, dp, dq, qi, oth, k) is ErrPrivateKey; any
+// other member, or any other flaw, ErrJWK.
+func ParseJWK(data []byte) (JWK, error) {
+	var m jwkMembers
+	if err := jsonv2.Unmarshal(data, &m, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return JWK{}, fmt.Errorf("%w: %w", ErrJWK, err)
+	}
+	for name, v := range map[string]jsontext.Value{"d": m.D, "p": m.P, "q": m.Q, "dp": m.DP, "dq": m.DQ, "qi": m.QI, "oth": m.Oth, "k": m.K} {
+		if v != nil {
+			return JWK{}, fmt.Errorf("%w: member %q", ErrPrivateKey, name)
+		}
+	}
+	if m.Kty == nil || m.Crv == nil || m.X == nil {
+		return JWK{}, fmt.Errorf("%w: kty, crv and x are required", ErrJWK)
+	}
+	k := JWK{Kty: *m.Kty, Crv: *m.Crv, X: *m.X}
+	if m.Use != nil && *m.Use != "sig" {
+		return JWK{}, fmt.Errorf("%w: use %q, want sig", ErrJWK, *m.Use)
+	}
+	if m.Alg != nil {
+		if kt, ok := keyTypes[*m.Alg]; !ok || kt.kty != k.Kty {
+			return JWK{}, fmt.Errorf("%w: alg %q for a %s key", ErrJWK, *m.Alg, k.Kty)
+		}
+		k.Alg = *m.Alg
+	}
+	x, err := decodeBase64URL(k.X)
+	if err != nil {
+		return JWK{}, fmt.Errorf("%w: x: %w", ErrJWK, err)
+	}
+	switch {
+	case k.Kty == "OKP" && k.Crv == "Ed25519":
+		if m.Y != nil {
+			return JWK{}, fmt.Errorf("%w: y in an OKP key", ErrJWK)
+		}
+		if len(x) != ed25519.PublicKeySize {
+			return JWK{}, fmt.Errorf("%w: x of %d bytes, want %d", ErrJWK, len(x), ed25519.PublicKeySize)
+		}
+		p, err := new(edwards25519.Point).SetBytes(x)
+		if err != nil {
+			return JWK{}, fmt.Errorf("%w: x: %w", ErrJWK, err)
+		}
+		if new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) == 1 {
+			return JWK{}, fmt.Errorf("%w: x is a point of small order", ErrJWK)
+		}
+		k.pub = ed25519.PublicKey(x)
+	case k.Kty == "EC" && k.Crv == "P-256":
+		if m.Y == nil {
+			return JWK{}, fmt.Errorf("%w: y is required in an EC key", ErrJWK)
+		}
+		k.Y = *m.Y
+		y, err := decodeBase64URL(k.Y)
+		if err != nil {
+			return JWK{}, fmt.Errorf("%w: y: %w", ErrJWK, err)
+		}
+		if len(x) != 32 || len(y) != 32 {
+			return JWK{}, fmt.Errorf("%w: x and y of %d and %d bytes, want 32", ErrJWK, len(x), len(y))
+		}
+		pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
+		if err != nil {
+			return JWK{}, fmt.Errorf("%w: %w", ErrJWK, err)
+		}
+		k.pub = pub
+	default:
+		return JWK{}, fmt.Errorf("%w: kty %q crv %q, want OKP Ed25519 or EC P-256", ErrJWK, k.Kty, k.Crv)
+	}
+	return k, nil
+}
+
+// thumbprintMembers are the members of a thumbprint's input, in the
+// lexicographic order RFC 7638 §3.2 asks for.
+type thumbprintMembers struct {
+	Crv string `json:"crv"`
+	Kty string `json:"kty"`
+	X   string `json:"x"`
+	Y   string `json:"y,omitempty"`
+}
+
+// Thumbprint returns the key's RFC 7638 JWK SHA-256 thumbprint, in
+// base64url: the hash of its required members in lexicographic order,
+// without spaces: {"crv","kty","x"} for OKP, {"crv","kty","x","y"} for EC.
+// It is the cnf.jkt of a token bound to the key (RFC 9449 §6.1).
+func (k JWK) Thumbprint() string {
+	data, err := jsonv2.Marshal(thumbprintMembers{Crv: k.Crv, Kty: k.Kty, X: k.X, Y: k.Y})
+	if err != nil { // strings always marshal, invalid UTF-8 included (replaced)
+		panic(err)
+	}
+	sum := sha256.Sum256(data)
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// verify checks the signature sig (base64url) of input made with alg.
+func (k JWK) verify(alg, input, sig string) error {
+	if kt := keyTypes[alg]; kt.kty != k.Kty || kt.crv != k.Crv {
+		return fmt.Errorf("%w: a %s %s key cannot sign %s", ErrJWK, k.Kty, k.Crv, alg)
+	}
+	if k.Alg != "" && k.Alg != alg {
+		return fmt.Errorf("%w: jwk alg %q, proof alg %q", ErrJWK, k.Alg, alg)
+	}
+	s, err := decodeBase64URL(sig)
+	if err != nil {
+		return fmt.Errorf("%w: signature: %w", ErrProof, err)
+	}
+	switch pub := k.pub.(type) {
+	case ed25519.PublicKey:
+		if len(s) == ed25519.SignatureSize && ed25519.Verify(pub, []byte(input), s) {
+			return nil
+		}
+	case *ecdsa.PublicKey:
+		h := sha256.Sum256([]byte(input))
+		if len(s) == 64 && ecdsa.Verify(pub, h[:], new(big.Int).SetBytes(s[:32]), new(big.Int).SetBytes(s[32:])) {
+			return nil
+		}
+	default:
+		return fmt.Errorf("%w: not from ParseJWK", ErrJWK)
+	}
+	return ErrSignature
+}
+
+// decodeBase64URL decodes s, base64url without padding, refusing any other
+// byte (the decoder would skip CR and LF) and non-canonical trailing bits,
+// so that a value has one encoding.
+func decodeBase64URL(s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if !isBase64URL(s[i]) {
+			return nil, errors.New("not base64url")
+		}
+	}
+	return base64.RawURLEncoding.Strict().DecodeString(s)
+}
