@@ -149,8 +149,8 @@ type thumbprintMembers struct {
 // without spaces: {"crv","kty","x"} for OKP, {"crv","kty","x","y"} for EC.
 // It is the cnf.jkt of a token bound to the key (RFC 9449 §6.1).
 func (k JWK) Thumbprint() string {
-	data, err := jsonv2.Marshal(thumbprintMembers{Crv: k.Crv, Kty: k.Kty, X: k.X, Y: k.Y})
-	if err != nil { // strings always marshal, invalid UTF-8 included (replaced)
+	data, err := jsonv2.Marshal(thumbprintMembers{Crv: k.Crv, Kty: k.Kty, X: k.X, Y: k.Y}, jsontext.AllowInvalidUTF8(true))
+	if err != nil { // strings always marshal, invalid UTF-8 as U+FFFD
 		panic(err)
 	}
 	sum := sha256.Sum256(data)

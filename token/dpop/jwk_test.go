@@ -73,3 +73,12 @@ func TestParseJWKRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestThumbprintOfMadeJWK checks a JWK made by a program rather than by
+// ParseJWK: its members are escaped as JSON, never spliced in.
+func TestThumbprintOfMadeJWK(t *testing.T) {
+	k := dpop.JWK{Kty: "OKP", Crv: `Ed25519","x":"`, X: "\xff"}
+	if got, want := k.Thumbprint(), sha256B64(`{"crv":"Ed25519\",\"x\":\"","kty":"OKP","x":"`+"\ufffd"+`"}`); got != want {
+		t.Fatalf("Thumbprint = %q, want %q", got, want)
+	}
+}
