@@ -129,7 +129,7 @@ func TestRefuses(t *testing.T) {
 		{"ES256 not allowed", ec.proof(t, claims(), nil), post(), dpop.Options{Algorithms: []string{"EdDSA"}}, dpop.ErrAlgorithm},
 		{"alg of another key type", ed.proof(t, claims(), header("jwk", ec.jwk)), post(), dpop.Options{}, dpop.ErrJWK},
 		{"private key in jwk", handProof(edPriv, `{"typ":"dpop+jwt","alg":"EdDSA","jwk":{"kty":"OKP","crv":"Ed25519","x":"`+edX+`","d":"`+b64.EncodeToString(edPriv.Seed())+`"}}`, goodClaims), post(), dpop.Options{}, dpop.ErrPrivateKey},
-		{"unknown jwk member", handProof(edPriv, `{"typ":"dpop+jwt","alg":"EdDSA","jwk":{"kty":"OKP","crv":"Ed25519","x":"`+edX+`","ext":true}}`, goodClaims), post(), dpop.Options{}, dpop.ErrJWK},
+		{"unknown jwk member", handProof(edPriv, `{"typ":"dpop+jwt","alg":"EdDSA","jwk":{"kty":"OKP","crv":"Ed25519","x":"`+edX+`","x5u":"https://evil.example/k"}}`, goodClaims), post(), dpop.Options{}, dpop.ErrJWK},
 		{"no jwk", ed.proof(t, claims(), func(h map[string]any) { delete(h, "jwk") }), post(), dpop.Options{}, dpop.ErrJWK},
 		{"small-order Ed25519 key", handProof(edPriv, `{"typ":"dpop+jwt","alg":"EdDSA","jwk":{"kty":"OKP","crv":"Ed25519","x":"AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}}`, goodClaims), post(), dpop.Options{}, dpop.ErrJWK},
 		{"typ JWT", ed.proof(t, claims(), header("typ", "JWT")), post(), dpop.Options{}, dpop.ErrType},
@@ -196,8 +196,8 @@ func TestAcceptsAtTheEdges(t *testing.T) {
 		{"current nonce", ed.proof(t, with("nonce", "fresh"), nil), post(), nonce},
 		{"nonce not asked for", ed.proof(t, with("nonce", "any"), nil), post(), dpop.Options{}},
 		{"unknown claim and header", ed.proof(t, with("x-app", 1), func(h map[string]any) { h["kid"] = "k1" }), post(), dpop.Options{}},
-		{"jwk with kid, use and alg", ed.proof(t, claims(), func(h map[string]any) {
-			h["jwk"] = map[string]any{"kty": "OKP", "crv": "Ed25519", "x": ed.jwk["x"], "kid": "k1", "use": "sig", "alg": "EdDSA"}
+		{"jwk with kid, use, alg, key_ops and ext", ed.proof(t, claims(), func(h map[string]any) {
+			h["jwk"] = map[string]any{"kty": "OKP", "crv": "Ed25519", "x": ed.jwk["x"], "kid": "k1", "use": "sig", "alg": "EdDSA", "key_ops": []string{"verify"}, "ext": true}
 		}), post(), dpop.Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -51,6 +51,9 @@ type jwkMembers struct {
 	Alg *string `json:"alg"`
 	Kid *string `json:"kid"`
 	Use *string `json:"use"`
+	// WebCrypto's exportKey("jwk") adds these to a public key.
+	KeyOps []string `json:"key_ops"`
+	Ext    *bool    `json:"ext"`
 
 	D   jsontext.Value `json:"d"`
 	P   jsontext.Value `json:"p"`
@@ -66,8 +69,8 @@ type jwkMembers struct {
 // exact and never repeated; kty, crv, x (and y for EC) of the types above,
 // x and y canonical base64url of a valid point's full-length coordinates (an
 // Ed25519 point of small order, which can "sign" without a private key, is
-// refused); optionally kid, use ("sig") and alg (EdDSA or ES256, matching
-// kty). A private member (d, p, q, dp, dq, qi, oth, k) is ErrPrivateKey; any
+// refused); optionally kid, use ("sig"), key_ops (["verify"]), ext (as
+// WebCrypto exports a public key) and alg (EdDSA or ES256, matching kty). A private member (d, p, q, dp, dq, qi, oth, k) is ErrPrivateKey; any
 // other member, or any other flaw, ErrJWK.
 func ParseJWK(data []byte) (JWK, error) {
 	var m jwkMembers
@@ -85,6 +88,11 @@ func ParseJWK(data []byte) (JWK, error) {
 	k := JWK{Kty: *m.Kty, Crv: *m.Crv, X: *m.X}
 	if m.Use != nil && *m.Use != "sig" {
 		return JWK{}, fmt.Errorf("%w: use %q, want sig", ErrJWK, *m.Use)
+	}
+	for _, op := range m.KeyOps {
+		if op != "verify" {
+			return JWK{}, fmt.Errorf("%w: key_ops %q, want verify only", ErrJWK, m.KeyOps)
+		}
 	}
 	if m.Alg != nil {
 		if kt, ok := keyTypes[*m.Alg]; !ok || kt.kty != k.Kty {

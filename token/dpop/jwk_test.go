@@ -60,6 +60,8 @@ func TestParseJWKRefuses(t *testing.T) {
 		{"EC point off the curve", `{"kty":"EC","crv":"P-256","x":"` + ecX + `","y":"` + ecX + `"}`, dpop.ErrJWK},
 		{"EC x leading zeros dropped", `{"kty":"EC","crv":"P-256","x":"` + ecX[:42] + `","y":"` + ecY + `"}`, dpop.ErrJWK},
 		{"Ed25519 identity", `{"kty":"OKP","crv":"Ed25519","x":"AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`, dpop.ErrJWK},
+		{"key_ops sign", `{"kty":"OKP","crv":"Ed25519","x":"` + x + `","key_ops":["verify","sign"]}`, dpop.ErrJWK},
+		{"ext a string", `{"kty":"OKP","crv":"Ed25519","x":"` + x + `","ext":"true"}`, dpop.ErrJWK},
 		{"use enc", `{"kty":"OKP","crv":"Ed25519","x":"` + x + `","use":"enc"}`, dpop.ErrJWK},
 		{"alg of another kty", `{"kty":"OKP","crv":"Ed25519","x":"` + x + `","alg":"ES256"}`, dpop.ErrJWK},
 		{"not an object", `["OKP"]`, dpop.ErrJWK},
