@@ -11,7 +11,9 @@
 //	         "ath"?:"<base64url SHA-256 of the access token>","nonce"?:"<server nonce>"}
 //
 // Checker.Check refuses a proof unless every check passes, in this order
-// (RFC 9449 §4.3; the numbers in brackets are its steps):
+// (RFC 9449 §4.3; the numbers in brackets are its steps). Step [1], exactly
+// one DPoP header in the request, is the HTTP layer's, which passes that
+// header's value:
 //
 //  1. The proof is at most Options.MaxLength bytes, checked before anything
 //     else so that the work done on any input is bounded and linear in it.
