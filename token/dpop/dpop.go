@@ -27,7 +27,7 @@
 //     (ParseJWK).
 //  5. The signature verifies with that key [6].
 //  6. The claims are one strict JSON object holding jti (at most MaxJTILength
-//     bytes), htm, htu and iat (an integer) [3].
+//     bytes), htm, htu and iat (a NumericDate, taken to its second) [3].
 //  7. htm is the request's method, exactly [8].
 //  8. htu is the request's URL without query and fragment, both compared
 //     after RFC 3986 §6.2.2 syntax-based normalisation: scheme and host in
@@ -53,8 +53,8 @@
 // cnf.jkt equals Proof.Thumbprint [12], which this package cannot do, not
 // knowing the token's claims.
 //
-// The replay record's contract (ReplayCache): Seen(ctx, id, until) records
-// id until until and reports whether id was already recorded, atomically,
+// The replay record's contract (ReplayCache): Seen(ctx, id, now, until)
+// records id until until, on the Checker's clock (now is Check's), and reports whether id was already recorded, atomically,
 // so that of two concurrent proofs with the same ID one is refused. The ID
 // is the base64url SHA-256 of the key's thumbprint and the jti, so a jti is
 // unique per key and every ID is 43 bytes whatever the jti. until is the
@@ -72,6 +72,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -178,7 +179,7 @@ func New(opts Options) (*Checker, error) {
 		c.skew = DefaultSkew
 	}
 	if c.replay == nil {
-		c.replay = NewMemoryReplay(nil)
+		c.replay = NewMemoryReplay()
 	}
 	return c, nil
 }
@@ -230,12 +231,12 @@ type header struct {
 
 // claims are a proof's claims; others are ignored.
 type claims struct {
-	JTI   string `json:"jti"`
-	HTM   string `json:"htm"`
-	HTU   string `json:"htu"`
-	IAT   *int64 `json:"iat"`
-	ATH   string `json:"ath"`
-	Nonce string `json:"nonce"`
+	JTI   string   `json:"jti"`
+	HTM   string   `json:"htm"`
+	HTU   string   `json:"htu"`
+	IAT   *float64 `json:"iat"`
+	ATH   string   `json:"ath"`
+	Nonce string   `json:"nonce"`
 }
 
 // Check checks proof, sent with req at now, as the package doc lists, and
@@ -246,7 +247,7 @@ func (c *Checker) Check(ctx context.Context, proof string, req Request, now time
 	if err != nil {
 		return nil, err
 	}
-	seen, err := c.replay.Seen(ctx, p.ID, p.Until)
+	seen, err := c.replay.Seen(ctx, p.ID, now, p.Until)
 	if err != nil {
 		return nil, fmt.Errorf("dpop: replay record: %w", err)
 	}
@@ -269,7 +270,9 @@ func (c *Checker) verify(proof string, req Request, now time.Time) (*Proof, erro
 	if err := strictUnmarshal(parts[0], &h); err != nil {
 		return nil, fmt.Errorf("%w: header: %w", ErrProof, err)
 	}
-	if h.Typ != Typ {
+	// A media type, so compared without case, and "application/" may be
+	// left out of it (RFC 7515 §4.1.9).
+	if typ := strings.ToLower(h.Typ); typ != Typ && typ != "application/"+Typ {
 		return nil, fmt.Errorf("%w: %q", ErrType, h.Typ)
 	}
 	if h.Crit != nil {
@@ -311,7 +314,12 @@ func (c *Checker) verify(proof string, req Request, now time.Time) (*Proof, erro
 	if c.nonce != nil && (cl.Nonce == "" || !c.nonce(cl.Nonce, now)) {
 		return nil, fmt.Errorf("%w: %q", ErrUseNonce, cl.Nonce)
 	}
-	iat := time.Unix(*cl.IAT, 0)
+	// A NumericDate may have a fraction (RFC 7519 §2): it counts from its
+	// whole second. One outside 0 to 2^40 s is outside every window anyway.
+	if *cl.IAT < 0 || *cl.IAT > 1<<40 {
+		return nil, fmt.Errorf("%w: iat %v", ErrIssuedAt, *cl.IAT)
+	}
+	iat := time.Unix(int64(*cl.IAT), 0)
 	if iat.After(now.Add(c.skew)) || now.After(iat.Add(c.maxAge)) {
 		return nil, fmt.Errorf("%w: iat %s at %s", ErrIssuedAt, iat.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}

@@ -20,7 +20,7 @@ import (
 func checker(tb testing.TB, opts dpop.Options) *dpop.Checker {
 	tb.Helper()
 	if opts.Replay == nil {
-		opts.Replay = dpop.NewMemoryReplay(func() time.Time { return testNow })
+		opts.Replay = dpop.NewMemoryReplay()
 	}
 	c, err := dpop.New(opts)
 	if err != nil {
@@ -76,7 +76,7 @@ func TestRFCExample(t *testing.T) {
 		"WF0IjoxNTYyMjYyNjE2fQ.2-GxA6T8lP4vfrg8v-FdWP0A0zdrj8igiMLvqRMUvwnQg4" +
 		"PtFLbdLXiOSsX0x7NVY-FNyJK70nfbV37xRZT3Lg"
 	now := time.Unix(1562262616, 0)
-	c := checker(t, dpop.Options{Replay: dpop.NewMemoryReplay(func() time.Time { return now })})
+	c := checker(t, dpop.Options{Replay: dpop.NewMemoryReplay()})
 	p, err := c.Check(context.Background(), proof, dpop.Request{Method: "POST", URL: "https://server.example.com/token"}, now)
 	if err != nil {
 		t.Fatalf("Check: %v", err)
@@ -84,6 +84,48 @@ func TestRFCExample(t *testing.T) {
 	// RFC 9449 §6.1 gives the key's thumbprint as its tokens' cnf.jkt.
 	if want := "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"; p.Thumbprint != want {
 		t.Errorf("Thumbprint = %q, want %q", p.Thumbprint, want)
+	}
+}
+
+// TestReplayOnTheCheckersClock: the replay record runs on the clock Check
+// is given, whatever the wall clock says: a proof checked at a time long
+// past (or to come) is refused the second time, with the default record.
+// TestAcceptsInteropForms: what other libraries send and the RFCs allow: a
+// fractional iat (a NumericDate, RFC 7519 §2), typ in another case or with
+// its "application/" prefix (RFC 7515 §4.1.9).
+func TestAcceptsInteropForms(t *testing.T) {
+	ed := newEd25519(t)
+	for name, proof := range map[string]string{
+		"fractional iat":  ed.proof(t, map[string]any{"jti": "f1", "htm": "POST", "htu": testURL, "iat": float64(testNow.Unix()) + 0.75}, nil),
+		"typ in capitals": ed.proof(t, map[string]any{"jti": "f2", "htm": "POST", "htu": testURL, "iat": testNow.Unix()}, func(h map[string]any) { h["typ"] = "DPoP+JWT" }),
+		"typ with prefix": ed.proof(t, map[string]any{"jti": "f3", "htm": "POST", "htu": testURL, "iat": testNow.Unix()}, func(h map[string]any) { h["typ"] = "application/dpop+jwt" }),
+	} {
+		p, err := checker(t, dpop.Options{}).Check(t.Context(), proof, post(), testNow)
+		if err != nil {
+			t.Errorf("%s: %v, want accepted", name, err)
+		} else if !p.IssuedAt.Equal(testNow) {
+			t.Errorf("%s: IssuedAt %v, want %v", name, p.IssuedAt, testNow)
+		}
+	}
+}
+
+func TestReplayOnTheCheckersClock(t *testing.T) {
+	ed := newEd25519(t)
+	c, err := dpop.New(dpop.Options{}) // the default record
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, now := range []time.Time{time.Unix(1_562_262_616, 0), time.Now().Add(-time.Hour), time.Now().Add(time.Hour)} {
+		cl := claims()
+		cl["iat"], cl["jti"] = now.Unix(), "replay-"+now.String()
+		proof := ed.proof(t, cl, nil)
+		req := dpop.Request{Method: cl["htm"].(string), URL: cl["htu"].(string)}
+		if _, err := c.Check(t.Context(), proof, req, now); err != nil {
+			t.Fatalf("at %v: first Check: %v", now, err)
+		}
+		if _, err := c.Check(t.Context(), proof, req, now.Add(dpop.DefaultMaxAge-time.Second)); !errors.Is(err, dpop.ErrReplay) {
+			t.Errorf("at %v: the same proof again within MaxAge: %v, want ErrReplay", now, err)
+		}
 	}
 }
 
@@ -140,7 +182,9 @@ func TestRefuses(t *testing.T) {
 		{"htu twice", handProof(edPriv, goodHeader, `{"jti":"a","htm":"POST","htu":"https://evil.example/token","htu":"`+testURL+`","iat":1800000000}`), post(), dpop.Options{}, dpop.ErrClaims},
 		{"Typ for typ", handProof(edPriv, `{"Typ":"dpop+jwt","alg":"EdDSA","jwk":{"kty":"OKP","crv":"Ed25519","x":"`+edX+`"}}`, goodClaims), post(), dpop.Options{}, dpop.ErrType},
 		{"iat a string", ed.proof(t, with("iat", "1800000000"), nil), post(), dpop.Options{}, dpop.ErrClaims},
-		{"iat not an integer", ed.proof(t, with("iat", 1800000000.5), nil), post(), dpop.Options{}, dpop.ErrClaims},
+		{"iat far past every window", ed.proof(t, with("iat", 1e300), nil), post(), dpop.Options{}, dpop.ErrIssuedAt},
+		{"iat negative", ed.proof(t, with("iat", -1), nil), post(), dpop.Options{}, dpop.ErrIssuedAt},
+		{"typ of another media type", ed.proof(t, claims(), header("typ", "application/jwt")), post(), dpop.Options{}, dpop.ErrType},
 		{"jti a number", ed.proof(t, with("jti", 7), nil), post(), dpop.Options{}, dpop.ErrClaims},
 		{"no jti", ed.proof(t, without("jti"), nil), post(), dpop.Options{}, dpop.ErrClaims},
 		{"empty jti", ed.proof(t, with("jti", ""), nil), post(), dpop.Options{}, dpop.ErrClaims},
@@ -236,6 +280,11 @@ func TestURLNormalisation(t *testing.T) {
 		{"https://user@issuer.example/token", testURL, false},
 		{"/token", testURL, false},
 		{"ftp://issuer.example/token", testURL, false},
+		// Unicode case mapping takes İ (U+0130) and the Kelvin sign to ASCII
+		// i and k: another host, which an attacker may register, is not this one.
+		{"https://İssuer.example/token", testURL, false},
+		{"https://%C4%B0ssuer.example/token", testURL, false},
+		{"https://Key.example/token", "https://key.example/token", false},
 	} {
 		t.Run(tc.htu+" for "+tc.url, func(t *testing.T) {
 			c := claims()
@@ -254,7 +303,7 @@ func TestURLNormalisation(t *testing.T) {
 func TestReplay(t *testing.T) {
 	ed, other := newEd25519(t), newEd25519(t)
 	now := testNow
-	c := checker(t, dpop.Options{Replay: dpop.NewMemoryReplay(func() time.Time { return now })})
+	c := checker(t, dpop.Options{Replay: dpop.NewMemoryReplay()})
 	ctx := context.Background()
 	proof := ed.proof(t, claims(), nil)
 	p, err := c.Check(ctx, proof, post(), now)

@@ -113,9 +113,11 @@ func mustJSON(tb testing.TB, v any) string {
 // benchmarks, which check one proof many times.
 type neverSeen struct{}
 
-func (neverSeen) Seen(context.Context, string, time.Time) (bool, error) { return false, nil }
+func (neverSeen) Seen(context.Context, string, time.Time, time.Time) (bool, error) { return false, nil }
 
 // failingReplay is a ReplayCache whose store is down.
 type failingReplay struct{ err error }
 
-func (f failingReplay) Seen(context.Context, string, time.Time) (bool, error) { return false, f.err }
+func (f failingReplay) Seen(context.Context, string, time.Time, time.Time) (bool, error) {
+	return false, f.err
+}

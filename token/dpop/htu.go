@@ -14,7 +14,7 @@ var defaultPorts = map[string]string{"http": "80", "https": "443"}
 // lower case, the scheme's default port dropped, an empty path as "/",
 // percent-encodings in upper case and those of unreserved characters
 // decoded. It refuses a URL with user information, which a request target
-// never has.
+// never has, and a host that is not ASCII.
 func normalURL(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -30,7 +30,16 @@ func normalURL(s string) (string, error) {
 	case u.User != nil:
 		return "", errors.New("URL with user information")
 	}
-	host := strings.ToLower(u.Hostname())
+	host := u.Hostname()
+	for i := range len(host) {
+		// Only ASCII is lowercased: Unicode case mapping would take another
+		// host (İ, U+0130, to i; the Kelvin sign to k) to this one. A name
+		// that is not ASCII belongs in its A-label (RFC 5890).
+		if host[i] >= 0x80 {
+			return "", errors.New("host is not ASCII: send its A-label (xn--…)")
+		}
+	}
+	host = strings.ToLower(host)
 	if strings.Contains(host, ":") { // IPv6 literal
 		host = "[" + host + "]"
 	}
