@@ -54,8 +54,11 @@
 // knowing the token's claims.
 //
 // The replay record's contract (ReplayCache): Seen(ctx, id, now, until)
-// records id until until, on the Checker's clock (now is Check's), and reports whether id was already recorded, atomically,
-// so that of two concurrent proofs with the same ID one is refused. The ID
+// records id until until, on the Checker's clock (now is Check's, expected
+// to move forward), and reports whether id was already recorded,
+// atomically, so that of two concurrent proofs with the same ID one is
+// refused. A shared record on another clock (Redis's) keeps each ID longer
+// by the clock skew between its hosts. The ID
 // is the base64url SHA-256 of the key's thumbprint and the jti, so a jti is
 // unique per key and every ID is 43 bytes whatever the jti. until is the
 // last instant at which the proof's iat would still be accepted
