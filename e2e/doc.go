@@ -20,5 +20,7 @@
 // (readme_test), and the client module (client_test, follow_test,
 // consumer_test, example_test). The client module lives apart because it
 // must not depend on the issuer; its own tests use fake JWKS and HTTP
-// servers.
+// servers. Beside this package: e2e/docker, the Docker packaging's tests
+// (the image, the Compose stack, nginx), and e2e/kubernetes, the
+// manifests' test in a module of its own.
 package e2e
