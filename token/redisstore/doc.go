@@ -17,6 +17,8 @@
 //	                                                      LogRetention: the token's revocation is logged
 //	st:{revlog}:hb, :epoch, :writer                       the log's heartbeats, epoch and heartbeat writer:
 //	                                                      package revlog, which follows the log
+//	st:dpop:<id>      = 1                                 TTL: the proof's acceptance window left and the
+//	                                                      leeway: an accepted DPoP proof's ID (Proofs)
 //	st:ready:<random> = 1                                 TTL 1 min: Ready's write probe
 //
 // Both keys of a subject share the {<sub>} hash tag, so that the scripts that
