@@ -3,6 +3,8 @@ module github.com/snowtoken/snowtoken/client
 go 1.26.8
 
 require (
+	filippo.io/edwards25519 v1.2.0
+	github.com/go-json-experiment/json v1.27.2
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/snowtoken/snowtoken/bitsalloc v0.0.0
 )

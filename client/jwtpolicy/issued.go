@@ -13,7 +13,8 @@ import (
 // writes, and reports whether it did; if not, c is unchanged and
 // decodeStrict must decide. The shape: one object, with JSON white space
 // anywhere between tokens, whose members are known claims, each at most once:
-// iss, sub, jti, client_id and scope strings; aud a string or an array of at
+// iss, sub, jti, client_id and scope strings; cnf an object of exactly one
+// non-empty jkt string; aud a string or an array of at
 // most maxIssuedAud strings; exp, nbf and iat integers of at most 15 digits
 // (which a float64, as golang-jwt reads them, holds exactly) or null. A
 // string must hold valid UTF-8 with no escape and no control character.
@@ -37,6 +38,7 @@ func decodeIssued(b []byte, c *Claims) bool {
 		strs  [mScope + 1]span
 		aud   [maxIssuedAud]span
 		nAud  int
+		jkt   span     // cnf's
 		dates [3]int64 // exp, nbf, iat, at m-mExp
 		given uint8    // bit m-mExp: that date is a number, not null
 	)
@@ -61,6 +63,8 @@ func decodeIssued(b []byte, c *Claims) bool {
 			strs[m], ok = s.str()
 		case m == mAud:
 			nAud, ok = s.aud(&aud)
+		case m == mCnf:
+			jkt, ok = s.cnf()
 		default:
 			var null bool
 			dates[m-mExp], null, ok = s.date()
@@ -85,6 +89,7 @@ func decodeIssued(b []byte, c *Claims) bool {
 	for _, sp := range aud[:nAud] {
 		total += sp.end - sp.start
 	}
+	total += jkt.end - jkt.start
 	var text strings.Builder
 	text.Grow(total)
 	str := func(sp span) string {
@@ -94,6 +99,7 @@ func decodeIssued(b []byte, c *Claims) bool {
 	}
 	out.Issuer, out.Subject, out.ID = str(strs[mIss]), str(strs[mSub]), str(strs[mJTI])
 	out.ClientID, out.Scope = str(strs[mClientID]), str(strs[mScope])
+	out.Confirmation.JKT = str(jkt)
 	if nAud > 0 {
 		out.Audience = make(jwt.ClaimStrings, nAud)
 		for k, sp := range aud[:nAud] {
@@ -124,6 +130,7 @@ const (
 	mExp
 	mNbf
 	mIat
+	mCnf
 )
 
 // maxIssuedAud is the most audiences decodeIssued takes; the issuer writes
@@ -151,6 +158,8 @@ func member(name []byte) int {
 		return mNbf
 	case "iat":
 		return mIat
+	case "cnf":
+		return mCnf
 	}
 	return -1
 }
@@ -239,6 +248,22 @@ func (s *issuedScanner) aud(out *[maxIssuedAud]span) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// cnf reads {"jkt":"<non-empty>"}, the cnf the issuer writes.
+func (s *issuedScanner) cnf() (span, bool) {
+	if !s.next('{') {
+		return span{}, false
+	}
+	name, ok := s.str()
+	if !ok || string(s.b[name.start:name.end]) != "jkt" || !s.next(':') {
+		return span{}, false
+	}
+	jkt, ok := s.str()
+	if !ok || jkt.end == jkt.start || !s.next('}') {
+		return span{}, false
+	}
+	return jkt, true
 }
 
 // date reads null, or a JSON integer of 1 to 15 digits into sec.

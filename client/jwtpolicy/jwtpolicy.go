@@ -74,7 +74,22 @@ type Claims struct {
 	jwt.RegisteredClaims
 	ClientID string `json:"client_id"`
 	Scope    string `json:"scope,omitempty"`
+	// Confirmation is the token's cnf (RFC 7800): a token with a jkt is
+	// bound to that DPoP key (RFC 9449 §6) and counts only with a proof
+	// signed by it. A cnf without a jkt does not decode: a token bound by a
+	// method this package does not know must not pass for a bearer token.
+	Confirmation Confirmation `json:"cnf,omitzero"`
 }
+
+// Confirmation is a token's cnf claim.
+type Confirmation struct {
+	// JKT is the RFC 7638 thumbprint (base64url SHA-256) of the DPoP key
+	// the token is bound to.
+	JKT string `json:"jkt,omitempty"`
+}
+
+// ErrConfirmation: a cnf claim that is not an object holding a jkt string.
+var ErrConfirmation = errors.New("jwtpolicy: cnf must be an object with a jkt")
 
 // UnmarshalJSON decodes the claims. Claims in the shape the issuer writes
 // take decodeIssued, a single pass with no encoding/json; anything else,
@@ -93,8 +108,8 @@ func (c *Claims) UnmarshalJSON(b []byte) error {
 //
 // It is hand-written because encoding/json/v2, which has these semantics
 // built in (exact names, no duplicates, valid UTF-8), is still behind
-// GOEXPERIMENT=jsonv2 in Go 1.26, and this package must not pull another
-// module into the client module.
+// GOEXPERIMENT=jsonv2 in Go 1.26, and it predates go-json-experiment in the
+// client module (client/dpop brought it); FuzzClaimsDecoders holds it.
 func (c *Claims) decodeStrict(b []byte) error {
 	if !utf8.Valid(b) {
 		return fmt.Errorf("%w: invalid UTF-8", ErrSyntax)
@@ -124,6 +139,8 @@ func (c *Claims) decodeStrict(b []byte) error {
 			return decodeDate(dec, &out.NotBefore)
 		case "iat":
 			return decodeDate(dec, &out.IssuedAt)
+		case "cnf":
+			return decodeConfirmation(dec, &out.Confirmation)
 		}
 		return skipValue(dec)
 	})
@@ -178,6 +195,27 @@ func skipValue(dec *json.Decoder) error {
 		}
 		_, err = dec.Token() // the ]
 		return err
+	}
+	return nil
+}
+
+// decodeConfirmation reads a cnf: an object whose jkt is a non-empty
+// string; its other members are skipped (strictly), as a claim's are.
+func decodeConfirmation(dec *json.Decoder, cnf *Confirmation) error {
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ErrConfirmation
+	}
+	err := members(dec, func(name string) error {
+		if name == "jkt" {
+			return dec.Decode(&cnf.JKT)
+		}
+		return skipValue(dec)
+	})
+	if err != nil {
+		return err
+	}
+	if cnf.JKT == "" {
+		return ErrConfirmation
 	}
 	return nil
 }

@@ -119,6 +119,8 @@ var issuedShapes = []string{
 	`{"aud":"a","exp":null,"iat":null,"nbf":-0,"sub":"s"}`,
 	`{"nbf":999999999999999,"iat":-12,"exp":0,"aud":[],"scope":""}`,
 	`{"iss":"ïß — ✓ 𝄞","sub":"` + "\u2028\x7f" + `"}`,
+	`{"sub":"s","cnf":{"jkt":"0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"},"exp":20}`,
+	` {"cnf" : { "jkt" : "x" } } `,
 	`{}`,
 }
 
@@ -140,10 +142,33 @@ func TestDecodeIssuedTakesIssuerShapes(t *testing.T) {
 	}
 }
 
+// TestConfirmation: a cnf decodes only as an object with a non-empty jkt,
+// so that no token bound by a method we do not check passes for a bearer
+// token.
+func TestConfirmation(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"cnf":{"jkt":"k"}}`:                      "k",
+		`{"cnf":{"jkt":"k","x5t#S256":"x"}}`:       "k",
+		`{"cnf": {"jkt": "\u006b", "more": [1]}}`: "k",
+	} {
+		var c Claims
+		if err := c.UnmarshalJSON([]byte(in)); err != nil || c.Confirmation.JKT != want {
+			t.Errorf("%s: jkt %q, %v; want %q", in, c.Confirmation.JKT, err, want)
+		}
+	}
+	for _, in := range []string{`{"cnf":{}}`, `{"cnf":{"jkt":""}}`, `{"cnf":{"x5t#S256":"x"}}`,
+		`{"cnf":"k"}`, `{"cnf":null}`, `{"cnf":[]}`, `{"cnf":{"jkt":1}}`, `{"cnf":{"jkt":null}}`} {
+		var c Claims
+		if err := c.UnmarshalJSON([]byte(in)); err == nil {
+			t.Errorf("%s: decoded (jkt %q); want an error", in, c.Confirmation.JKT)
+		}
+	}
+}
+
 // errorClass is the sentinel of Claims' errors that err is, errOther for
 // any other error, or nil.
 func errorClass(err error) error {
-	for _, class := range []error{ErrSyntax, ErrDuplicate, ErrDateType} {
+	for _, class := range []error{ErrSyntax, ErrDuplicate, ErrDateType, ErrConfirmation} {
 		if errors.Is(err, class) {
 			return class
 		}
@@ -183,6 +208,10 @@ func FuzzClaimsDecoders(f *testing.F) {
 		`"aud":[]`, `"aud":["a"]`, `"aud":["a","b","c","d","e","f","g","h"]`,
 		`"aud":["a","b","c","d","e","f","g","h","i"]`, `"aud":null`, `"aud":[null]`, `"aud":[7]`,
 		`"aud":"a\u0062"`, `"aud":["a",]`, `"aud":[,"a"]`, `"aud":{"a":1}`, `"aud":[["a"]]`,
+		// cnf.
+		`"cnf":{"jkt":"k"}`, `"cnf":{"jkt":""}`, `"cnf":{}`, `"cnf":{"x5t#S256":"k"}`, `"cnf":"k"`,
+		`"cnf":null`, `"cnf":{"jkt":"k","jkt":"l"}`, `"cnf":{"jkt":"k","x":1}`, `"cnf":{"jkt":"\u006b"}`,
+		`"cnf":{"jkt":1}`, `"cnf":{"JKT":"k"}`, `"cnf":{"jkt":"k"},"cnf":{"jkt":"k"}`,
 	} {
 		f.Add([]byte(`{` + rest + `,` + in + `}`))
 	}

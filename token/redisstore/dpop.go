@@ -9,7 +9,7 @@ import (
 )
 
 // Proofs is the record of the IDs of accepted DPoP proofs that every
-// replica on the store shares (package token/dpop's ReplayCache), so that
+// replica on the store shares (package client/dpop's ReplayCache), so that
 // a proof replayed at another replica is refused too:
 //
 //	st:dpop:<id> = 1   TTL = until − now + the store's leeway   (SET NX PX: one command)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
-	"github.com/snowtoken/snowtoken/token/dpop"
+	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 

@@ -10,12 +10,16 @@ import (
 )
 
 // lightModules are all the modules the client module may need: itself,
-// golang-jwt and bitsalloc (standard library only; the ID layout). No gin,
-// go-redis, quic-go, otter or anything else.
+// golang-jwt, bitsalloc (standard library only; the ID layout), and for
+// client/dpop go-json-experiment (strict JSON: exact names, no duplicates)
+// and edwards25519 (a proof key's point checks), neither of which needs
+// another module. No gin, go-redis, quic-go, otter or anything else.
 var lightModules = []string{
 	"github.com/snowtoken/snowtoken/client",
 	"github.com/golang-jwt/jwt/v5",
 	"github.com/snowtoken/snowtoken/bitsalloc",
+	"github.com/go-json-experiment/json",
+	"filippo.io/edwards25519",
 }
 
 // TestBuildsFromTheClientModuleAlone builds the consumer as a consuming

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/snowtoken/snowtoken/token/dpop"
+	"github.com/snowtoken/snowtoken/client/dpop"
 )
 
 func BenchmarkCheck(b *testing.B) {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/snowtoken/snowtoken/token/dpop"
+	"github.com/snowtoken/snowtoken/client/dpop"
 )
 
 func ExampleChecker_Check() {

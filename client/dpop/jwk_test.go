@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/snowtoken/snowtoken/token/dpop"
+	"github.com/snowtoken/snowtoken/client/dpop"
 )
 
 func TestThumbprint(t *testing.T) {

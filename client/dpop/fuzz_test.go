@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snowtoken/snowtoken/token/dpop"
+	"github.com/snowtoken/snowtoken/client/dpop"
 )
 
 // refusals are the errors Check may return for a proof.

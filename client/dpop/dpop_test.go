@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/snowtoken/snowtoken/token/dpop"
+	"github.com/snowtoken/snowtoken/client/dpop"
 )
 
 // checker returns a Checker with opts whose replay record runs on a clock
