@@ -147,8 +147,8 @@ func TestDecodeIssuedTakesIssuerShapes(t *testing.T) {
 // token.
 func TestConfirmation(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"cnf":{"jkt":"k"}}`:                      "k",
-		`{"cnf":{"jkt":"k","x5t#S256":"x"}}`:       "k",
+		`{"cnf":{"jkt":"k"}}`:                     "k",
+		`{"cnf":{"jkt":"k","x5t#S256":"x"}}`:      "k",
 		`{"cnf": {"jkt": "\u006b", "more": [1]}}`: "k",
 	} {
 		var c Claims

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/client/dpop"
+	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
