@@ -67,6 +67,12 @@ type Client struct {
 	// means it) or FormatOpaque, which only this service can validate
 	// (see opaque.go).
 	TokenFormat string `json:"token_format,omitempty"`
+	// DPoPBoundAccessTokens (RFC 9449 §5.2's client metadata) makes a DPoP
+	// proof required with every token request of the client: all of its
+	// tokens are bound to a key it holds (cnf.jkt), none is a bearer
+	// token. Without it a client may still send a proof and get a bound
+	// token.
+	DPoPBoundAccessTokens bool `json:"dpop_bound_access_tokens,omitempty"`
 
 	secretSum   [sha256.Size]byte
 	previousSum [sha256.Size]byte // zero without a previous secret
