@@ -51,8 +51,12 @@ const (
 	opaqueLen = len(OpaquePrefix) + opaqueRawLen/3*4
 	// recordVersion starts every opaque record, so that a later layout is
 	// told apart (and refused, never misread) by a replica that does not
-	// know it.
-	recordVersion = '1'
+	// know it. boundRecordVersion starts the record of a DPoP-bound token,
+	// which ends with one more field, the key's thumbprint: a replica
+	// that predates DPoP refuses such a token rather than take it for a
+	// bearer token.
+	recordVersion      = '1'
+	boundRecordVersion = '2'
 )
 
 // isOpaque reports whether raw is meant as an opaque token.
@@ -93,6 +97,7 @@ func formatOpaque(id snowflakealg.ID, secret [opaqueSecretLen]byte) string {
 // (a hash would cost more memory per session, and a second parse):
 //
 //	'1' <SHA-256 of the secret: 32 bytes> <marker> \n <sub> \n <client_id> \n <iat> \n <exp> \n <scope> \n <aud>
+//	'2' <the same> \n <jkt>      (a DPoP-bound token: the key's thumbprint)
 //
 // iat and exp are Unix seconds in decimal; scope and aud are space-separated
 // and may be empty. Only the hash is binary, and at a fixed offset: no other
@@ -103,33 +108,41 @@ type opaqueRecord struct {
 	sum                             string // the secret's SHA-256, 32 bytes
 	marker, sub, client, scope, aud string
 	iat, exp                        int64
+	jkt                             string // a bound token's cnf.jkt; "" for a bearer token
 }
 
 // opaqueHeadLen is the length of the record before the marker.
 const opaqueHeadLen = 1 + sha256.Size
 
-// opaqueRecordParts returns the record of a new session around the marker,
-// which the create script puts between them.
-func opaqueRecordParts(sum *[sha256.Size]byte, sub, client, scope string, aud []string, iat, exp int64) (head, tail string) {
+// opaqueRecordParts returns the record of a new session of g around the
+// marker, which the create script puts between them.
+func opaqueRecordParts(sum *[sha256.Size]byte, g *grant) (head, tail string) {
 	var h [opaqueHeadLen]byte
 	h[0] = recordVersion
+	if g.jkt != "" {
+		h[0] = boundRecordVersion
+	}
 	copy(h[1:], sum[:])
-	n := len(sub) + len(client) + len(scope) + 2*20 + 6 // two dates of at most 20 digits, six newlines
-	for _, a := range aud {
+	n := len(g.sub) + len(g.client) + len(g.scope) + len(g.jkt) + 2*20 + 7 // two dates of at most 20 digits, seven newlines
+	for _, a := range g.aud {
 		n += len(a) + 1
 	}
 	var b strings.Builder
 	b.Grow(n)
-	for _, f := range [...]string{sub, client, strconv.FormatInt(iat, 10), strconv.FormatInt(exp, 10), scope} {
+	for _, f := range [...]string{g.sub, g.client, strconv.FormatInt(g.iat, 10), strconv.FormatInt(g.exp, 10), g.scope} {
 		b.WriteByte('\n')
 		b.WriteString(f)
 	}
 	b.WriteByte('\n')
-	for i, a := range aud {
+	for i, a := range g.aud {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
 		b.WriteString(a)
+	}
+	if g.jkt != "" {
+		b.WriteByte('\n')
+		b.WriteString(g.jkt)
 	}
 	return string(h[:]), b.String()
 }
@@ -141,29 +154,48 @@ var errRecord = errors.New("token: unreadable opaque session record")
 // wrote it. Every field is a substring of rec: no allocation.
 func parseOpaqueRecord(rec string) (opaqueRecord, error) {
 	var r opaqueRecord
-	if len(rec) < opaqueHeadLen || rec[0] != recordVersion {
+	if len(rec) < opaqueHeadLen || rec[0] != recordVersion && rec[0] != boundRecordVersion {
 		return r, errRecord
 	}
+	var fields [8]string
+	n := 7
+	if rec[0] == boundRecordVersion {
+		n = 8
+	}
 	r.sum, rec = rec[1:opaqueHeadLen], rec[opaqueHeadLen:]
-	var fields [7]string
-	for i := range len(fields) - 1 {
+	for i := range n - 1 {
 		var ok bool
 		if fields[i], rec, ok = strings.Cut(rec, "\n"); !ok {
 			return r, errRecord
 		}
 	}
-	fields[6] = rec
+	fields[n-1] = rec
 	if strings.IndexByte(rec, '\n') >= 0 {
 		return r, errRecord
 	}
-	r.marker, r.sub, r.client, r.scope, r.aud = fields[0], fields[1], fields[2], fields[5], fields[6]
+	r.marker, r.sub, r.client, r.scope, r.aud, r.jkt = fields[0], fields[1], fields[2], fields[5], fields[6], fields[7]
 	var err1, err2 error
 	r.iat, err1 = strconv.ParseInt(fields[3], 10, 64)
 	r.exp, err2 = strconv.ParseInt(fields[4], 10, 64)
-	if err1 != nil || err2 != nil || r.marker == "" || CheckName(r.sub) != nil || CheckName(r.client) != nil {
+	if err1 != nil || err2 != nil || r.marker == "" || CheckName(r.sub) != nil || CheckName(r.client) != nil ||
+		n == 8 && !isThumbprint(r.jkt) {
 		return r, errRecord
 	}
 	return r, nil
+}
+
+// isThumbprint reports whether s has the shape of an RFC 7638 SHA-256
+// thumbprint: 43 base64url characters.
+func isThumbprint(s string) bool {
+	if len(s) != 43 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // OpaqueRecordNames returns the subject and the client an opaque token's
@@ -182,15 +214,15 @@ func (r *opaqueRecord) audiences() []string {
 	return strings.Split(r.aud, " ")
 }
 
-// issueOpaque writes the session of a new opaque token and returns the
-// token: no signature, one script (two round trips on a Cluster).
-func (s *Service) issueOpaque(ctx context.Context, id snowflakealg.ID, jti string, idTime time.Time, subject, client, scope string, aud []string, iat, exp int64, ttl time.Duration) (string, error) {
+// issueOpaque writes the session of a new opaque token of g and returns
+// the token: no signature, one script (two round trips on a Cluster).
+func (s *Service) issueOpaque(ctx context.Context, id snowflakealg.ID, idTime time.Time, g *grant, ttl time.Duration) (string, error) {
 	var secret [opaqueSecretLen]byte
 	_, _ = rand.Read(secret[:]) // crypto/rand.Read never fails (Go 1.24)
 	sum := sha256.Sum256(secret[:])
-	head, tail := opaqueRecordParts(&sum, subject, client, scope, aud, iat, exp)
-	k := s.store.Keys(subject, client, "", idTime)
-	k.Session = s.store.OpaqueKey(jti)
+	head, tail := opaqueRecordParts(&sum, g)
+	k := s.store.Keys(g.sub, g.client, "", idTime)
+	k.Session = s.store.OpaqueKey(g.jti)
 	if err := s.store.CreateOpaque(ctx, k, ttl, head, tail); err != nil {
 		return "", err
 	}
@@ -292,6 +324,7 @@ func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string
 				IssuedAt: &dates[0], ExpiresAt: &dates[1],
 			},
 			ClientID: r.client, Scope: r.scope,
+			Confirmation: jwtpolicy.Confirmation{JKT: r.jkt},
 		},
 		ID: id, Parts: parts, Scopes: scopes,
 		cacheUntil: exp.Add(s.opts.Leeway),

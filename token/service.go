@@ -178,6 +178,10 @@ type IssueRequest struct {
 	// Resource and Audience are the values of the resource (RFC 8707) and
 	// audience parameters, each among the client's audiences; see audience.go.
 	Resource, Audience []string
+	// JKT, if set, binds the token to the DPoP key of that RFC 7638
+	// thumbprint (RFC 9449 §6): its cnf.jkt, or its opaque record's. The
+	// caller has checked the proof of possession of the key.
+	JKT string
 }
 
 // Issued is a new token.
@@ -186,6 +190,7 @@ type Issued struct {
 	ExpiresIn   time.Duration
 	Scope       string
 	ID          snowflakealg.ID
+	JKT         string // the DPoP key the token is bound to, if any
 }
 
 // Issue creates a token for client c: a new ID, a signed JWT (or an opaque
@@ -215,6 +220,12 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	if err != nil {
 		return Issued{}, err
 	}
+	switch {
+	case req.JKT != "" && !isThumbprint(req.JKT):
+		return Issued{}, fmt.Errorf("%w: the DPoP key's thumbprint is malformed", ErrInvalidRequest)
+	case req.JKT == "" && c.DPoPBoundAccessTokens:
+		return Issued{}, fmt.Errorf("%w: client %q", ErrDPoPRequired, c.ID)
+	}
 	ttl := req.ExpiresIn
 	switch {
 	case ttl < 0:
@@ -241,27 +252,27 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	if err != nil {
 		return Issued{}, fmt.Errorf("id generator: %w", err)
 	}
-	jti := id.String()
 	now := s.opts.Now().Truncate(time.Second)
-	scope := strings.Join(scopes, " ")
+	g := &grant{sub: subject, client: c.ID, scope: strings.Join(scopes, " "), jti: id.String(), aud: aud,
+		iat: now.Unix(), exp: now.Add(ttl).Unix(), jkt: req.JKT}
 	if c.TokenFormat == FormatOpaque {
-		raw, err := s.issueOpaque(ctx, id, jti, parts.Time, subject, c.ID, scope, aud, now.Unix(), now.Add(ttl).Unix(), ttl)
+		raw, err := s.issueOpaque(ctx, id, parts.Time, g, ttl)
 		if err != nil {
 			return Issued{}, err
 		}
-		return Issued{AccessToken: raw, ExpiresIn: ttl, Scope: scope, ID: id}, nil
+		return Issued{AccessToken: raw, ExpiresIn: ttl, Scope: g.scope, ID: id, JKT: g.jkt}, nil
 	}
-	signed, err := s.signer.sign(subject, c.ID, scope, jti, aud, now.Unix(), now.Add(ttl).Unix())
+	signed, err := s.signer.sign(g)
 	if err != nil {
 		return Issued{}, fmt.Errorf("signing: %w", err)
 	}
 	if len(signed) > MaxTokenLen { // never issue a token that Validate refuses
 		return Issued{}, fmt.Errorf("%w: the token would be longer than %d bytes; ask for fewer scopes or audiences", ErrInvalidRequest, MaxTokenLen)
 	}
-	if err := s.store.Create(ctx, s.store.Keys(subject, c.ID, jti, parts.Time), ttl); err != nil {
+	if err := s.store.Create(ctx, s.store.Keys(subject, c.ID, g.jti, parts.Time), ttl); err != nil {
 		return Issued{}, err
 	}
-	return Issued{AccessToken: signed, ExpiresIn: ttl, Scope: scope, ID: id}, nil
+	return Issued{AccessToken: signed, ExpiresIn: ttl, Scope: g.scope, ID: id, JKT: g.jkt}, nil
 }
 
 // Verified is a token whose signature, claims and session have been checked.

@@ -42,9 +42,20 @@ func newSigner(k Key, issuer string) (*signer, error) {
 	return &signer{key: k.Private, header: header + ".", iss: append([]byte(`{"iss":`), iss...)}, nil
 }
 
-// sign returns the compact JWS of the claims; no aud when aud is empty.
-func (s *signer) sign(sub, clientID, scope, jti string, aud []string, iat, exp int64) (string, error) {
-	n := 160 + len(s.iss) + len(sub) + len(clientID) + len(scope)
+// grant is what a new token says: its claims, whatever its format.
+type grant struct {
+	sub, client, scope, jti string
+	aud                     []string // none when empty
+	iat, exp                int64    // Unix seconds
+	// jkt, if set, binds the token to a DPoP key (RFC 9449 §6): its
+	// cnf.jkt, the key's RFC 7638 thumbprint.
+	jkt string
+}
+
+// sign returns the compact JWS of g's claims.
+func (s *signer) sign(g *grant) (string, error) {
+	sub, clientID, scope, jti, aud := g.sub, g.client, g.scope, g.jti, g.aud
+	n := 160 + len(s.iss) + len(sub) + len(clientID) + len(scope) + len(g.jkt)
 	for _, a := range aud {
 		n += len(a) + 3
 	}
@@ -66,9 +77,9 @@ func (s *signer) sign(sub, clientID, scope, jti string, aud []string, iat, exp i
 		claims = append(claims, ']')
 	}
 	claims = append(claims, `,"exp":`...)
-	claims = strconv.AppendInt(claims, exp, 10)
+	claims = strconv.AppendInt(claims, g.exp, 10)
 	claims = append(claims, `,"iat":`...)
-	claims = strconv.AppendInt(claims, iat, 10)
+	claims = strconv.AppendInt(claims, g.iat, 10)
 	claims = append(claims, `,"jti":"`...)
 	claims = append(claims, jti...)
 	claims = append(claims, `","client_id":"`...)
@@ -78,6 +89,11 @@ func (s *signer) sign(sub, clientID, scope, jti string, aud []string, iat, exp i
 		claims = append(claims, `,"scope":"`...)
 		claims = append(claims, scope...)
 		claims = append(claims, '"')
+	}
+	if g.jkt != "" { // a thumbprint is base64url: no escape
+		claims = append(claims, `,"cnf":{"jkt":"`...)
+		claims = append(claims, g.jkt...)
+		claims = append(claims, `"}`...)
 	}
 	claims = append(claims, '}')
 

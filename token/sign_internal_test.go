@@ -33,7 +33,7 @@ func TestSignerMatchesLibrary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw, err := s.sign("alice@example.com", "gateway", tc.scope, "117811659438825472", tc.aud, 1795314088, 1795317688)
+		raw, err := s.sign(&grant{sub: "alice@example.com", client: "gateway", scope: tc.scope, jti: "117811659438825472", aud: tc.aud, iat: 1795314088, exp: 1795317688})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func BenchmarkSign(b *testing.B) {
 		b.Fatal(err)
 	}
 	aud := []string{"orders-api"}
-	raw, err := s.sign("alice@example.com", "gateway", "orders:read", "117811659438825472", aud, 1795314088, 1795317688)
+	raw, err := s.sign(&grant{sub: "alice@example.com", client: "gateway", scope: "orders:read", jti: "117811659438825472", aud: aud, iat: 1795314088, exp: 1795317688})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func BenchmarkSign(b *testing.B) {
 	b.Run("signer", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := s.sign("alice@example.com", "gateway", "orders:read", "117811659438825472", aud, 1795314088, 1795317688); err != nil {
+			if _, err := s.sign(&grant{sub: "alice@example.com", client: "gateway", scope: "orders:read", jti: "117811659438825472", aud: aud, iat: 1795314088, exp: 1795317688}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -94,9 +94,12 @@ var (
 	// (KeySet.Current), or the token is recent enough for its key to be
 	// still on its way here.
 	ErrKeysUndecided = errors.New("token: the token's key is not known here and may yet be loaded")
-	ErrDuplicateID   = errors.New("token: session for this id already exists")
-	ErrMarkerLost    = errors.New("token: the subject's revocation marker is missing")
-	ErrOptions       = errors.New("token: bad options")
+	// ErrDPoPRequired: a client whose tokens are all DPoP-bound
+	// (Client.DPoPBoundAccessTokens) asked for one without a DPoP proof.
+	ErrDPoPRequired = errors.New("token: this client's tokens are DPoP-bound; send a DPoP proof")
+	ErrDuplicateID  = errors.New("token: session for this id already exists")
+	ErrMarkerLost   = errors.New("token: the subject's revocation marker is missing")
+	ErrOptions      = errors.New("token: bad options")
 )
 
 // Defaults of Options.

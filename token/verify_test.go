@@ -61,7 +61,7 @@ func (f *ownFixture) issued(tb testing.TB, aud []string) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	raw, err := sg.sign("alice", "gateway", "read write", "118251258602614784", aud, f.now.Unix(), f.now.Add(time.Hour).Unix())
+	raw, err := sg.sign(&grant{sub: "alice", client: "gateway", scope: "read write", jti: "118251258602614784", aud: aud, iat: f.now.Unix(), exp: f.now.Add(time.Hour).Unix()})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -68,7 +68,7 @@ if not rec then
   return false
 end
 local sub, client = string.match(rec, '^[^\n]*\n([^\n]*)\n([^\n]*)\n', 34)
-if not sub or string.byte(rec, 1) ~= 49 then
+if not sub or (string.byte(rec, 1) ~= 49 and string.byte(rec, 1) ~= 50) then
   return {rec}
 end
 return {rec, redis.call('GET', ARGV[1] .. '{' .. sub .. '}:gen'), redis.call('GET', ARGV[1] .. 'client:{' .. client .. '}')}
