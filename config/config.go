@@ -86,7 +86,8 @@ var Vars = []Var{
 	{"SNOWTOKEN_AUTH_FAILURES", "10/1m", "failed client authentications allowed per client ID and per source network (see the two below; the TCP peer, or X-Forwarded-For from SNOWTOKEN_TRUSTED_PROXIES) in a burst, then one per window/N; past it 429 with Retry-After, even for the right secret"},
 	{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX", "32", "prefix length of the IPv4 network that counts as one source address for SNOWTOKEN_AUTH_FAILURES, 16 to 32; an IPv4-mapped IPv6 address counts as IPv4"},
 	{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX", "64", "prefix length of the IPv6 network that counts as one source address for SNOWTOKEN_AUTH_FAILURES, 32 to 128; 64: every address of a customer's /64 shares one budget"},
-	{"SNOWTOKEN_TRUSTED_PROXIES", "(none: the TCP peer is the client)", "comma-separated proxy addresses or CIDRs (10.0.0.5, 10.0.0.0/8) whose X-Forwarded-For names the client's address, for the failed-authentication limit and the audit log; from any other peer the header is ignored"},
+	{"SNOWTOKEN_TRUSTED_PROXIES", "(none: the TCP peer is the client)", "comma-separated proxy addresses or CIDRs (10.0.0.5, 10.0.0.0/8) whose X-Forwarded-For names the client's address, for the failed-authentication limit and the audit log, and whose X-Forwarded-Method, -Proto, -Host and -Uri name the original request a DPoP proof sent to GET /token/validate is checked against; from any other peer these headers are ignored"},
+	{"SNOWTOKEN_DPOP_NONCE", "false", "true: every DPoP proof must carry a nonce this service gave out in a DPoP-Nonce header (RFC 9449 §8), good for 1 to 2 minutes at every replica; a client without one gets use_dpop_nonce and retries"},
 	{"SNOWTOKEN_REVLOG_THRESHOLD", "100ms", "how long after the read that brought the revocation log's last heartbeat a replica still validates from memory (no Redis command); past it, or while it resyncs, every validation reads Redis. A revoke that answered 200 at t is refused by every replica from t plus this. 0s: always read Redis. 50ms to 10s, and at least 4 times SNOWTOKEN_REVLOG_HEARTBEAT"},
 	{"SNOWTOKEN_REVLOG_HEARTBEAT", "25ms", "how often the replica holding the writer key appends a heartbeat to the revocation log's heartbeat stream (every replica tries: one EVALSHA each per period)"},
 	{"SNOWTOKEN_SHUTDOWN_DRAIN", "1s", "on SIGTERM: fail /readyz and close keep-alive connections for this long before refusing new connections (0s: at once)"},
@@ -127,7 +128,8 @@ type Config struct {
 	AuthWindow      time.Duration // the period of AuthFailures
 	AuthIPv4Prefix  int           // the IPv4 network of one source address (package authlimit)
 	AuthIPv6Prefix  int           // the IPv6 network of one source address
-	TrustedProxies  []string      // addresses and CIDRs whose X-Forwarded-For is believed
+	TrustedProxies  []string      // addresses and CIDRs whose X-Forwarded-* headers are believed
+	DPoPNonce       bool          // DPoP proofs must carry a server nonce
 	RevlogThreshold time.Duration // freshness of the revocation log follower (package revlog); 0: off
 	RevlogPeriod    time.Duration // the heartbeat period
 }
@@ -240,6 +242,12 @@ func Load(getenv func(string) string) (Config, error) {
 			if _, err := netip.ParseAddr(p); err != nil {
 				bad("SNOWTOKEN_TRUSTED_PROXIES", p, errors.New("want an IP address or a CIDR such as 10.0.0.0/8"))
 			}
+		}
+	}
+	if v := getenv("SNOWTOKEN_DPOP_NONCE"); v != "" {
+		var err error
+		if c.DPoPNonce, err = strconv.ParseBool(v); err != nil {
+			bad("SNOWTOKEN_DPOP_NONCE", v, errors.New("want true or false"))
 		}
 	}
 	c.LeaseTTL = durationVar("SNOWTOKEN_WORKER_LEASE_TTL", 10*time.Second)

@@ -135,6 +135,7 @@ func TestLoadValues(t *testing.T) {
 		"SNOWTOKEN_REDIS_TIMEOUT":    "750ms",
 		"SNOWTOKEN_AUTH_FAILURES":    "3/90s",
 		"SNOWTOKEN_TRUSTED_PROXIES":  "10.0.0.5, 172.16.0.0/12,fd00::/8",
+		"SNOWTOKEN_DPOP_NONCE":       "true",
 
 		"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX": "24",
 		"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX": "48",
@@ -172,6 +173,7 @@ func TestLoadValues(t *testing.T) {
 		{"TrustedProxies", strings.Join(c.TrustedProxies, "|"), "10.0.0.5|172.16.0.0/12|fd00::/8"},
 		{"RevlogThreshold", c.RevlogThreshold, 250 * time.Millisecond},
 		{"RevlogPeriod", c.RevlogPeriod, 50 * time.Millisecond},
+		{"DPoPNonce", c.DPoPNonce, true},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -197,6 +199,7 @@ func TestLoadRejects(t *testing.T) {
 		name string // the variable the error must name
 	}{
 		{map[string]string{"SNOWTOKEN_TOKEN_TTL": "abc"}, "SNOWTOKEN_TOKEN_TTL"},
+		{map[string]string{"SNOWTOKEN_DPOP_NONCE": "yes"}, "SNOWTOKEN_DPOP_NONCE"},
 		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "fast"}, "SNOWTOKEN_REVLOG_THRESHOLD"},
 		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "10ms"}, "SNOWTOKEN_REVLOG_THRESHOLD"},
 		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "1m"}, "SNOWTOKEN_REVLOG_THRESHOLD"},

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/internal/clocktest"
@@ -76,6 +77,7 @@ type env struct {
 	Auditor client // may_introspect
 	APIs    client // audiences ordersAPI (its default), billingAPI, reportsAPI
 	Opaque  client // token_format opaque, may_set_subject, scopes orders:read orders:write
+	Bound   client // dpop_bound_access_tokens, scope orders:read
 	secrets map[string]string
 }
 
@@ -90,6 +92,8 @@ type envConfig struct {
 	ready   func(context.Context) error
 	refused func() map[string]handlers.Refusal
 	revs    token.Revocations
+	dpop    dpop.Options
+	nonces  bool
 }
 
 type envOption func(*envConfig)
@@ -139,6 +143,13 @@ func withRevocations(revs token.Revocations) envOption {
 	return func(c *envConfig) { c.revs = revs }
 }
 
+// withDPoP checks DPoP proofs with opts; without it, with dpop's defaults
+// and the store's shared replay record (redisstore.Proofs), as serve does.
+// nonces makes a server nonce required (handlers.Options.DPoPNonces).
+func withDPoP(opts dpop.Options, nonces bool) envOption {
+	return func(c *envConfig) { c.dpop, c.nonces = opts, nonces }
+}
+
 // newEnv starts an issuer for tb; everything stops when tb ends.
 func newEnv(tb testing.TB, opts ...envOption) *env {
 	tb.Helper()
@@ -171,7 +182,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		e.secrets[c.ID] = secret
 		return c, client{ID: c.ID, Secret: secret}
 	}
-	var list [8]token.Client
+	var list [9]token.Client
 	list[0], e.Normal = newClient(token.Client{ID: "orders-svc", Scopes: []string{"orders:read", "orders:write"}})
 	list[1], e.Gateway = newClient(token.Client{ID: "gateway", Scopes: []string{"orders:read", "orders:write"}, MaySetSubject: true})
 	list[2], e.Admin = newClient(token.Client{ID: "ops-admin", Scopes: []string{"orders:read"}, Admin: true})
@@ -181,6 +192,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	list[6], e.APIs = newClient(token.Client{ID: "apis", Scopes: []string{"orders:read"}, Audiences: []string{ordersAPI, billingAPI, reportsAPI}})
 	list[7], e.Opaque = newClient(token.Client{ID: "opaque-gw", Scopes: []string{"orders:read", "orders:write"}, MaySetSubject: true,
 		TokenFormat: token.FormatOpaque})
+	list[8], e.Bound = newClient(token.Client{ID: "bound-svc", Scopes: []string{"orders:read"}, DPoPBoundAccessTokens: true})
 	if e.Clients, err = token.NewClients(list[:]); err != nil {
 		tb.Fatal(err)
 	}
@@ -198,7 +210,11 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	srv := httptest.NewUnstartedServer(nil)
 	e.URL = "http://" + srv.Listener.Addr().String()
 	e.Metrics = prometheus.NewRegistry()
+	if cfg.dpop.Replay == nil {
+		cfg.dpop.Replay = e.Store.Proofs()
+	}
 	e.Server, err = handlers.NewServer(handlers.Options{
+		DPoP: cfg.dpop, DPoPNonces: cfg.nonces,
 		Service: e.Svc, Clients: e.Clients, IDs: e.IDs, BaseURL: e.URL,
 		Logger: cfg.log, AuthLimiter: cfg.limiter, TrustedProxies: cfg.proxies, Registry: e.Metrics,
 		TracerProvider: cfg.tracer,
@@ -255,7 +271,7 @@ func (e *env) do(tb testing.TB, method, path string, body io.Reader, hdr http.He
 // module's sentinel errors (their package prefixes) and the libraries' that
 // requests reach (golang-jwt's, net/http's, strconv's).
 var chainTexts = []string{
-	"token: ", "handlers: ", "snowflakealg: ", "bitsalloc: ", "jwtpolicy: ", "lease: ",
+	"token: ", "handlers: ", "snowflakealg: ", "bitsalloc: ", "jwtpolicy: ", "lease: ", "dpop: ",
 	jwt.ErrTokenMalformed.Error(), jwt.ErrTokenUnverifiable.Error(), jwt.ErrTokenSignatureInvalid.Error(),
 	jwt.ErrTokenRequiredClaimMissing.Error(), jwt.ErrTokenInvalidAudience.Error(), jwt.ErrTokenExpired.Error(),
 	jwt.ErrTokenUsedBeforeIssued.Error(), jwt.ErrTokenInvalidIssuer.Error(), jwt.ErrTokenNotValidYet.Error(),

@@ -23,6 +23,13 @@ var (
 	ErrUnsupportedGrant = errors.New("handlers: unsupported grant type")
 	ErrNoToken          = errors.New("handlers: no bearer token")
 	ErrNotFound         = errors.New("handlers: not found")
+	// ErrDPoPProof: a DPoP proof missing where one is needed, repeated, or
+	// refused by its checks (package client/dpop); ErrDPoPNonce: a proof
+	// without the current server nonce (RFC 9449 §8); ErrDPoPBound: a
+	// DPoP-bound token presented as a bearer token.
+	ErrDPoPProof = errors.New("handlers: invalid DPoP proof")
+	ErrDPoPNonce = errors.New("handlers: DPoP proof without the current nonce")
+	ErrDPoPBound = errors.New("handlers: DPoP-bound token presented as Bearer")
 )
 
 // oauthError is the body of every error: RFC 6749 §5.2 and RFC 6750 §3.
@@ -49,6 +56,10 @@ type answer struct {
 	challenge      string
 	challengeScope bool
 	bearerOnly     bool
+	// dpop makes the answer, on GET /token/validate, a 401 with a DPoP
+	// challenge naming code (RFC 9449 §7.1): there a proof is the
+	// resource's to refuse, at the token endpoint the request's (§5).
+	dpop bool
 	// retry sets Retry-After: retryAfterSeconds.
 	retry bool
 	// logMsg, if set, logs the error at logLevel with its route;
@@ -90,6 +101,13 @@ var answers = [...]answer{
 	{err: authlimit.ErrLimited, status: http.StatusTooManyRequests, code: "temporarily_unavailable", retry: true},
 	{err: token.ErrInvalidClient, status: http.StatusUnauthorized, code: "invalid_client",
 		challenge: `Basic realm="` + realm + `"`},
+	// RFC 9449 §5 and §7.1; their rows come before token's, which the
+	// errors of a proof never are.
+	{err: ErrDPoPNonce, status: http.StatusBadRequest, code: "use_dpop_nonce", dpop: true,
+		description: "send the DPoP proof again with the nonce in the DPoP-Nonce header"},
+	{err: ErrDPoPProof, status: http.StatusBadRequest, code: "invalid_dpop_proof", dpop: true},
+	{err: token.ErrDPoPRequired, status: http.StatusBadRequest, code: "invalid_dpop_proof"},
+	{err: ErrDPoPBound, status: http.StatusUnauthorized, code: "invalid_token", dpop: true},
 	{err: ErrNoToken, status: http.StatusUnauthorized, code: "invalid_token",
 		challenge: `Bearer realm="` + realm + `"`},
 	{err: token.ErrInvalidToken, status: http.StatusUnauthorized, code: "invalid_token",
@@ -130,10 +148,15 @@ func answerFor(err error) *answer {
 // holds a token or secret.
 func (s *Server) fail(c *gin.Context, err error) {
 	a := answerFor(err)
+	status := a.status
+	onValidate := strings.HasPrefix(c.FullPath(), "/token/validate")
 	if a.retry {
 		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
 	}
-	if a.challenge != "" && (!a.bearerOnly || strings.HasPrefix(c.FullPath(), "/token/validate")) {
+	if a.dpop && onValidate {
+		status = http.StatusUnauthorized
+		c.Header("WWW-Authenticate", s.dpopChallenge(a.code))
+	} else if a.challenge != "" && (!a.bearerOnly || onValidate) {
 		challenge := a.challenge
 		if a.challengeScope {
 			q, _ := query(c) // it parsed: an insufficient scope comes after it
@@ -147,8 +170,8 @@ func (s *Server) fail(c *gin.Context, err error) {
 	if a.logMsg != "" {
 		s.log.Log(context.Background(), a.logLevel, a.logMsg, "route", c.FullPath(), "err", err)
 	}
-	if a.status < http.StatusInternalServerError {
-		s.log.Debug("request refused", "route", c.FullPath(), "status", a.status, "err", err)
+	if status < http.StatusInternalServerError {
+		s.log.Debug("request refused", "route", c.FullPath(), "status", status, "err", err)
 	}
 	desc := a.description
 	if desc == "" {
@@ -159,7 +182,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 		delete(h, k) // an identity must never come with an error, even after a panic
 	}
 	c.Header("Cache-Control", "no-store")
-	c.AbortWithStatusJSON(a.status, oauthError{Error: a.code, Description: desc})
+	c.AbortWithStatusJSON(status, oauthError{Error: a.code, Description: desc})
 }
 
 // retryAfterSeconds is how long a client should wait: what the error says

@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/snowflakealg"
@@ -119,6 +121,16 @@ type Options struct {
 	// Page); their zero values are revfeed's defaults. Source, Sign, Issuer,
 	// Draining and Logger are set here.
 	FeedOptions revfeed.Options
+	// DPoP tunes the checks of DPoP proofs (package client/dpop; dpop.go):
+	// its zero values are dpop's defaults. Its Replay, the record of the
+	// proofs accepted, must be shared by every replica (redisstore.Proofs);
+	// nil means one of this process's own, for tests and dev mode. Its
+	// Nonce is set here, from DPoPNonces.
+	DPoP dpop.Options
+	// DPoPNonces makes every DPoP proof carry a nonce this service gave
+	// out (RFC 9449 §8; dpopnonce.go), which bounds how long before its use
+	// a proof can have been made. False means none is asked for.
+	DPoPNonces bool
 }
 
 // Server holds the handlers. A Server is one set of clients and keys (svc
@@ -137,6 +149,9 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	opts    Options
+	dpop    *dpop.Checker
+	nonces  *nonces        // nil without Options.DPoPNonces; made from svc's keys
+	trusted []netip.Prefix // Options.TrustedProxies
 	// now is the service's clock (token.Options.Now), which decides when a
 	// client secret has expired as it decides when a token has.
 	now func() time.Time
@@ -193,6 +208,18 @@ func NewServer(opts Options) (*Server, error) {
 	s := &Server{svc: opts.Service, clients: opts.Clients, version: opts.Version, current: new(atomic.Pointer[Server]),
 		ids: opts.IDs, log: opts.Logger, opts: opts, now: opts.Service.Options().Now}
 	s.current.Store(s)
+	trusted, err := parsePrefixes(opts.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	s.trusted = trusted
+	if opts.DPoPNonces {
+		s.nonces = &nonces{key: opts.Service.Keys().Secret("dpop nonce")}
+		opts.DPoP.Nonce = func(n string, now time.Time) bool { return s.current.Load().nonces.valid(n, now) }
+	}
+	if s.dpop, err = dpop.New(opts.DPoP); err != nil {
+		return nil, fmt.Errorf("handlers: DPoP: %w", err)
+	}
 	m, err := newMetrics(opts.Registry, opts.IDs, func() *token.Clients { return s.current.Load().clients })
 	if err != nil {
 		return nil, err
@@ -228,5 +255,8 @@ func (s *Server) Engine() *gin.Engine { return s.engine }
 func (s *Server) Swap(svc *token.Service, clients *token.Clients, v Version) {
 	n := *s.current.Load()
 	n.svc, n.clients, n.version = svc, clients, v
+	if n.nonces != nil {
+		n.nonces = &nonces{key: svc.Keys().Secret("dpop nonce")}
+	}
 	s.current.Store(&n)
 }

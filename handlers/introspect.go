@@ -27,6 +27,9 @@ func (s *Server) introspect(c *gin.Context) {
 	default:
 		resp := newClaimsResponse(v)
 		resp.TokenType = "Bearer"
+		if resp.Confirmation != nil {
+			resp.TokenType = "DPoP" // RFC 9449 §6.2
+		}
 		writeJSON(c, http.StatusOK, &resp)
 	}
 }

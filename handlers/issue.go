@@ -46,6 +46,22 @@ func (s *Server) issue(c *gin.Context) {
 		}
 		req.ExpiresIn = time.Duration(n) * time.Second
 	}
+	// A proof binds the token to its key (RFC 9449 §5); it is checked once
+	// the client is known, so that no one else's requests use up a jti or
+	// cost a signature check.
+	proof, hasProof, err := proofHeader(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if hasProof {
+		p, err := s.checkProof(c, proof, http.MethodPost, s.tokenURL(), "")
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		req.JKT = p.Thumbprint
+	}
 	issued, err := s.svc.Issue(c.Request.Context(), client, req)
 	if err != nil {
 		s.fail(c, err)
@@ -54,9 +70,16 @@ func (s *Server) issue(c *gin.Context) {
 	s.metrics.issued.Inc()
 	c.Header("Cache-Control", "no-store")
 	c.Header("Pragma", "no-cache")
+	typ := "Bearer"
+	if issued.JKT != "" {
+		typ = "DPoP" // RFC 9449 §5
+		if s.nonces != nil {
+			c.Header("DPoP-Nonce", s.nonces.give(s.now()))
+		}
+	}
 	writeJSON(c, http.StatusOK, &tokenResponse{
 		AccessToken: issued.AccessToken,
-		TokenType:   "Bearer",
+		TokenType:   typ,
 		ExpiresIn:   int64(issued.ExpiresIn / time.Second),
 		Scope:       issued.Scope,
 		JTI:         issued.ID,

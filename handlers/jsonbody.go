@@ -80,6 +80,11 @@ func (r *claimsResponse) appendJSON(b []byte) []byte {
 		b = append(b, `,"token_type":`...)
 		b = appendString(b, r.TokenType)
 	}
+	if r.Confirmation != nil {
+		b = append(b, `,"cnf":{"jkt":`...)
+		b = appendString(b, r.Confirmation.JKT)
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 

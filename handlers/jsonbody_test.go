@@ -19,6 +19,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		&claimsResponse{Active: true, Subject: "user-1", ClientID: "gateway", Scope: "orders:read", Issuer: "https://auth.example.com",
 			IssuedAt: 1795000000, ExpiresAt: 1795003600, JTI: 42, WorkerID: 1023},
 		&claimsResponse{Active: true, Subject: "s", ClientID: "c", Audience: []string{"orders"}, JTI: 1, TokenType: "Bearer"},
+		&claimsResponse{Active: true, Subject: "s", ClientID: "c", JTI: 1, TokenType: "DPoP", Confirmation: &confirmation{JKT: "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"}},
 		&claimsResponse{Subject: odd, ClientID: odd, Scope: odd, Issuer: odd, Audience: []string{odd, "", "b"},
 			IssuedAt: math.MinInt64, ExpiresAt: math.MaxInt64, JTI: snowflakealg.ID(math.MaxInt64), WorkerID: -1, TokenType: odd},
 		&claimsResponse{Audience: []string{}},

@@ -38,6 +38,7 @@ func (s *Server) metadata(c *gin.Context) {
 		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
 		"introspection_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
 		"revocation_endpoint_auth_methods_supported":    []string{"client_secret_basic", "client_secret_post"},
+		"dpop_signing_alg_values_supported":             s.dpop.Algorithms(), // RFC 9449 §5.1
 	})
 }
 

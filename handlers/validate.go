@@ -13,25 +13,31 @@ import (
 	"github.com/snowtoken/snowtoken/token"
 )
 
-// bearer reads the token from Authorization: Bearer only. A token in the URL
-// (q, the request's query) is refused: URLs end up in logs.
-func bearer(c *gin.Context, q url.Values) (string, error) {
+// bearer reads the token from Authorization: Bearer, or DPoP (RFC 9449
+// §7.1), and reports whether it came as DPoP. A token in the URL (q, the
+// request's query) is refused: URLs end up in logs.
+func bearer(c *gin.Context, q url.Values) (raw string, asDPoP bool, err error) {
 	if q.Has("access_token") {
-		return "", fmt.Errorf("%w: a token in the URL is refused (URLs are logged); use Authorization: Bearer", token.ErrInvalidRequest)
+		return "", false, fmt.Errorf("%w: a token in the URL is refused (URLs are logged); use Authorization: Bearer", token.ErrInvalidRequest)
 	}
 	h := c.GetHeader("Authorization")
 	if h == "" {
-		return "", fmt.Errorf("%w: send Authorization: Bearer <token>", ErrNoToken)
+		return "", false, fmt.Errorf("%w: send Authorization: Bearer <token>", ErrNoToken)
 	}
 	scheme, raw, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", fmt.Errorf("%w: Authorization must use the Bearer scheme", ErrNoToken)
+	switch {
+	case !ok:
+		return "", false, fmt.Errorf("%w: Authorization must use the Bearer or the DPoP scheme", ErrNoToken)
+	case strings.EqualFold(scheme, "DPoP"):
+		asDPoP = true
+	case !strings.EqualFold(scheme, "Bearer"):
+		return "", false, fmt.Errorf("%w: Authorization must use the Bearer or the DPoP scheme", ErrNoToken)
 	}
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
-		return "", fmt.Errorf("%w: empty bearer token", ErrNoToken)
+		return "", false, fmt.Errorf("%w: empty bearer token", ErrNoToken)
 	}
-	return raw, nil
+	return raw, asDPoP, nil
 }
 
 // The identity headers of a successful validation, for gateways; never set
@@ -57,16 +63,27 @@ type claimsResponse struct {
 	JTI       snowflakealg.ID `json:"jti"`
 	WorkerID  int64           `json:"worker_id"`
 	TokenType string          `json:"token_type,omitempty"`
+	// Confirmation is a DPoP-bound token's cnf (RFC 9449 §6.2).
+	Confirmation *confirmation `json:"cnf,omitempty"`
+}
+
+// confirmation is a cnf claim: the RFC 7638 thumbprint of the DPoP key.
+type confirmation struct {
+	JKT string `json:"jkt"`
 }
 
 func newClaimsResponse(v *token.Verified) claimsResponse {
 	cl := v.Claims
-	return claimsResponse{
+	r := claimsResponse{
 		Active: true, Subject: cl.Subject, ClientID: cl.ClientID, Scope: cl.Scope,
 		Issuer: cl.Issuer, Audience: cl.Audience,
 		IssuedAt: cl.IssuedAt.Unix(), ExpiresAt: cl.ExpiresAt.Unix(),
 		JTI: v.ID, WorkerID: v.Parts.Worker,
 	}
+	if jkt := cl.Confirmation.JKT; jkt != "" {
+		r.Confirmation = &confirmation{JKT: jkt}
+	}
+	return r
 }
 
 func (s *Server) validate(c *gin.Context) {
@@ -91,7 +108,8 @@ func (s *Server) validate(c *gin.Context) {
 	writeJSON(c, http.StatusOK, &resp)
 }
 
-// checkBearer validates the request's bearer token, then the audience
+// checkBearer validates the request's token, then its binding to a DPoP
+// key (checkBinding), then the audience
 // ?audience= requires and the scopes ?scope= requires: the query is parsed
 // (query: its syntax, bounded by MaxQueryLen) before the token is looked
 // at, what the caller asks for in it only once its token passes. A token
@@ -101,12 +119,15 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := bearer(c, q)
+	raw, asDPoP, err := bearer(c, q)
 	if err != nil {
 		return nil, err
 	}
 	v, err := s.validateToken(c.Request.Context(), raw)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkBinding(c, raw, asDPoP, v); err != nil {
 		return nil, err
 	}
 	if q == nil { // most calls have no query

@@ -2,6 +2,7 @@ package token
 
 import (
 	"crypto/ed25519"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
@@ -233,6 +234,18 @@ func shortSum(sum []byte) string { return hex.EncodeToString(sum)[:12] }
 
 // SigningKeyID returns the kid of the key that signs.
 func (ks *KeySet) SigningKeyID() string { return ks.signer.ID }
+
+// Secret returns 32 bytes derived for label from the signing key's private
+// key (HKDF-SHA256): a secret that every replica with the same signing key
+// shares without one more file to distribute, such as the key of the DPoP
+// nonces. It changes when the signing key does.
+func (ks *KeySet) Secret(label string) []byte {
+	b, err := hkdf.Key(sha256.New, ks.signer.Private.Seed(), nil, "snowtoken "+label, 32)
+	if err != nil { // only for a length HKDF-SHA256 cannot give
+		panic(err)
+	}
+	return b
+}
 
 // Version is the short SHA-256 of the files the set was read from: of
 // keys.json for a keys directory (which names every key by its kid), of

@@ -97,7 +97,7 @@ var (
 	ErrURL         = errors.New("dpop: htu is not the request URL")
 	ErrUseNonce    = errors.New("dpop: nonce missing or not current")
 	ErrIssuedAt    = errors.New("dpop: iat outside the accepted window")
-	ErrAccessToken = errors.New("dpop: ath is not the hash of the access token")
+	ErrAccessToken = errors.New("dpop: ath is not the hash of the token presented")
 	ErrReplay      = errors.New("dpop: proof already used")
 	ErrRequest     = errors.New("dpop: bad request description")
 	ErrOptions     = errors.New("dpop: bad options")
@@ -186,6 +186,10 @@ func New(opts Options) (*Checker, error) {
 	}
 	return c, nil
 }
+
+// Algorithms returns the alg values the Checker accepts, for a server's
+// metadata (dpop_signing_alg_values_supported) and its DPoP challenges.
+func (c *Checker) Algorithms() []string { return slices.Clone(c.algs) }
 
 // Request describes the HTTP request a proof came with.
 type Request struct {

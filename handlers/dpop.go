@@ -1,0 +1,193 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/snowtoken/snowtoken/client/dpop"
+	"github.com/snowtoken/snowtoken/token"
+)
+
+// DPoP (RFC 9449) at the two routes a proof is sent to:
+//
+//	POST /token           a proof of the token endpoint's URL binds the token
+//	                      issued to its key (cnf.jkt; token_type DPoP)
+//	GET /token/validate   a bound token counts only with Authorization: DPoP
+//	                      and a proof by its key, of the request it came with:
+//	                      the original request a trusted proxy forwards
+//	                      (forwardedHeaders), else this one
+//
+// The proof's checks are package client/dpop's; its replay record is
+// Options.DPoP.Replay, which every replica must share (redisstore.Proofs).
+
+// The original request's headers a gateway sets on its call to GET
+// /token/validate, as Traefik's ForwardAuth names them; nginx and Envoy are
+// configured to send the same (docs/api.md).
+const (
+	hdrForwardedMethod = "X-Forwarded-Method"
+	hdrForwardedProto  = "X-Forwarded-Proto"
+	hdrForwardedHost   = "X-Forwarded-Host"
+	hdrForwardedURI    = "X-Forwarded-Uri"
+)
+
+// proofHeader returns the request's DPoP header, and whether it has one;
+// more than one is refused (RFC 9449 §4.3, step 1).
+func proofHeader(c *gin.Context) (string, bool, error) {
+	vs := c.Request.Header.Values("DPoP")
+	switch len(vs) {
+	case 0:
+		return "", false, nil
+	case 1:
+		return vs[0], true, nil
+	}
+	return "", false, fmt.Errorf("%w: %d DPoP headers; send one", ErrDPoPProof, len(vs))
+}
+
+// checkProof checks proof, sent with a request of method to url that
+// presents accessToken (none at the token endpoint), and returns it once
+// accepted and recorded against replay. A refusal is ErrDPoPProof, or
+// ErrDPoPNonce with a fresh DPoP-Nonce header set; a replay record that
+// does not answer is token.ErrUnavailable, never a pass.
+func (s *Server) checkProof(c *gin.Context, proof, method, url, accessToken string) (*dpop.Proof, error) {
+	now := s.now()
+	p, err := s.dpop.Check(c.Request.Context(), proof, dpop.Request{Method: method, URL: url, AccessToken: accessToken}, now)
+	switch {
+	case err == nil:
+		return p, nil
+	case errors.Is(err, token.ErrUnavailable):
+		return nil, err
+	case errors.Is(err, dpop.ErrRequest): // the forwarded URL, a gateway's
+		return nil, fmt.Errorf("%w: %s: %w", token.ErrInvalidRequest, hdrForwardedURI, err)
+	case errors.Is(err, dpop.ErrUseNonce):
+		c.Header("DPoP-Nonce", s.nonces.give(now))
+		return nil, fmt.Errorf("%w: %w", ErrDPoPNonce, err)
+	}
+	return nil, fmt.Errorf("%w: %w", ErrDPoPProof, err)
+}
+
+// tokenURL is the URL a proof sent to the token endpoint names: the
+// endpoint under the public URL (Options.BaseURL), never one made of the
+// request's Host, which the client chooses.
+func (s *Server) tokenURL() string { return s.opts.BaseURL + "/token" }
+
+// resourceRequest returns the method and URL of the request a proof sent to
+// GET /token/validate must be for. From a trusted proxy (Options.
+// TrustedProxies) that names it in the forwarded headers, it is the
+// original request; from anyone else, or without them, it is this request
+// under the public URL (Options.BaseURL), so that a service may call the
+// route itself. The forwarded headers of a caller that is not trusted are
+// ignored: a client must not choose what its proof is checked against.
+func (s *Server) resourceRequest(c *gin.Context) (method, url string, err error) {
+	h := c.Request.Header
+	if _, forwarded := h[hdrForwardedMethod]; !forwarded || !s.fromTrustedProxy(c) {
+		return c.Request.Method, s.opts.BaseURL + c.Request.URL.Path, nil
+	}
+	var v [4]string
+	for i, name := range [...]string{hdrForwardedMethod, hdrForwardedProto, hdrForwardedHost, hdrForwardedURI} {
+		vs := h.Values(name)
+		if len(vs) != 1 || vs[0] == "" {
+			return "", "", fmt.Errorf("%w: a forwarded request needs exactly one %s", token.ErrInvalidRequest, name)
+		}
+		v[i] = vs[0]
+	}
+	method, proto, host, uri := v[0], strings.ToLower(v[1]), v[2], v[3]
+	switch {
+	case !isToken(method):
+		return "", "", fmt.Errorf("%w: %s %.32q is not a method", token.ErrInvalidRequest, hdrForwardedMethod, method)
+	case proto != "http" && proto != "https":
+		return "", "", fmt.Errorf("%w: %s %.32q is not http or https", token.ErrInvalidRequest, hdrForwardedProto, proto)
+	case strings.ContainsAny(host, "/?#@ ") || !strings.HasPrefix(uri, "/"):
+		return "", "", fmt.Errorf("%w: %s and %s must be a host and an absolute path", token.ErrInvalidRequest, hdrForwardedHost, hdrForwardedURI)
+	}
+	return method, proto + "://" + host + uri, nil
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110 §5.6.2), as a
+// method is.
+func isToken(s string) bool {
+	for i := range len(s) {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// fromTrustedProxy reports whether the TCP peer is one of
+// Options.TrustedProxies.
+func (s *Server) fromTrustedProxy(c *gin.Context) bool {
+	ap, err := netip.ParseAddrPort(c.Request.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	addr := ap.Addr().Unmap()
+	for _, p := range s.trusted {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// parsePrefixes reads TrustedProxies as gin does: addresses and CIDRs.
+func parsePrefixes(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("handlers: TrustedProxies: %q is neither an address nor a CIDR", s)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// checkBinding checks a validated token against how it was presented
+// (scheme DPoP or Bearer, raw) and the request's proof: a DPoP-bound token
+// (cnf.jkt) counts only as DPoP, with a proof of the request by its key
+// (RFC 9449 §7.1); a bearer token only as Bearer.
+func (s *Server) checkBinding(c *gin.Context, raw string, asDPoP bool, v *token.Verified) error {
+	jkt := v.Claims.Confirmation.JKT
+	switch {
+	case jkt == "" && !asDPoP:
+		return nil
+	case jkt == "":
+		return fmt.Errorf("%w: the token is not DPoP-bound; send it as Bearer", token.ErrInvalidToken)
+	case !asDPoP:
+		return fmt.Errorf("%w: the token is DPoP-bound: send it as Authorization: DPoP, with a DPoP proof", ErrDPoPBound)
+	}
+	proof, ok, err := proofHeader(c)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: no DPoP header", ErrDPoPProof)
+	}
+	method, url, err := s.resourceRequest(c)
+	if err != nil {
+		return err
+	}
+	p, err := s.checkProof(c, proof, method, url, raw)
+	if err != nil {
+		return err
+	}
+	if p.Thumbprint != jkt {
+		return fmt.Errorf("%w: the proof is signed by another key than the token is bound to", ErrDPoPProof)
+	}
+	return nil
+}
+
+// dpopChallenge is the WWW-Authenticate of a DPoP refusal at a resource
+// (RFC 9449 §7.1): the algorithms accepted and the error code.
+func (s *Server) dpopChallenge(code string) string {
+	return `DPoP algs="` + strings.Join(s.dpop.Algorithms(), " ") + `", error="` + code + `"`
+}
