@@ -1,6 +1,23 @@
 // Package dpop checks DPoP proofs (RFC 9449): the proof of possession of a
 // key that a client sends, in a DPoP request header, with a token request or
-// with a request that presents a DPoP-bound access token.
+// with a request that presents a DPoP-bound access token. It makes them too,
+// for the client side: a Prover signs proofs with a private key, and a
+// Transport sends every request with one, following the servers' nonces.
+//
+// A client of the issuer gets DPoP-bound tokens with x/oauth2's
+// clientcredentials through a Transport: its token requests then carry a
+// proof, the issuer answers token_type "DPoP", and x/oauth2 sends the token
+// as Authorization: DPoP <token>, to which the Transport adds the proof
+// with the token's hash:
+//
+//	prover, err := dpop.GenerateProver() // or dpop.NewProver(key)
+//	hc := &http.Client{Transport: &dpop.Transport{Prover: prover}}
+//	ctx = context.WithValue(ctx, oauth2.HTTPClient, hc)
+//	cfg := clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: "https://issuer.example/token"}
+//	api := cfg.Client(ctx) // api.Get("https://orders.example/orders") sends the token and a proof
+//
+// The tokens are bound to the Prover's key (cnf.jkt = Prover.Thumbprint):
+// keep the Prover as long as the tokens.
 //
 // A proof is a JWS in compact form (three base64url parts joined by dots)
 // that the client signs with its private key, carrying the public key in its
@@ -236,14 +253,15 @@ type header struct {
 	Crit jsontext.Value `json:"crit"`
 }
 
-// claims are a proof's claims; others are ignored.
+// claims are a proof's claims, as Check reads them (others are ignored)
+// and as a Prover writes them.
 type claims struct {
 	JTI   string   `json:"jti"`
 	HTM   string   `json:"htm"`
 	HTU   string   `json:"htu"`
 	IAT   *float64 `json:"iat"`
-	ATH   string   `json:"ath"`
-	Nonce string   `json:"nonce"`
+	ATH   string   `json:"ath,omitempty"`
+	Nonce string   `json:"nonce,omitempty"`
 }
 
 // Check checks proof, sent with req at now, as the package doc lists, and
