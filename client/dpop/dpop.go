@@ -99,9 +99,10 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// Errors returned by Check. Each but ErrRequest and an error of the
-// ReplayCache means the proof is refused: invalid_dpop_proof (RFC 9449
-// §7.1), except ErrUseNonce (use_dpop_nonce). Details are wrapped with %w.
+// Errors of the package. Those returned by Check: each but ErrRequest and ErrReplayRecord (the
+// ReplayCache failed) means the proof is refused: invalid_dpop_proof (RFC
+// 9449 §7.1), except ErrUseNonce (use_dpop_nonce). Details are wrapped with
+// %w.
 var (
 	ErrProof       = errors.New("dpop: malformed proof")
 	ErrType        = errors.New("dpop: typ is not dpop+jwt")
@@ -118,6 +119,13 @@ var (
 	ErrReplay      = errors.New("dpop: proof already used")
 	ErrRequest     = errors.New("dpop: bad request description")
 	ErrOptions     = errors.New("dpop: bad options")
+	// ErrReplayRecord wraps an error of the ReplayCache: the proof could
+	// not be judged (a server answers 503, never a pass).
+	ErrReplayRecord = errors.New("dpop: replay record failed")
+	// ErrKey is returned by NewProver for a key it cannot sign proofs with.
+	ErrKey = errors.New("dpop: key is neither Ed25519 nor ECDSA P-256")
+	// ErrNoProver is returned by a Transport without a Prover.
+	ErrNoProver = errors.New("dpop: Transport has no Prover")
 )
 
 // Typ is the JOSE header typ of a DPoP proof.
@@ -266,7 +274,7 @@ type claims struct {
 
 // Check checks proof, sent with req at now, as the package doc lists, and
 // returns it once accepted and recorded for replay. An error of the
-// ReplayCache is returned wrapped, not as a refusal.
+// ReplayCache is returned wrapped in ErrReplayRecord, not as a refusal.
 func (c *Checker) Check(ctx context.Context, proof string, req Request, now time.Time) (*Proof, error) {
 	p, err := c.verify(proof, req, now)
 	if err != nil {
@@ -274,7 +282,7 @@ func (c *Checker) Check(ctx context.Context, proof string, req Request, now time
 	}
 	seen, err := c.replay.Seen(ctx, p.ID, now, p.Until)
 	if err != nil {
-		return nil, fmt.Errorf("dpop: replay record: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrReplayRecord, err)
 	}
 	if seen {
 		return nil, fmt.Errorf("%w: jti %q", ErrReplay, p.JTI)

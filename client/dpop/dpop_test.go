@@ -370,8 +370,8 @@ func TestReplayStoreDown(t *testing.T) {
 	down := errors.New("connection refused")
 	c := checker(t, dpop.Options{Replay: failingReplay{down}})
 	_, err := c.Check(context.Background(), newEd25519(t).proof(t, claims(), nil), post(), testNow)
-	if !errors.Is(err, down) || errors.Is(err, dpop.ErrReplay) {
-		t.Fatalf("Check: %v, want the store's error, not ErrReplay", err)
+	if !errors.Is(err, down) || !errors.Is(err, dpop.ErrReplayRecord) || errors.Is(err, dpop.ErrReplay) {
+		t.Fatalf("Check: %v, want the store's error in ErrReplayRecord, not ErrReplay", err)
 	}
 }
 

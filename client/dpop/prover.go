@@ -17,9 +17,6 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 )
 
-// ErrKey is returned by NewProver for a key it cannot sign proofs with.
-var ErrKey = errors.New("dpop: key is neither Ed25519 nor ECDSA P-256")
-
 // Prover makes DPoP proofs with one private key: the client side of the
 // protocol. It is safe for concurrent use.
 type Prover struct {

@@ -3,7 +3,6 @@ package dpop
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -50,9 +49,6 @@ type Transport struct {
 	mu     sync.Mutex
 	nonces map[string]string // origin -> the last DPoP-Nonce it sent
 }
-
-// ErrNoProver is returned by a Transport without a Prover.
-var ErrNoProver = errors.New("dpop: Transport has no Prover")
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
