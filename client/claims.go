@@ -21,6 +21,10 @@ type Claims struct {
 	JTI string
 	// WorkerID is the issuer worker that made JTI.
 	WorkerID int64
+	// JKT is the thumbprint of the DPoP key the token is bound to, its
+	// cnf.jkt (RFC 9449 §6), which the request's proof was signed with;
+	// empty for a bearer token.
+	JKT string
 }
 
 // HasScope reports whether the token carries scope.
@@ -50,13 +54,23 @@ func checkScopes(scopes []string) error {
 		if s == "" || len(s) > 128 {
 			return fmt.Errorf("%w: %.32q must be 1 to 128 characters", ErrBadScope, s)
 		}
-		for i := 0; i < len(s); i++ {
-			if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
-				return fmt.Errorf("%w: %.32q: character %q not allowed", ErrBadScope, s, c)
-			}
+		if i := notNQChar(s); i >= 0 {
+			return fmt.Errorf("%w: %.32q: character %q not allowed", ErrBadScope, s, s[i])
 		}
 	}
 	return nil
+}
+
+// notNQChar returns the index of the first byte of s that is not an NQCHAR
+// (printable ASCII but space, double quote and backslash: RFC 6749 §A,
+// which a scope token and a DPoP nonce are made of), or -1.
+func notNQChar(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return i
+		}
+	}
+	return -1
 }
 
 // claimsKey keys the claims in a context.Context.

@@ -72,6 +72,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
@@ -85,6 +86,17 @@ var (
 	ErrUnavailable       = errors.New("client: token issuer unavailable")
 	ErrBadScope          = errors.New("client: malformed required scope")
 	ErrOptions           = errors.New("client: bad options")
+	// ErrInvalidProof is a DPoP proof refused (missing, malformed, for
+	// another request, replayed...), or the issuer's use_dpop_nonce: 401
+	// with a DPoP challenge, error="invalid_dpop_proof" (RFC 9449 §7.1).
+	ErrInvalidProof = errors.New("client: invalid DPoP proof")
+	// ErrTokenBound is a DPoP-bound token presented without its proof: as
+	// a bearer token, or to Validate. It is an ErrInvalidToken.
+	ErrTokenBound = fmt.Errorf("%w: the token is DPoP-bound (send it with the DPoP scheme and a DPoP proof)", ErrInvalidToken)
+	// ErrDPoPOff is Authorization: DPoP at a Validator without
+	// Options.DPoP.PublicURL, which cannot check a proof. It is an
+	// ErrInvalidToken.
+	ErrDPoPOff = fmt.Errorf("%w: this service does not accept DPoP tokens (its Options.DPoP.PublicURL is not set)", ErrInvalidToken)
 )
 
 // Validator checks snowtoken access tokens. It is safe for concurrent use.
@@ -96,6 +108,7 @@ type Validator struct {
 	keys        *keyCache    // Local mode only
 	feed        *feed        // RevocationCheck Follow only
 	parser      *jwt.Parser  // Local mode only
+	dpop        *dpopSetup   // nil when DPoP is off (no DPoP.PublicURL)
 }
 
 // New returns a Validator configured by opts. It does no I/O: Local mode
@@ -168,7 +181,11 @@ func New(opts Options) (*Validator, error) {
 	if opts.Issuer == "" && opts.Mode == Local {
 		opts.Issuer = base
 	}
-	v := &Validator{opts: opts, validateURL: base + "/token/validate", http: opts.HTTPClient}
+	d, err := newDPoPSetup(opts.DPoP)
+	if err != nil {
+		return nil, err
+	}
+	v := &Validator{opts: opts, validateURL: base + "/token/validate", http: opts.HTTPClient, dpop: d}
 	if v.http == nil {
 		v.http = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
@@ -185,11 +202,19 @@ func New(opts Options) (*Validator, error) {
 	return v, nil
 }
 
-// Validate checks a raw token (without "Bearer ") and that it carries every
-// one of requiredScopes. It returns the token's claims, or an error wrapping
-// ErrInvalidToken, ErrInsufficientScope, ErrUnavailable or ErrBadScope.
+// Validate checks a raw bearer token (without "Bearer ") and that it
+// carries every one of requiredScopes. It returns the token's claims, or an
+// error wrapping ErrInvalidToken, ErrInsufficientScope, ErrUnavailable or
+// ErrBadScope. A DPoP-bound token is refused (ErrTokenBound): only
+// Authenticate, which sees the request and its proof, accepts one.
 func (v *Validator) Validate(ctx context.Context, raw string, requiredScopes ...string) (*Claims, error) {
-	c, err := v.validate(ctx, raw, requiredScopes)
+	return v.validateAs(ctx, raw, requiredScopes, nil)
+}
+
+// validateAs is Validate of a token presented as p says (nil: as a bearer
+// token).
+func (v *Validator) validateAs(ctx context.Context, raw string, requiredScopes []string, p *presentation) (*Claims, error) {
+	c, err := v.validate(ctx, raw, requiredScopes, p)
 	if errors.Is(err, ErrInsufficientScope) {
 		return nil, &scopeError{err: err, required: requiredScopes}
 	}
@@ -207,7 +232,12 @@ func (e *scopeError) Error() string { return e.err.Error() }
 
 func (e *scopeError) Unwrap() error { return e.err }
 
-func (v *Validator) validate(ctx context.Context, raw string, requiredScopes []string) (*Claims, error) {
+// validate checks raw as presented by p (nil: as a bearer token). A DPoP
+// proof is checked first, here in every mode, so that a refused one costs
+// no call to the issuer; then the token, locally or by the issuer; then
+// that the token is bound to the proof's key, or to none without a proof;
+// then the scopes.
+func (v *Validator) validate(ctx context.Context, raw string, requiredScopes []string, p *presentation) (*Claims, error) {
 	if err := checkScopes(requiredScopes); err != nil {
 		return nil, err
 	}
@@ -219,6 +249,25 @@ func (v *Validator) validate(ctx context.Context, raw string, requiredScopes []s
 		// Nothing in it to verify: its claims live only in the issuer's Redis.
 		return nil, fmt.Errorf("%w: an opaque token: Local mode cannot verify it, use Remote mode (or a JWT client)", ErrInvalidToken)
 	}
+	var proof *dpop.Proof
+	if p != nil {
+		if proof, err = v.checkProof(ctx, raw, p); err != nil {
+			return nil, err
+		}
+	}
+	c, err := v.claims(ctx, raw, requiredScopes, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBinding(c, proof); err != nil {
+		return nil, err
+	}
+	return c, requireScopes(c, requiredScopes)
+}
+
+// claims returns the claims of raw: verified locally, and asked of the
+// issuer when the mode says so.
+func (v *Validator) claims(ctx context.Context, raw string, scopes []string, p *presentation) (*Claims, error) {
 	if v.opts.Mode == Local {
 		c, err := v.verifyLocal(ctx, raw)
 		if err != nil {
@@ -226,38 +275,40 @@ func (v *Validator) validate(ctx context.Context, raw string, requiredScopes []s
 		}
 		switch v.opts.RevocationCheck {
 		case Skip:
-			return c, requireScopes(c, requiredScopes)
+			return c, nil
 		case Follow:
 			v.feed.start()
 			switch v.feed.decide(c) {
 			case revoked:
 				return nil, fmt.Errorf("%w: revoked (revocation feed)", ErrInvalidToken)
 			case live:
-				return c, requireScopes(c, requiredScopes)
+				return c, nil
 			}
 			if v.opts.WhenStale == FailClosed {
 				return nil, fmt.Errorf("%w: the revocation feed cannot tell whether the token is revoked (not fresh, or too close to a revocation)", ErrUnavailable)
 			}
 		}
 	}
-	return v.ask(ctx, raw, requiredScopes)
+	return v.ask(ctx, raw, scopes, p)
 }
 
 // ask returns the issuer's answer about raw, from the cache when it holds
-// one, and checks the scopes.
-func (v *Validator) ask(ctx context.Context, raw string, scopes []string) (*Claims, error) {
+// one. A DPoP request (p not nil) always goes to the issuer, with its
+// proof, and its answer is not kept: the cache is keyed by token, and the
+// issuer checks each proof against its record shared by every replica.
+func (v *Validator) ask(ctx context.Context, raw string, scopes []string, p *presentation) (*Claims, error) {
+	if p != nil {
+		return v.callIssuer(ctx, raw, scopes, p)
+	}
 	var key [sha256.Size]byte
 	now := v.opts.Now()
 	if v.cache != nil {
 		key = sha256.Sum256([]byte(raw))
 		if c, err, ok := v.cache.get(&key, now); ok {
-			if err != nil {
-				return nil, err
-			}
-			return c, requireScopes(c, scopes)
+			return c, err
 		}
 	}
-	c, err := v.callIssuer(ctx, raw, scopes)
+	c, err := v.callIssuer(ctx, raw, scopes, nil)
 	if v.cache != nil {
 		// The answer is as old as the moment before the call; it is kept for
 		// CacheTTL from then, and a positive one never past the token's exp.
@@ -272,10 +323,7 @@ func (v *Validator) ask(ctx context.Context, raw string, scopes []string) (*Clai
 			v.cache.put(&key, answer{err: err, until: until}, now)
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return c, requireScopes(c, scopes)
+	return c, err
 }
 
 // OpaquePrefix starts every opaque token (the issuer's token_format

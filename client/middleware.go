@@ -3,7 +3,6 @@ package client
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -13,14 +12,21 @@ import (
 )
 
 // Middleware returns a handler that lets a request through to next only with
-// a valid bearer token carrying every one of requiredScopes, and puts the
-// token's claims in its context (see ClaimsFrom). Otherwise it answers
-// itself, as RFC 6750 §3 says:
+// a valid token carrying every one of requiredScopes, and puts the token's
+// claims in its context (see ClaimsFrom). Otherwise it answers itself, as
+// RFC 6750 §3 and RFC 9449 §7.1 say:
 //
-//	no bearer token               401  WWW-Authenticate: Bearer realm="..."
+//	no token                      401  WWW-Authenticate: Bearer realm="..."
+//	                                   (and DPoP realm="...", algs="..." with DPoP on)
 //	invalid, expired, revoked     401  ... error="invalid_token"
 //	lacking a scope               403  ... error="insufficient_scope", scope="..."
+//	bad DPoP proof                401  DPoP realm="...", algs="...", error="invalid_dpop_proof"
+//	issuer wants a DPoP nonce     401  ... error="use_dpop_nonce", DPoP-Nonce: <the issuer's>
 //	issuer unreachable, 5xx       503  Retry-After, {"error":"temporarily_unavailable"}
+//
+// A token presented with the DPoP scheme is answered with a DPoP challenge
+// (scheme DPoP, with the algorithms accepted), and so is a DPoP-bound
+// token presented as Bearer (ErrTokenBound).
 //
 // It panics if a required scope is malformed, as a bad route pattern would.
 func (v *Validator) Middleware(next http.Handler, requiredScopes ...string) http.Handler {
@@ -35,8 +41,14 @@ func (v *Validator) Middleware(next http.Handler, requiredScopes ...string) http
 	})
 }
 
-// Authenticate checks the bearer token of r, as Middleware does, and
-// returns its claims or an error for WriteError. It is the call for routers
+// Authenticate checks the token of r, as Middleware does, and returns its
+// claims or an error for WriteError. The token is taken from
+// Authorization: Bearer, or Authorization: DPoP with exactly one DPoP
+// header: then the proof must pass dpop.Checker.Check for r's method and
+// the URL Options.DPoP.PublicURL and r's path make (never r's Host or
+// X-Forwarded-* headers), with the token's hash, and the token's cnf.jkt
+// must be the proof key's thumbprint. A token with a cnf is refused as
+// Bearer, one without as DPoP. It is the call for routers
 // that do not take an http.Handler middleware, such as gin:
 //
 //	func requireToken(v *client.Validator, scopes ...string) gin.HandlerFunc {
@@ -53,11 +65,17 @@ func (v *Validator) Middleware(next http.Handler, requiredScopes ...string) http
 //		}
 //	}
 func (v *Validator) Authenticate(r *http.Request, requiredScopes ...string) (*Claims, error) {
-	raw, err := bearerToken(r.Header)
+	raw, isDPoP, err := authorization(r.Header)
 	if err != nil {
 		return nil, err
 	}
-	return v.Validate(r.Context(), raw, requiredScopes...)
+	var p *presentation
+	if isDPoP {
+		if p, err = v.present(r); err != nil {
+			return nil, err
+		}
+	}
+	return v.validateAs(r.Context(), raw, requiredScopes, p)
 }
 
 func mustScopes(scopes []string) []string {
@@ -65,26 +83,6 @@ func mustScopes(scopes []string) []string {
 		panic(err)
 	}
 	return append([]string(nil), scopes...)
-}
-
-// bearerToken reads the token from Authorization: Bearer (RFC 6750 §2.1),
-// the only place it is taken from.
-func bearerToken(h http.Header) (string, error) {
-	vals := h.Values("Authorization")
-	switch {
-	case len(vals) == 0 || vals[0] == "":
-		return "", ErrNoToken
-	case len(vals) > 1:
-		return "", fmt.Errorf("%w: more than one Authorization header", ErrInvalidToken)
-	}
-	scheme, raw, _ := strings.Cut(vals[0], " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		return "", fmt.Errorf("%w: Authorization is not Bearer", ErrNoToken)
-	}
-	if raw = strings.TrimSpace(raw); raw == "" {
-		return "", fmt.Errorf("%w: empty bearer token", ErrNoToken)
-	}
-	return raw, nil
 }
 
 // errorBody is an OAuth 2.0 error (RFC 6749 §5.2).
@@ -100,13 +98,22 @@ type errorBody struct {
 func (v *Validator) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	h := w.Header()
 	realm := `Bearer realm="` + v.opts.Realm + `"`
+	if v.dpop != nil && (errors.Is(err, ErrInvalidProof) || errors.Is(err, ErrTokenBound) || isDPoPRequest(r)) {
+		realm = v.dpopChallenge()
+	}
 	status, body := http.StatusUnauthorized, errorBody{Error: "invalid_token", Description: description(err)}
-	if errors.Is(err, ErrInsufficientScope) {
+	switch {
+	case errors.Is(err, ErrInsufficientScope):
 		body.Error = "insufficient_scope"
+	case errors.Is(err, ErrInvalidProof):
+		body.Error = "invalid_dpop_proof"
 	}
 	var rej *rejection
 	if errors.As(err, &rej) {
 		body.Error = rej.code // the issuer's own code
+		if rej.nonce != "" {
+			h.Set("DPoP-Nonce", rej.nonce)
+		}
 	}
 	if status == http.StatusUnauthorized {
 		v.opts.Logger.Debug("snowtoken client: token refused", "path", r.URL.Path, "err", err)
@@ -116,6 +123,10 @@ func (v *Validator) WriteError(w http.ResponseWriter, r *http.Request, err error
 		// RFC 6750 §3.1: no error code in the challenge when no token came.
 		body.Description = "send Authorization: Bearer <token>"
 		h.Set("WWW-Authenticate", realm)
+		if v.dpop != nil {
+			body.Description = "send Authorization: Bearer <token>, or DPoP <token> with a DPoP proof"
+			h.Add("WWW-Authenticate", v.dpopChallenge())
+		}
 	case errors.Is(err, ErrInsufficientScope):
 		status = http.StatusForbidden
 		challenge := realm + `, error="` + body.Error + `"`
@@ -123,7 +134,10 @@ func (v *Validator) WriteError(w http.ResponseWriter, r *http.Request, err error
 			challenge += `, scope="` + strings.Join(se.required, " ") + `"` // checkScopes let no quote through
 		}
 		h.Set("WWW-Authenticate", challenge)
-	case errors.Is(err, ErrInvalidToken):
+	case errors.Is(err, ErrInvalidToken), errors.Is(err, ErrInvalidProof):
+		if errors.Is(err, ErrDPoPOff) {
+			v.opts.Logger.Warn("snowtoken client: a DPoP token was refused: set Options.DPoP.PublicURL to accept them", "path", r.URL.Path)
+		}
 		if body.Error == "invalid_request" {
 			status = http.StatusBadRequest
 		}
@@ -170,11 +184,23 @@ func description(err error) string {
 	// Our own errors read "client: <kind>: <phrase>[: <detail>...]": the
 	// phrase alone.
 	msg := err.Error()
-	for _, sentinel := range []error{ErrInvalidToken, ErrInsufficientScope, ErrNoToken} {
+	for _, sentinel := range []error{ErrInvalidToken, ErrInsufficientScope, ErrNoToken, ErrInvalidProof} {
 		if rest, ok := strings.CutPrefix(msg, sentinel.Error()+": "); ok {
+			rest, _ = strings.CutPrefix(rest, "dpop: ") // a refusal of package dpop
 			phrase, _, _ := strings.Cut(rest, ": ")
 			return phrase
 		}
 	}
 	return "the token is not valid"
+}
+
+// dpopChallenge is the DPoP challenge (RFC 9449 §7.1), without an error.
+func (v *Validator) dpopChallenge() string {
+	return `DPoP realm="` + v.opts.Realm + `", algs="` + v.dpop.algs + `"`
+}
+
+// isDPoPRequest reports whether r presents its token with the DPoP scheme.
+func isDPoPRequest(r *http.Request) bool {
+	_, isDPoP, err := authorization(r.Header)
+	return err == nil && isDPoP
 }

@@ -184,6 +184,10 @@ type Options struct {
 	// Nil means bitsalloc.Default() (41/10/12).
 	IDLayout *bitsalloc.BitsAllocator
 
+	// DPoP configures DPoP-bound tokens (RFC 9449): set DPoP.PublicURL to
+	// accept them. The zero value refuses every DPoP-bound token.
+	DPoP DPoP
+
 	// Realm names the protection space in WWW-Authenticate challenges. Empty
 	// means DefaultRealm.
 	Realm string

@@ -31,6 +31,10 @@ type validateAnswer struct {
 	ExpiresAt int64    `json:"exp"`
 	JTI       string   `json:"jti"`
 	WorkerID  int64    `json:"worker_id"`
+	// Confirmation is the token's cnf, for a DPoP-bound token.
+	Confirmation *struct {
+		JKT string `json:"jkt"`
+	} `json:"cnf"`
 }
 
 // oauthAnswer is the issuer's error body (RFC 6749 §5.2, RFC 6750 §3).
@@ -39,8 +43,9 @@ type oauthAnswer struct {
 	Description string `json:"error_description"`
 }
 
-// callIssuer asks GET /token/validate about raw, requiring scopes.
-func (v *Validator) callIssuer(ctx context.Context, raw string, scopes []string) (*Claims, error) {
+// callIssuer asks GET /token/validate about raw, requiring scopes, as a
+// bearer token or, with p, as the DPoP request p describes.
+func (v *Validator) callIssuer(ctx context.Context, raw string, scopes []string, p *presentation) (*Claims, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.opts.Timeout)
 	defer cancel()
 	u, q := v.validateURL, url.Values{}
@@ -58,6 +63,9 @@ func (v *Validator) callIssuer(ctx context.Context, raw string, scopes []string)
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+raw)
+	if p != nil {
+		v.setForwarded(req, raw, p)
+	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := v.http.Do(req) // a *url.Error names the URL, which holds no token
 	if err != nil {
@@ -75,7 +83,7 @@ func (v *Validator) callIssuer(ctx context.Context, raw string, scopes []string)
 	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden:
 		var a oauthAnswer
 		_ = json.Unmarshal(body, &a) // a body that does not parse leaves the default code
-		return nil, newRejection(resp.StatusCode, a)
+		return nil, newRejection(resp.StatusCode, a, resp.Header)
 	default:
 		err := fmt.Errorf("%w: GET /token/validate answered %d", ErrUnavailable, resp.StatusCode)
 		if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s > 0 {
@@ -104,11 +112,17 @@ func (v *Validator) claimsFromAnswer(body []byte) (*Claims, error) {
 	if v.opts.Audience != "" && !slices.Contains(a.Audience, v.opts.Audience) {
 		return nil, audienceMismatch(a.Audience, v.opts.Audience)
 	}
+	var jkt string
+	if a.Confirmation != nil {
+		if jkt = a.Confirmation.JKT; jkt == "" {
+			return nil, fmt.Errorf("%w: answer with a cnf without jkt", ErrUnavailable)
+		}
+	}
 	return &Claims{
 		Subject: a.Subject, ClientID: a.ClientID, Scopes: strings.Fields(a.Scope),
 		Issuer: a.Issuer, Audience: a.Audience,
 		IssuedAt: time.Unix(a.IssuedAt, 0), ExpiresAt: time.Unix(a.ExpiresAt, 0),
-		JTI: a.JTI, WorkerID: a.WorkerID,
+		JTI: a.JTI, WorkerID: a.WorkerID, JKT: jkt,
 	}, nil
 }
 
@@ -123,22 +137,46 @@ func issuerMismatch(iss, want string) error {
 }
 
 // rejection is the issuer turning a token down, with its OAuth error code,
-// which the middleware answers with. It wraps ErrInsufficientScope for a 403
-// and ErrInvalidToken otherwise.
+// which the middleware answers with. It wraps ErrInsufficientScope for a 403,
+// ErrInvalidProof for the DPoP codes (RFC 9449 §7.1, §9: invalid_dpop_proof,
+// use_dpop_nonce, with the issuer's DPoP-Nonce, which the middleware passes
+// on) and ErrInvalidToken otherwise.
 type rejection struct {
 	code, desc string
+	nonce      string
 	sentinel   error
 }
 
-func newRejection(status int, a oauthAnswer) *rejection {
+func newRejection(status int, a oauthAnswer, h http.Header) *rejection {
 	r := &rejection{code: "invalid_token", desc: a.Description, sentinel: ErrInvalidToken}
 	if status == http.StatusForbidden {
 		r.code, r.sentinel = "insufficient_scope", ErrInsufficientScope
 	}
+	if a.Error == "" {
+		a.Error = challengeError(h.Values("WWW-Authenticate"))
+	}
 	if isErrorCode(a.Error) {
 		r.code = a.Error
 	}
+	if r.code == "invalid_dpop_proof" || r.code == "use_dpop_nonce" {
+		r.sentinel = ErrInvalidProof
+	}
+	if n := h.Get("DPoP-Nonce"); isNonce(n) {
+		r.nonce = n
+	}
 	return r
+}
+
+// challengeError returns the error parameter of the first challenge that
+// has one, such as use_dpop_nonce in DPoP error="use_dpop_nonce", or "".
+func challengeError(challenges []string) string {
+	for _, c := range challenges {
+		if _, rest, ok := strings.Cut(c, `error="`); ok {
+			code, _, _ := strings.Cut(rest, `"`)
+			return code
+		}
+	}
+	return ""
 }
 
 func (r *rejection) Error() string {
