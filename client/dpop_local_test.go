@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -194,3 +195,42 @@ func TestDPoPOptions(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAuthenticateDPoP feeds Local mode's DPoP path arbitrary
+// Authorization and DPoP headers: none may panic, and nothing but the
+// valid token with its valid proof may pass.
+func FuzzAuthenticateDPoP(f *testing.F) {
+	now := time.Now() // fixed: the proof stays in its window
+	is := newFakeJWKS(f)
+	v := localValidator(f, is, now, client.Options{DPoP: client.DPoP{PublicURL: publicURL, Replay: neverSeen{}}})
+	key := prover(f)
+	cl := is.claims(now, "")
+	cl.Confirmation.JKT = key.Thumbprint()
+	tok := is.sign(f, cl)
+	proof := proofFor(f, key, "GET", publicURL+"/orders", tok, now)
+	for _, seed := range [][2]string{
+		{"DPoP " + tok, proof}, {"Bearer " + tok, proof}, {"dpop  " + tok + " ", proof}, {"DPoP " + tok, proof + "A"},
+		{"DPoP " + tok, ""}, {"DPoP", proof}, {"DPoP " + tok, strings.Replace(proof, ".", "..", 1)}, {"Basic x", "y"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, auth, dpopHeader string) {
+		req := httptest.NewRequest("GET", "/orders", nil)
+		req.Header["Authorization"] = []string{auth}
+		req.Header["Dpop"] = []string{dpopHeader}
+		_, err := v.Authenticate(req)
+		valid := strings.HasPrefix(strings.ToLower(auth), "dpop ") && strings.TrimSpace(auth[5:]) == tok && dpopHeader == proof
+		switch {
+		case err == nil && !valid:
+			t.Fatalf("accepted Authorization %q with DPoP %q", auth, dpopHeader)
+		case err != nil && valid:
+			t.Fatalf("refused the valid pair: %v", err)
+		}
+	})
+}
+
+// neverSeen is a replay record that records nothing, so that fuzzing may
+// send one proof many times.
+type neverSeen struct{}
+
+func (neverSeen) Seen(context.Context, string, time.Time, time.Time) (bool, error) { return false, nil }
