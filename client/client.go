@@ -1,11 +1,12 @@
 // Package client lets a service accept snowtoken access tokens: a Validator
-// checks a bearer token, and its net/http middleware answers 401, 403 or 503
-// on its own and hands the token's claims to the next handler. Routers that
-// take no http.Handler middleware, such as gin, call Authenticate and
-// WriteError (see Authenticate for the gin wiring).
+// checks a bearer or DPoP-bound token, and its net/http middleware answers
+// 401, 403 or 503 on its own and hands the token's claims to the next
+// handler. Routers that take no http.Handler middleware, such as gin, call
+// Authenticate and WriteError (see Authenticate for the gin wiring).
 //
-// It is a module of its own that needs the standard library and golang-jwt
-// only; a service adds it with
+// It is a module of its own that needs the standard library, golang-jwt
+// and, for DPoP (package dpop), go-json-experiment and edwards25519 only; a
+// service adds it with
 //
 //	go get github.com/snowtoken/snowtoken/client
 //
@@ -55,6 +56,33 @@
 // by default), or answers 5xx or anything unexpected, Validate returns an
 // error wrapping ErrUnavailable and the middleware answers 503 with
 // Retry-After and {"error":"temporarily_unavailable"}: never a pass.
+//
+// DPoP (RFC 9449). A token whose cnf.jkt binds it to a client's key counts
+// only when presented as Authorization: DPoP <token> with one DPoP header:
+// a proof signed by that key for this request. Options.DPoP.PublicURL
+// turns it on; without it every bound token is refused. What each mode
+// does with such a request, in order:
+//
+//  1. the proof: dpop.Checker.Check here, in every mode, for the method,
+//     htu = PublicURL + the request's escaped path (never its Host or
+//     X-Forwarded-* headers), ath of the token; the replay record is
+//     Options.DPoP.Replay (a MemoryReplay of this Validator by default:
+//     one replica's, see DPoP.Replay)
+//  2. the token: Local verifies it (its cnf comes with the JWT); a call
+//     to the issuer (Remote, Local with Check, FallbackRemote) sends
+//     Authorization: DPoP, the proof and the request as X-Forwarded-Method,
+//     -Proto, -Host and -Uri, skips the answer cache (each proof is checked
+//     by the issuer, against its record shared by every replica, so its
+//     answer is per request), and reads cnf from the answer
+//  3. the binding: the token's cnf.jkt is the proof key's thumbprint
+//
+// The issuer believes X-Forwarded-* only from SNOWTOKEN_TRUSTED_PROXIES: a
+// service that asks it about DPoP requests must be listed there (or use
+// Local mode with Skip or Follow); otherwise the issuer checks the proof
+// against its own URL and refuses it (401 invalid_dpop_proof). A token
+// with a cnf presented as Bearer is refused, in every mode (RFC 9449
+// §7.2), and so is one without a cnf presented as DPoP (see checkBinding).
+// A client makes proofs with dpop.Prover and dpop.Transport.
 //
 // Tokens are never logged, and never part of an error.
 package client
