@@ -234,3 +234,27 @@ func FuzzAuthenticateDPoP(f *testing.F) {
 type neverSeen struct{}
 
 func (neverSeen) Seen(context.Context, string, time.Time, time.Time) (bool, error) { return false, nil }
+
+// TestDPoPReplayRecordDown: a replay record that fails leaves the proof
+// unjudged: 503, never a pass.
+func TestDPoPReplayRecordDown(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	f := newFakeJWKS(t)
+	v := localValidator(t, f, now, client.Options{DPoP: client.DPoP{PublicURL: publicURL, Replay: downReplay{}}})
+	key := prover(t)
+	cl := f.claims(now, "")
+	cl.Confirmation.JKT = key.Thumbprint()
+	tok := f.sign(t, cl)
+	rec := serve(v.Middleware(middlewaretest.Echo), "GET", "/orders", "DPoP "+tok, proofFor(t, key, "GET", publicURL+"/orders", tok, now))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("got %d %s, want 503 with Retry-After", rec.Code, rec.Body)
+	}
+}
+
+// downReplay is a replay record whose store is down.
+type downReplay struct{}
+
+func (downReplay) Seen(context.Context, string, time.Time, time.Time) (bool, error) {
+	return false, errors.New("connection refused")
+}

@@ -35,6 +35,7 @@ type dpopIssuer struct {
 	untrusting bool              // ignores X-Forwarded-*, as for a peer not in SNOWTOKEN_TRUSTED_PROXIES
 	cnf        *string           // when set, the jkt answered ("" for no cnf) whatever the token's
 	calls      []http.Header
+	jwksOf     string // serves the JWKS of this server, when set
 }
 
 // newDPoPIssuer returns an issuer that requires nonce in proofs, unless
@@ -57,6 +58,19 @@ func newDPoPIssuer(t *testing.T, nonce string) *dpopIssuer {
 }
 
 func (is *dpopIssuer) serve(w http.ResponseWriter, r *http.Request) {
+	is.mu.Lock()
+	jwksOf := is.jwksOf
+	is.mu.Unlock()
+	if r.URL.Path == "/.well-known/jwks.json" && jwksOf != "" {
+		resp, err := http.Get(jwksOf + r.URL.Path)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(w, resp.Body)
+		return
+	}
 	is.mu.Lock()
 	is.calls = append(is.calls, r.Header.Clone())
 	jkt, known := is.tokens[strings.TrimPrefix(strings.TrimPrefix(r.Header.Get("Authorization"), "DPoP "), "Bearer ")]
@@ -226,4 +240,37 @@ func TestRemoteDPoPNonce(t *testing.T) {
 	if n := len(is.called()); n != 3 {
 		t.Errorf("%d calls to the issuer, want 3 (the probe, then the Transport's try and retry)", n)
 	}
+}
+
+// TestLocalCheckDPoP: Local mode with RevocationCheck Check verifies the
+// JWT and the proof here, then asks the issuer with the proof and the
+// forwarded request, every time: the stand-in serves the fake issuer's
+// JWKS and checks the proof again.
+func TestLocalCheckDPoP(t *testing.T) {
+	t.Parallel()
+	f := newFakeJWKS(t)
+	is := newDPoPIssuer(t, "")
+	is.set(func(is *dpopIssuer) { is.jwksOf = f.URL })
+	now := time.Now()
+	key := prover(t)
+	cl := f.claims(now, "orders:read")
+	cl.Issuer, cl.Confirmation.JKT = is.URL, key.Thumbprint()
+	tok := f.sign(t, cl)
+	is.set(func(is *dpopIssuer) { is.tokens[tok] = key.Thumbprint() })
+	v, err := client.New(client.Options{IssuerURL: is.URL, Mode: client.Local, CacheTTL: time.Minute,
+		DPoP: client.DPoP{PublicURL: publicURL}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := v.Middleware(middlewaretest.Echo, "orders:read")
+	for i := range 2 {
+		if rec := serve(h, "GET", "/orders", "DPoP "+tok, proofFor(t, key, "GET", publicURL+"/orders", tok, time.Now())); rec.Code != 200 {
+			t.Fatalf("request %d: got %d %s, want 200", i, rec.Code, rec.Body)
+		}
+	}
+	calls := is.called()
+	if len(calls) != 2 || calls[1].Get("Authorization") != "DPoP "+tok || calls[1].Get("X-Forwarded-Uri") != "/orders" {
+		t.Errorf("the issuer got %d calls, the last %v; want 2 with the DPoP token and the forwarded request", len(calls), calls)
+	}
+	wantRefused(t, "bound token as Bearer", serve(h, "GET", "/orders", "Bearer "+tok), "invalid_token")
 }
