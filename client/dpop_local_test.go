@@ -37,6 +37,14 @@ func proofFor(tb testing.TB, p *dpop.Prover, method, url, token string, now time
 	return proof
 }
 
+// bound is a token of f issued at now with scope, bound to key.
+func (f *fakeJWKS) bound(tb testing.TB, now time.Time, scope string, key *dpop.Prover) string {
+	tb.Helper()
+	cl := f.claims(now, scope)
+	cl.Confirmation.JKT = key.Thumbprint()
+	return f.sign(tb, cl)
+}
+
 // serve sends method target to h with the Authorization header auth and
 // the DPoP headers proofs, and returns the answer.
 func serve(h http.Handler, method, target, auth string, proofs ...string) *httptest.ResponseRecorder {
@@ -70,9 +78,7 @@ func TestLocalDPoP(t *testing.T) {
 	v := localValidator(t, f, now, client.Options{DPoP: client.DPoP{PublicURL: publicURL + "/"}})
 	h := v.Middleware(middlewaretest.Echo, "orders:read")
 	key, other := prover(t), prover(t)
-	cl := f.claims(now, "orders:read")
-	cl.Confirmation.JKT = key.Thumbprint()
-	tok := f.sign(t, cl)
+	tok := f.bound(t, now, "orders:read", key)
 	bearer := f.sign(t, f.claims(now, "orders:read"))
 	url := publicURL + "/orders"
 
@@ -123,9 +129,7 @@ func TestLocalDPoPPublicURLPath(t *testing.T) {
 	f := newFakeJWKS(t)
 	v := localValidator(t, f, now, client.Options{DPoP: client.DPoP{PublicURL: "https://api.example/orders-api/"}})
 	key := prover(t)
-	cl := f.claims(now, "")
-	cl.Confirmation.JKT = key.Thumbprint()
-	tok := f.sign(t, cl)
+	tok := f.bound(t, now, "", key)
 	h := v.Middleware(middlewaretest.Echo)
 	if rec := serve(h, "DELETE", "/orders/a%2Fb", "DPoP "+tok, proofFor(t, key, "DELETE", "https://api.example/orders-api/orders/a%2Fb", tok, now)); rec.Code != 200 {
 		t.Errorf("got %d %s, want 200", rec.Code, rec.Body)
@@ -140,9 +144,7 @@ func TestDPoPWithoutPublicURL(t *testing.T) {
 	f := newFakeJWKS(t)
 	v := localValidator(t, f, now, client.Options{})
 	key := prover(t)
-	cl := f.claims(now, "")
-	cl.Confirmation.JKT = key.Thumbprint()
-	tok := f.sign(t, cl)
+	tok := f.bound(t, now, "", key)
 	h := v.Middleware(middlewaretest.Echo)
 	for name, tc := range map[string]struct {
 		auth, desc string
@@ -204,9 +206,7 @@ func FuzzAuthenticateDPoP(f *testing.F) {
 	is := newFakeJWKS(f)
 	v := localValidator(f, is, now, client.Options{DPoP: client.DPoP{PublicURL: publicURL, Replay: neverSeen{}}})
 	key := prover(f)
-	cl := is.claims(now, "")
-	cl.Confirmation.JKT = key.Thumbprint()
-	tok := is.sign(f, cl)
+	tok := is.bound(f, now, "", key)
 	proof := proofFor(f, key, "GET", publicURL+"/orders", tok, now)
 	for _, seed := range [][2]string{
 		{"DPoP " + tok, proof}, {"Bearer " + tok, proof}, {"dpop  " + tok + " ", proof}, {"DPoP " + tok, proof + "A"},
@@ -243,9 +243,7 @@ func TestDPoPReplayRecordDown(t *testing.T) {
 	f := newFakeJWKS(t)
 	v := localValidator(t, f, now, client.Options{DPoP: client.DPoP{PublicURL: publicURL, Replay: downReplay{}}})
 	key := prover(t)
-	cl := f.claims(now, "")
-	cl.Confirmation.JKT = key.Thumbprint()
-	tok := f.sign(t, cl)
+	tok := f.bound(t, now, "", key)
 	rec := serve(v.Middleware(middlewaretest.Echo), "GET", "/orders", "DPoP "+tok, proofFor(t, key, "GET", publicURL+"/orders", tok, now))
 	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
 		t.Errorf("got %d %s, want 503 with Retry-After", rec.Code, rec.Body)
