@@ -157,11 +157,13 @@ func (v *Validator) checkProof(ctx context.Context, raw string, p *presentation)
 // token presented without a proof (proof nil) is bound to none (RFC 9449
 // §7.2: a bound token sent as a bearer token is refused).
 //
-// A token without cnf presented with the DPoP scheme is refused too: the
-// scheme says the token is bound, and accepting it would teach a client
-// that sends every token that way nothing of a token that lost its
-// binding (RFC 9449 §7.2 lets a resource accept it; failing closed costs
-// such a client only the scheme's name: Bearer).
+// A token without cnf presented with the DPoP scheme is refused too,
+// though a resource could accept it (its proof checks out): the scheme
+// claims a binding the token does not have, the issuer names DPoP only
+// tokens it bound, and refusing costs an honest client nothing but the
+// scheme's name (Bearer), where accepting would hide a token that lost
+// its binding on the way (a tampered or misissued one) behind a valid
+// proof.
 func checkBinding(c *Claims, proof *dpop.Proof) error {
 	switch {
 	case proof == nil && c.JKT != "":
