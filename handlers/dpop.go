@@ -58,7 +58,7 @@ func (s *Server) checkProof(c *gin.Context, proof, method, url, accessToken stri
 	switch {
 	case err == nil:
 		return p, nil
-	case errors.Is(err, token.ErrUnavailable):
+	case errors.Is(err, dpop.ErrReplayRecord): // redisstore's: token.ErrUnavailable, 503
 		return nil, err
 	case errors.Is(err, dpop.ErrRequest): // the forwarded URL, a gateway's
 		return nil, fmt.Errorf("%w: %s: %w", token.ErrInvalidRequest, hdrForwardedURI, err)
@@ -189,5 +189,5 @@ func (s *Server) checkBinding(c *gin.Context, raw string, asDPoP bool, v *token.
 // dpopChallenge is the WWW-Authenticate of a DPoP refusal at a resource
 // (RFC 9449 §7.1): the algorithms accepted and the error code.
 func (s *Server) dpopChallenge(code string) string {
-	return `DPoP algs="` + strings.Join(s.dpop.Algorithms(), " ") + `", error="` + code + `"`
+	return `DPoP realm="` + realm + `", algs="` + strings.Join(s.dpop.Algorithms(), " ") + `", error="` + code + `"`
 }

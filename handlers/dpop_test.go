@@ -120,7 +120,7 @@ func (e *env) validateDPoP(tb testing.TB, scheme, tok string, proofs []string, e
 func wantDPoPChallenge(tb testing.TB, r *response, code string) {
 	tb.Helper()
 	wantError(tb, r, http.StatusUnauthorized, code)
-	if h := r.Header.Get("WWW-Authenticate"); h != `DPoP algs="EdDSA ES256", error="`+code+`"` {
+	if h := r.Header.Get("WWW-Authenticate"); h != `DPoP realm="snowtoken", algs="EdDSA ES256", error="`+code+`"` {
 		tb.Errorf("WWW-Authenticate %q, want a DPoP challenge with error %q", h, code)
 	}
 }
