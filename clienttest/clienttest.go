@@ -24,6 +24,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/internal/redistest"
@@ -57,6 +58,14 @@ type Config struct {
 	// /revocations/events (package revfeed), which the client, an admin,
 	// may follow (client.Follow). Nil means no feed: those routes are 404.
 	Feed revfeed.Source
+	// TrustedProxies are the addresses and CIDRs whose X-Forwarded-*
+	// headers the issuer believes (SNOWTOKEN_TRUSTED_PROXIES): list
+	// "127.0.0.1" for a service under test that validates DPoP-bound
+	// tokens in Remote mode. Nil means none.
+	TrustedProxies []string
+	// DPoPNonces makes DPoP proofs carry a server nonce
+	// (SNOWTOKEN_DPOP_NONCE).
+	DPoPNonces bool
 }
 
 // Issuer is a running issuer.
@@ -67,6 +76,8 @@ type Issuer struct {
 	ClientID, ClientSecret string
 
 	srv     *httptest.Server
+	cfg     Config
+	proofs  dpop.ReplayCache // the store's shared record of DPoP proofs
 	mini    *miniredis.Miniredis
 	ownRDB  *redis.Client // the client of mini
 	handler atomic.Pointer[http.Handler]
@@ -108,7 +119,7 @@ func Start(cfg Config) (_ *Issuer, err error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	is := &Issuer{ClientID: cfg.ClientID, now: cfg.Now, hits: make(map[string]int), feed: cfg.Feed}
+	is := &Issuer{ClientID: cfg.ClientID, now: cfg.Now, hits: make(map[string]int), feed: cfg.Feed, cfg: cfg}
 	defer func() {
 		if err != nil {
 			is.Close()
@@ -152,10 +163,12 @@ func Start(cfg Config) (_ *Issuer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if is.svc, _, err = redisstore.NewService(cfg.Redis, redisstore.Options{Prefix: cfg.Prefix}, keys, is.ids,
+	var store *redisstore.Store
+	if is.svc, store, err = redisstore.NewService(cfg.Redis, redisstore.Options{Prefix: cfg.Prefix}, keys, is.ids,
 		token.Options{Issuer: is.URL, Now: is.now}, nil); err != nil {
 		return nil, err
 	}
+	is.proofs = store.Proofs()
 	if err := is.serve(is.svc); err != nil {
 		return nil, err
 	}
@@ -185,6 +198,7 @@ func (is *Issuer) serveKeys() error {
 func (is *Issuer) serve(svc *token.Service) error {
 	h, err := handlers.New(handlers.Options{
 		Service: svc, Clients: is.clients, IDs: is.ids, Logger: slog.New(slog.DiscardHandler), Feed: is.feed,
+		TrustedProxies: is.cfg.TrustedProxies, DPoP: dpop.Options{Replay: is.proofs}, DPoPNonces: is.cfg.DPoPNonces,
 	})
 	if err != nil {
 		return err
@@ -230,11 +244,22 @@ func (is *Issuer) Close() {
 // Token asks POST /token for a token with scope (space-separated; empty
 // means all of the client's).
 func (is *Issuer) Token(ctx context.Context, scope string) (string, error) {
+	return is.token(ctx, scope, is.srv.Client())
+}
+
+// DPoPToken asks POST /token for a token with scope bound to p's key (RFC
+// 9449), sending p's proofs through a dpop.Transport, which also follows
+// the issuer's nonces (Config.DPoPNonces).
+func (is *Issuer) DPoPToken(ctx context.Context, scope string, p *dpop.Prover) (string, error) {
+	return is.token(ctx, scope, &http.Client{Transport: &dpop.Transport{Base: is.srv.Client().Transport, Prover: p, Now: is.now}})
+}
+
+func (is *Issuer) token(ctx context.Context, scope string, hc *http.Client) (string, error) {
 	form := url.Values{"grant_type": {"client_credentials"}}
 	if scope != "" {
 		form.Set("scope", scope)
 	}
-	body, err := is.post(ctx, "/token", form)
+	body, err := is.post(ctx, "/token", form, hc)
 	if err != nil {
 		return "", err
 	}
@@ -249,18 +274,18 @@ func (is *Issuer) Token(ctx context.Context, scope string) (string, error) {
 
 // Revoke revokes raw with POST /token/revoke.
 func (is *Issuer) Revoke(ctx context.Context, raw string) error {
-	_, err := is.post(ctx, "/token/revoke", url.Values{"token": {raw}})
+	_, err := is.post(ctx, "/token/revoke", url.Values{"token": {raw}}, is.srv.Client())
 	return err
 }
 
-func (is *Issuer) post(ctx context.Context, path string, form url.Values) ([]byte, error) {
+func (is *Issuer) post(ctx context.Context, path string, form url.Values, hc *http.Client) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, is.URL+path, strings.NewReader(form.Encode()))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth(url.QueryEscape(is.ClientID), url.QueryEscape(is.ClientSecret))
-	resp, err := is.srv.Client().Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
