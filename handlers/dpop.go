@@ -177,6 +177,9 @@ func (s *Server) checkBinding(c *gin.Context, raw string, asDPoP bool, v *token.
 		return err
 	}
 	p, err := s.checkProof(c, proof, method, url, raw)
+	if _, forwarded := c.Request.Header[hdrForwardedMethod]; (errors.Is(err, dpop.ErrURL) || errors.Is(err, dpop.ErrMethod)) && forwarded && !s.fromTrustedProxy(c) {
+		return token.Describe(err, description(err)+"; the X-Forwarded-* headers were ignored: the caller is not in SNOWTOKEN_TRUSTED_PROXIES")
+	}
 	if err != nil {
 		return err
 	}

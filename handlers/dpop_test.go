@@ -290,7 +290,11 @@ func TestDPoPForwarded(t *testing.T) {
 	direct := newEnv(t) // no trusted proxies
 	k = newDPoPKey(t, "EdDSA")
 	tok = direct.boundToken(t, direct.Normal, k)
-	wantDPoPChallenge(t, direct.validateDPoP(t, "DPoP", tok, []string{k.proof(t, "PATCH", api, tok, "", now, nil)}, fwd), "invalid_dpop_proof")
+	r := direct.validateDPoP(t, "DPoP", tok, []string{k.proof(t, "PATCH", api, tok, "", now, nil)}, fwd)
+	wantDPoPChallenge(t, r, "invalid_dpop_proof")
+	if d, _ := r.object(t)["error_description"].(string); !strings.Contains(d, "not in SNOWTOKEN_TRUSTED_PROXIES") {
+		t.Errorf("forwarded headers from a caller that is not trusted: description %q does not say they were ignored", d)
+	}
 	if r := direct.validateDPoP(t, "DPoP", tok, []string{k.proof(t, "GET", direct.URL+"/token/validate", tok, "", now, nil)}, fwd); r.Status != http.StatusOK {
 		t.Errorf("a direct call's own URL, forwarded headers ignored: %d %s", r.Status, r.Body)
 	}

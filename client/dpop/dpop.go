@@ -335,14 +335,14 @@ func (c *Checker) verify(proof string, req Request, now time.Time) (*Proof, erro
 		return nil, fmt.Errorf("%w: jti of %d bytes, limit %d", ErrClaims, len(cl.JTI), MaxJTILength)
 	}
 	if cl.HTM != req.Method {
-		return nil, fmt.Errorf("%w: %q, request %q", ErrMethod, cl.HTM, req.Method)
+		return nil, fmt.Errorf("%w: htm %q, the request's %q", ErrMethod, cl.HTM, req.Method)
 	}
 	want, err := normalURL(req.URL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: URL: %w", ErrRequest, err)
 	}
 	if got, err := normalURL(cl.HTU); err != nil || got != want {
-		return nil, fmt.Errorf("%w: %q, request %q", ErrURL, cl.HTU, req.URL)
+		return nil, fmt.Errorf("%w: htu %q, the request's %q", ErrURL, cl.HTU, req.URL)
 	}
 	if c.nonce != nil && (cl.Nonce == "" || !c.nonce(cl.Nonce, now)) {
 		return nil, fmt.Errorf("%w: %q", ErrUseNonce, cl.Nonce)
