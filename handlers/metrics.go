@@ -128,6 +128,8 @@ func (m *metrics) validation(err error) {
 	case err == nil:
 	case errors.Is(err, token.ErrRevoked):
 		outcome = "revoked"
+	case errors.Is(err, ErrDPoPProof), errors.Is(err, ErrDPoPNonce), errors.Is(err, ErrDPoPBound):
+		outcome = "dpop_refused" // a bound token without its proof: a stolen token's sign
 	case errors.Is(err, token.ErrInvalidToken), errors.Is(err, ErrNoToken):
 		outcome = "invalid"
 	case errors.Is(err, token.ErrInsufficientScope):
