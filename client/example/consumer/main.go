@@ -7,7 +7,9 @@
 //
 // `consumer healthcheck` asks the running consumer's /healthz on loopback
 // and exits 1 unless it answers 200: the image's HEALTHCHECK (distroless
-// has no shell, curl or wget).
+// has no shell, curl or wget). `consumer call` is the other side, a service
+// that calls one with DPoP-bound tokens it gets with no shared secret
+// (call.go).
 //
 //	SNOWTOKEN_ISSUER_URL  the issuer's base URL, such as http://issuer:8080 (required)
 //	CONSUMER_ADDR         the address to listen on; default :8081
@@ -46,6 +48,9 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) == 1 && args[0] == "healthcheck" {
 		return healthcheck(ctx, cmp.Or(getenv("CONSUMER_ADDR"), defaultAddr))
+	}
+	if len(args) == 1 && args[0] == "call" {
+		return call(ctx, getenv, stdout)
 	}
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q: configure with SNOWTOKEN_ISSUER_URL and CONSUMER_ADDR", args)
