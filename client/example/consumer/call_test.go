@@ -65,7 +65,11 @@ func TestCall(t *testing.T) {
 	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	go func() { err := run(ctx, []string{"call"}, func(k string) string { return env[k] }, pw); pw.Close(); done <- err }()
+	go func() {
+		err := run(ctx, []string{"call"}, func(k string) string { return env[k] }, pw)
+		pw.Close()
+		done <- err
+	}()
 	sc := bufio.NewScanner(pr)
 	for sc.Scan() {
 		var l struct {
