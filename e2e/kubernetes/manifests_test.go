@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -30,6 +31,9 @@ type objects struct {
 	services        map[string]*corev1.Service
 	pdbs            map[string]*policyv1.PodDisruptionBudget
 	networkPolicies map[string]*networkingv1.NetworkPolicy
+	deployments     map[string]*appsv1.Deployment
+	serviceAccounts map[string]*corev1.ServiceAccount
+	roleBindings    map[string]*rbacv1.ClusterRoleBinding
 }
 
 // decode splits a multi-document YAML stream and decodes each document
@@ -38,7 +42,8 @@ type objects struct {
 func decode(tb testing.TB, name string, stream []byte) objects {
 	tb.Helper()
 	o := objects{map[string]*appsv1.StatefulSet{}, map[string]*corev1.Service{},
-		map[string]*policyv1.PodDisruptionBudget{}, map[string]*networkingv1.NetworkPolicy{}}
+		map[string]*policyv1.PodDisruptionBudget{}, map[string]*networkingv1.NetworkPolicy{},
+		map[string]*appsv1.Deployment{}, map[string]*corev1.ServiceAccount{}, map[string]*rbacv1.ClusterRoleBinding{}}
 	for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(stream), -1) {
 		if strings.TrimSpace(doc) == "" {
 			continue
@@ -66,6 +71,15 @@ func decode(tb testing.TB, name string, stream []byte) objects {
 		case "NetworkPolicy":
 			v := &networkingv1.NetworkPolicy{}
 			o.networkPolicies[meta.Metadata.Name], target = v, v
+		case "Deployment":
+			v := &appsv1.Deployment{}
+			o.deployments[meta.Metadata.Name], target = v, v
+		case "ServiceAccount":
+			v := &corev1.ServiceAccount{}
+			o.serviceAccounts[meta.Metadata.Name], target = v, v
+		case "ClusterRoleBinding":
+			v := &rbacv1.ClusterRoleBinding{}
+			o.roleBindings[meta.Metadata.Name], target = v, v
 		default:
 			tb.Fatalf("%s, document %d: kind %q has no check here", name, i, meta.Kind)
 		}
@@ -391,4 +405,119 @@ func TestOverlayManagedRedis(t *testing.T) {
 	if e := env(c, "SNOWTOKEN_REDIS_URL"); e == nil || !strings.HasPrefix(e.Value, "rediss://") {
 		t.Errorf("SNOWTOKEN_REDIS_URL = %s: want the managed Redis over TLS (the patch by index missed it?)", fmt.Sprint(e))
 	}
+}
+
+// TestOverlayWorkloads: the production overlay with a workload that gets
+// DPoP-bound tokens with no secret (its projected service-account token,
+// for the issuer's URL alone) and a service that checks them; the issuer
+// may read the cluster's keys and nothing else.
+func TestOverlayWorkloads(t *testing.T) {
+	o := kustomize(t, "overlays/workloads")
+	checkIssuer(t, o)
+	checkRedis(t, o)
+	ss := o.statefulSets["snowtoken"]
+	ic := ss.Spec.Template.Spec.Containers[0]
+	issuer := env(ic, "SNOWTOKEN_ISSUER")
+	if issuer == nil || !strings.HasPrefix(issuer.Value, "https://") {
+		t.Fatalf("SNOWTOKEN_ISSUER = %+v", issuer)
+	}
+
+	// The issuer's identity towards the API server: a projected token and the CA.
+	if ss.Spec.Template.Spec.ServiceAccountName != "snowtoken" || o.serviceAccounts["snowtoken"] == nil {
+		t.Errorf("the issuer runs as service account %q; want snowtoken, declared", ss.Spec.Template.Spec.ServiceAccountName)
+	}
+	if !projects(ss.Spec.Template.Spec, ic, "/run/secrets/kubernetes", "", true) {
+		t.Error("the issuer has no projected API-server token and cluster CA at /run/secrets/kubernetes")
+	}
+	crb := o.roleBindings["snowtoken-service-account-issuer-discovery"]
+	if crb == nil || crb.RoleRef.Kind != "ClusterRole" || crb.RoleRef.Name != "system:service-account-issuer-discovery" ||
+		len(crb.Subjects) != 1 || crb.Subjects[0].Kind != "ServiceAccount" || crb.Subjects[0].Name != "snowtoken" || crb.Subjects[0].Namespace != ss.Namespace {
+		t.Errorf("ClusterRoleBinding %+v: want system:service-account-issuer-discovery for snowtoken/snowtoken alone", crb)
+	}
+	if len(o.roleBindings) != 1 {
+		t.Errorf("%d ClusterRoleBindings, want the one", len(o.roleBindings))
+	}
+
+	// The caller: no secret, a token for the issuer's URL alone.
+	caller := o.deployments["orders-caller"]
+	if caller == nil {
+		t.Fatal("no Deployment orders-caller")
+	}
+	pod := caller.Spec.Template.Spec
+	cc := pod.Containers[0]
+	checkHardened(t, "orders-caller", pod, cc)
+	for _, v := range pod.Volumes {
+		if v.Secret != nil || v.Projected != nil && slices.ContainsFunc(v.Projected.Sources, func(p corev1.VolumeProjection) bool { return p.Secret != nil }) {
+			t.Errorf("orders-caller mounts a Secret (%s): it should need none", v.Name)
+		}
+	}
+	for _, e := range cc.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil || strings.Contains(e.Name, "SECRET") {
+			t.Errorf("orders-caller has a secret in its environment: %s", e.Name)
+		}
+	}
+	if pod.ServiceAccountName != "orders-caller" || o.serviceAccounts["orders-caller"] == nil {
+		t.Errorf("orders-caller runs as %q; want its own service account, declared", pod.ServiceAccountName)
+	}
+	tokenFile := env(cc, "CALL_TOKEN_FILE")
+	if tokenFile == nil || !projects(pod, cc, filepath.Dir(tokenFile.Value), issuer.Value, false) {
+		t.Errorf("CALL_TOKEN_FILE %+v is not a projected service-account token whose audience is %s", tokenFile, issuer.Value)
+	}
+	if !slices.Equal(cc.Args, []string{"call"}) || env(cc, "CALL_CLIENT_ID") == nil {
+		t.Errorf("orders-caller runs %q with CALL_CLIENT_ID %+v; want `consumer call` as a client", cc.Args, env(cc, "CALL_CLIENT_ID"))
+	}
+	if u := env(cc, "SNOWTOKEN_ISSUER_URL"); u == nil || u.Value != issuer.Value {
+		t.Errorf("orders-caller asks %+v for tokens; its DPoP proofs must name the issuer's public URL %s", u, issuer.Value)
+	}
+
+	// orders: checks DPoP-bound tokens at the URL the caller calls.
+	orders := o.deployments["orders"]
+	if orders == nil {
+		t.Fatal("no Deployment orders")
+	}
+	oc := orders.Spec.Template.Spec.Containers[0]
+	checkHardened(t, "orders", orders.Spec.Template.Spec, oc)
+	public, target := env(oc, "CONSUMER_PUBLIC_URL"), env(cc, "CALL_URL")
+	if public == nil || target == nil || !strings.HasPrefix(target.Value, strings.TrimRight(public.Value, "/")+"/") {
+		t.Errorf("orders' CONSUMER_PUBLIC_URL %+v is not the origin of the caller's CALL_URL %+v: the proofs would name another URL", public, target)
+	}
+	if s := o.services["orders"]; s == nil || s.Spec.Selector["app.kubernetes.io/name"] != "orders" {
+		t.Error("no Service orders")
+	}
+	for _, d := range []*appsv1.Deployment{caller, orders} {
+		if d.Spec.Template.Labels["snowtoken.io/client"] != "true" {
+			t.Errorf("%s is not labelled snowtoken.io/client: the issuer's NetworkPolicy keeps it out", d.Name)
+		}
+	}
+	// orders validates in Remote mode, which forwards the original request.
+	if p := env(ic, "SNOWTOKEN_TRUSTED_PROXIES"); p == nil || p.Value == "" {
+		t.Error("SNOWTOKEN_TRUSTED_PROXIES is not set: the issuer would check every proof orders forwards against its own URL")
+	}
+}
+
+// projects reports whether pod mounts at dir, in container c, read-only, a
+// projected volume with a service-account token whose audience is audience
+// ("" for the API server's), and with withCA the cluster's CA as well.
+func projects(pod corev1.PodSpec, c corev1.Container, dir, audience string, withCA bool) bool {
+	for _, m := range c.VolumeMounts {
+		if m.MountPath != dir || !m.ReadOnly {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name || v.Projected == nil {
+				continue
+			}
+			token, ca := false, false
+			for _, src := range v.Projected.Sources {
+				if sa := src.ServiceAccountToken; sa != nil && sa.Audience == audience && sa.Path == "token" {
+					token = true
+				}
+				if cm := src.ConfigMap; cm != nil && cm.Name == "kube-root-ca.crt" {
+					ca = true
+				}
+			}
+			return token && (ca || !withCA)
+		}
+	}
+	return false
 }
