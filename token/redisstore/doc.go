@@ -20,6 +20,11 @@
 //	                                                      package revlog, which follows the log
 //	st:dpop:<id>      = 1                                 TTL: the proof's acceptance window left and the
 //	                                                      leeway: an accepted DPoP proof's ID (Proofs)
+//	st:assertion:<id> = 1                                 TTL: the client assertion's exp left and the
+//	                                                      leeway: an accepted assertion's jti, hashed with
+//	                                                      its client ID (Assertions). Gone early (evicted,
+//	                                                      lost on failover): that assertion could be
+//	                                                      replayed until its exp, at most a few minutes
 //	st:ready:<random> = 1                                 TTL 1 min: Ready's write probe
 //
 // Both keys of a subject share the {<sub>} hash tag, so that the scripts that

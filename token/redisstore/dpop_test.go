@@ -12,7 +12,7 @@ import (
 )
 
 // The Store is the record of accepted DPoP proofs that every replica shares.
-var _ dpop.ReplayCache = (*redisstore.Proofs)(nil)
+var _ dpop.ReplayCache = (*redisstore.Replays)(nil)
 
 // TestProofsSeen: a proof's ID is recorded once, across replicas (two Stores
 // on one Redis), and of concurrent proofs with the same ID exactly one

@@ -1,0 +1,312 @@
+// Package clientauth checks client assertions: JWTs a client sends as
+// client_assertion (client_assertion_type AssertionType, RFC 7523 §2.2) to
+// authenticate at the token endpoint without a shared secret. A client is
+// registered (Registration) for one of two kinds:
+//
+//	private_key_jwt    (RFC 7523, OIDC Core §9) the client signs the assertion with a key
+//	                   of its own, published inline (jwks) or at a URL (jwks_uri):
+//	                   iss = sub = client ID, aud = ours, exp ≤ now + MaxLifetime,
+//	                   jti single-use (ReplayCache, shared by every replica)
+//	workload identity  an issuer the operator trusts signed the assertion for the workload,
+//	                   such as a Kubernetes projected service-account token: iss and sub
+//	                   are the ones registered, aud = ours, exp − iat ≤ MaxWorkloadLifetime,
+//	                   keys from the issuer's jwks_uri or its OIDC discovery document;
+//	                   the jti is not single-use (see WorkloadIdentity)
+//
+// Verify checks, in this order, each failure refusing the assertion:
+//
+//	size ≤ MaxAssertionBytes → header: alg in Algorithms, kid a string → the key:
+//	the kid's, of alg's type (Fetcher for a URL: cached; an unknown kid refreshes
+//	the set, at most once per Options.Fetch.MinRefresh) → signature → iss, sub,
+//	aud, exp (required), nbf, iat (with Leeway) → lifetime bound → jti (replay)
+//
+// The keys of a URL are cached by the Fetcher, which the caller keeps across
+// reloads of its clients: a set whose URL is unchanged is not fetched again.
+package clientauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// AssertionType is the client_assertion_type of a JWT assertion (RFC 7523 §2.2).
+const AssertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+// MaxAssertionBytes bounds an assertion, checked before it is parsed. A
+// Kubernetes service-account token is about 1 KiB (its claims name the
+// pod and node), an RS256 one with a 4096-bit key 1.5 KiB.
+const MaxAssertionBytes = 8 << 10
+
+// Errors. Every one but ErrUnavailable refuses the client (invalid_client);
+// their texts name claims and kids, never key material.
+var (
+	ErrTooLarge     = errors.New("clientauth: client assertion too large")
+	ErrMalformed    = errors.New("clientauth: malformed client assertion")
+	ErrAlgorithm    = errors.New("clientauth: signing algorithm not accepted")
+	ErrUnknownKey   = errors.New("clientauth: no key for the client assertion")
+	ErrWrongKey     = errors.New("clientauth: key does not fit the algorithm")
+	ErrSignature    = errors.New("clientauth: client assertion signature invalid")
+	ErrClaims       = errors.New("clientauth: client assertion claims refused")
+	ErrReplayed     = errors.New("clientauth: client assertion already used")
+	ErrJWKS         = errors.New("clientauth: bad key set")
+	ErrPrivateKey   = errors.New("clientauth: key set holds private or secret key material")
+	ErrFetch        = errors.New("clientauth: key set cannot be fetched")
+	ErrUnavailable  = errors.New("clientauth: replay record unavailable")
+	ErrRegistration = errors.New("clientauth: bad registration")
+)
+
+// ReplayCache records the jti of accepted assertions: package client/dpop's
+// ReplayCache shape, which redisstore.Replays (shared by every replica) and
+// dpop.MemoryReplay (one process, tests) implement. Seen records id until
+// until and reports whether it was recorded already, as one atomic step.
+type ReplayCache interface {
+	Seen(ctx context.Context, id string, now, until time.Time) (bool, error)
+}
+
+// Options configure a Verifier. Audiences and Replay are required.
+type Options struct {
+	// Audiences are the aud values an assertion may name, one of which it
+	// must: the issuer and the token endpoint's URL (RFC 7523 §3).
+	Audiences []string
+	// Replay records the jti of private_key_jwt assertions.
+	Replay ReplayCache
+	// MaxLifetime bounds how far ahead of now a private_key_jwt
+	// assertion's exp may be. Zero means 5 min; more than MaxMaxLifetime
+	// is refused by New.
+	MaxLifetime time.Duration
+	// MaxWorkloadLifetime bounds a workload identity token's lifetime
+	// (exp − iat, and exp − now). Zero means 24 h; more than 7 days is
+	// refused by New.
+	MaxWorkloadLifetime time.Duration
+	// Leeway is the clock skew allowed on exp, nbf and iat. Zero means 30 s.
+	Leeway time.Duration
+	// Fetch configures the Fetcher of key sets at a URL.
+	Fetch FetchOptions
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Bounds of the lifetimes.
+const (
+	MaxMaxLifetime         = time.Hour
+	MaxMaxWorkloadLifetime = 7 * 24 * time.Hour
+)
+
+// Registration is how one client authenticates with an assertion: Keys
+// (inline jwks) or JWKSURI for private_key_jwt, or Workload.
+type Registration struct {
+	ClientID string
+	Keys     *KeySet
+	JWKSURI  string
+	Workload *WorkloadIdentity
+}
+
+// Verifier checks client assertions. It is safe for concurrent use, and
+// outlives reloads of the clients (its Fetcher's cache).
+type Verifier struct {
+	opts    Options
+	fetcher *Fetcher
+}
+
+// New returns a Verifier.
+func New(opts Options) (*Verifier, error) {
+	if len(opts.Audiences) == 0 || opts.Replay == nil {
+		return nil, errors.New("clientauth: Audiences and Replay are required")
+	}
+	if opts.MaxLifetime == 0 {
+		opts.MaxLifetime = 5 * time.Minute
+	}
+	if opts.MaxWorkloadLifetime == 0 {
+		opts.MaxWorkloadLifetime = 24 * time.Hour
+	}
+	if opts.Leeway == 0 {
+		opts.Leeway = 30 * time.Second
+	}
+	switch {
+	case opts.MaxLifetime < 0 || opts.MaxLifetime > MaxMaxLifetime:
+		return nil, fmt.Errorf("clientauth: MaxLifetime %v: want at most %v", opts.MaxLifetime, MaxMaxLifetime)
+	case opts.MaxWorkloadLifetime < 0 || opts.MaxWorkloadLifetime > MaxMaxWorkloadLifetime:
+		return nil, fmt.Errorf("clientauth: MaxWorkloadLifetime %v: want at most %v", opts.MaxWorkloadLifetime, MaxMaxWorkloadLifetime)
+	case opts.Leeway < 0 || opts.Leeway > 5*time.Minute:
+		return nil, fmt.Errorf("clientauth: Leeway %v: want at most 5m", opts.Leeway)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Fetch.Now == nil {
+		opts.Fetch.Now = opts.Now
+	}
+	return &Verifier{opts: opts, fetcher: NewFetcher(opts.Fetch)}, nil
+}
+
+// Fetcher is the Verifier's cache of key sets at URLs.
+func (v *Verifier) Fetcher() *Fetcher { return v.fetcher }
+
+// Subject returns the sub of an assertion, unverified: the client ID of a
+// private_key_jwt assertion sent without client_id, to find its
+// registration, which Verify then checks it against.
+func Subject(assertion string) (string, error) {
+	if len(assertion) > MaxAssertionBytes {
+		return "", fmt.Errorf("%w: more than %d bytes", ErrTooLarge, MaxAssertionBytes)
+	}
+	var claims jwt.RegisteredClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(assertion, &claims); err != nil {
+		return "", fmt.Errorf("%w: not a JWT with a JSON claims set", ErrMalformed)
+	}
+	if claims.Subject == "" {
+		return "", fmt.Errorf("%w: no sub, and no client_id", ErrClaims)
+	}
+	return claims.Subject, nil
+}
+
+// Verify checks assertion for the client reg (see the package doc).
+func (v *Verifier) Verify(ctx context.Context, reg Registration, assertion string) error {
+	if len(assertion) > MaxAssertionBytes {
+		return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, MaxAssertionBytes)
+	}
+	now := v.opts.Now()
+	iss, sub := reg.ClientID, reg.ClientID
+	if reg.Workload != nil {
+		iss, sub = reg.Workload.Issuer, reg.Workload.Subject
+	}
+	var claims jwt.RegisteredClaims
+	var keyErr error
+	keyed := false // the keyfunc ran: the alg was one of Algorithms
+	p := jwt.NewParser(jwt.WithValidMethods(Algorithms), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
+		jwt.WithLeeway(v.opts.Leeway), jwt.WithTimeFunc(func() time.Time { return now }),
+		jwt.WithIssuer(iss), jwt.WithSubject(sub), jwt.WithAudience(v.opts.Audiences...))
+	_, err := p.ParseWithClaims(assertion, &claims, func(t *jwt.Token) (any, error) {
+		keyed = true
+		kid, ok := t.Header["kid"].(string)
+		if !ok && t.Header["kid"] != nil {
+			keyErr = fmt.Errorf("%w: kid is not a string", ErrMalformed)
+			return nil, keyErr
+		}
+		var key any
+		key, keyErr = v.key(ctx, reg, kid, t.Method.Alg())
+		return key, keyErr
+	})
+	if keyErr != nil {
+		return keyErr
+	}
+	if err != nil {
+		return parseError(err, keyed, claims)
+	}
+	if reg.Workload != nil {
+		return v.checkWorkload(claims, now)
+	}
+	return v.checkPrivateKeyJWT(ctx, reg.ClientID, claims, now)
+}
+
+// checkPrivateKeyJWT bounds a private_key_jwt assertion's exp and records
+// its jti, refusing a jti recorded already.
+func (v *Verifier) checkPrivateKeyJWT(ctx context.Context, clientID string, claims jwt.RegisteredClaims, now time.Time) error {
+	exp := claims.ExpiresAt.Time
+	if exp.Sub(now) > v.opts.MaxLifetime+v.opts.Leeway {
+		return fmt.Errorf("%w: exp is more than %v ahead", ErrClaims, v.opts.MaxLifetime)
+	}
+	if claims.ID == "" {
+		return fmt.Errorf("%w: no jti", ErrClaims)
+	}
+	// The record's ID is the hash of the client and the jti: bounded in
+	// length, and one client's jti never spends another's.
+	sum := sha256.Sum256([]byte(clientID + "\x00" + claims.ID))
+	seen, err := v.opts.Replay.Seen(ctx, hex.EncodeToString(sum[:]), now, exp.Add(v.opts.Leeway))
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case seen:
+		return fmt.Errorf("%w: jti %.64q", ErrReplayed, claims.ID)
+	}
+	return nil
+}
+
+// checkWorkload bounds a workload identity token's lifetime. Its jti is
+// not recorded: see WorkloadIdentity.
+func (v *Verifier) checkWorkload(claims jwt.RegisteredClaims, now time.Time) error {
+	max := v.opts.MaxWorkloadLifetime
+	exp := claims.ExpiresAt.Time
+	if exp.Sub(now) > max+v.opts.Leeway {
+		return fmt.Errorf("%w: exp is more than %v ahead", ErrClaims, max)
+	}
+	if claims.IssuedAt != nil && exp.Sub(claims.IssuedAt.Time) > max {
+		return fmt.Errorf("%w: the token lives longer (exp − iat) than %v", ErrClaims, max)
+	}
+	return nil
+}
+
+// key returns the key that verifies an assertion for reg signed with alg
+// under kid. A URL's set is refreshed once when it has no such key.
+func (v *Verifier) key(ctx context.Context, reg Registration, kid, alg string) (any, error) {
+	if reg.Keys != nil {
+		return reg.Keys.find(kid, alg)
+	}
+	src, err := reg.source()
+	if err != nil {
+		return nil, err
+	}
+	ks, err := v.fetcher.Keys(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ks.find(kid, alg)
+	if !errors.Is(err, ErrUnknownKey) {
+		return key, err
+	}
+	// A key the set did not have when fetched: the issuer may have
+	// rotated. Refresh says when it may not fetch yet.
+	if ks, ferr := v.fetcher.Refresh(ctx, src); ferr == nil {
+		return ks.find(kid, alg)
+	}
+	return nil, err
+}
+
+// source is where reg's keys are fetched from.
+func (reg Registration) source() (Source, error) {
+	switch {
+	case reg.Workload != nil:
+		return reg.Workload.source(), nil
+	case reg.JWKSURI != "":
+		return Source{URL: reg.JWKSURI}, nil
+	}
+	return Source{}, fmt.Errorf("%w: client %q has no keys", ErrRegistration, reg.ClientID)
+}
+
+// parseError turns golang-jwt's error into one of ours (keyed: the
+// keyfunc ran), with a text of our
+// own: a library's text would tell the client of internals.
+func parseError(err error, keyed bool, claims jwt.RegisteredClaims) error {
+	switch {
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return fmt.Errorf("%w: not a signed JWT (three base64url parts, JSON header and claims)", ErrMalformed)
+	case errors.Is(err, jwt.ErrTokenUnverifiable), errors.Is(err, jwt.ErrTokenSignatureInvalid) && !keyed:
+		// An alg golang-jwt does not know, or one not in Algorithms
+		// (none, HS256): refused before any key is looked up.
+		return fmt.Errorf("%w: want one of %v", ErrAlgorithm, Algorithms)
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return ErrSignature
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return fmt.Errorf("%w: exp, iss, sub and aud are required", ErrClaims)
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return fmt.Errorf("%w: expired", ErrClaims)
+	case errors.Is(err, jwt.ErrTokenNotValidYet):
+		return fmt.Errorf("%w: nbf is in the future", ErrClaims)
+	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return fmt.Errorf("%w: iat is in the future", ErrClaims)
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return fmt.Errorf("%w: iss %.64q is not the one registered", ErrClaims, claims.Issuer)
+	case errors.Is(err, jwt.ErrTokenInvalidSubject):
+		return fmt.Errorf("%w: sub %.64q is not the one registered", ErrClaims, claims.Subject)
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return fmt.Errorf("%w: aud must name this issuer or its token endpoint", ErrClaims)
+	case errors.Is(err, jwt.ErrTokenInvalidClaims):
+		return fmt.Errorf("%w: a claim has the wrong type", ErrClaims)
+	}
+	return fmt.Errorf("%w: not accepted", ErrMalformed)
+}
