@@ -18,6 +18,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/snowtoken/snowtoken/token/clientauth"
 )
 
 // Client is an OAuth2 client allowed to ask for tokens, as the clients file
@@ -26,8 +27,11 @@ import (
 // with a constant-time compare is as safe as a slow one and keeps issuing
 // cheap (bcrypt is why Ory Hydra issues ~500/s).
 type Client struct {
-	ID           string `json:"id"`
-	SecretSHA256 string `json:"secret_sha256"`
+	ID string `json:"id"`
+	// SecretSHA256 is the hex SHA-256 of the client's secret: required for
+	// a client that authenticates with one, absent for one that sends
+	// client assertions (private_key_jwt, workload_identity).
+	SecretSHA256 string `json:"secret_sha256,omitempty"`
 	// SecretExpires, if set, is when the secret stops authenticating
 	// (Hydra's client_secret_expires_at). Zero means never.
 	SecretExpires time.Time `json:"secret_expires,omitzero"`
@@ -73,7 +77,26 @@ type Client struct {
 	// token. Without it a client may still send a proof and get a bound
 	// token.
 	DPoPBoundAccessTokens bool `json:"dpop_bound_access_tokens,omitempty"`
+	// TokenEndpointAuthMethod (RFC 7591 §2) is how the client authenticates:
+	// AuthSecretBasic or AuthSecretPost (with its secret, that way only),
+	// or AuthPrivateKeyJWT (an assertion signed with a key of JWKS or
+	// JWKSURI; no secret). Empty means, for a client with a secret, either
+	// secret method (listed as client_secret_basic, RFC 7591's default),
+	// and for a client with WorkloadIdentity, that: see clientauth.
+	TokenEndpointAuthMethod string `json:"token_endpoint_auth_method,omitempty"`
+	// JWKS (RFC 7591 §2: {"keys": [...]}, public keys only) or JWKSURI
+	// (https; http only to localhost) holds a private_key_jwt client's
+	// keys: exactly one of the two. The URL's set is fetched and cached
+	// (clientauth.Fetcher).
+	JWKS    json.RawMessage `json:"jwks,omitempty"`
+	JWKSURI string          `json:"jwks_uri,omitempty"`
+	// WorkloadIdentity, if set, authenticates the client with a token
+	// that an issuer the operator trusts made for a workload, such as a
+	// Kubernetes projected service-account token: no secret, no keys of
+	// its own.
+	WorkloadIdentity *clientauth.WorkloadIdentity `json:"workload_identity,omitempty"`
 
+	keys        *clientauth.KeySet // JWKS, parsed
 	secretSum   [sha256.Size]byte
 	previousSum [sha256.Size]byte // zero without a previous secret
 }
@@ -130,6 +153,9 @@ func NewClients(list []Client) (*Clients, error) {
 		if _, dup := cs.byID[c.ID]; dup {
 			return nil, fmt.Errorf("%w: client %q listed twice", ErrClientsFile, c.ID)
 		}
+		if err := c.checkMethod(); err != nil {
+			return nil, fmt.Errorf("%w: client %q: %w", ErrClientsFile, c.ID, err)
+		}
 		if err := c.checkSecrets(); err != nil {
 			return nil, fmt.Errorf("%w: client %q: %w", ErrClientsFile, c.ID, err)
 		}
@@ -163,8 +189,15 @@ func NewClients(list []Client) (*Clients, error) {
 }
 
 // checkSecrets decodes the client's secret hashes into secretSum and
-// previousSum, and checks that a previous secret comes with its expiry.
+// previousSum, and checks that a previous secret comes with its expiry. A
+// client that authenticates with assertions must have none.
 func (c *Client) checkSecrets() error {
+	if !c.UsesSecret() {
+		if c.SecretSHA256 != "" || !c.SecretExpires.IsZero() || c.PreviousSecretSHA256 != "" || !c.PreviousSecretExpires.IsZero() {
+			return fmt.Errorf("a %s client has no secret: remove secret_sha256, secret_expires and the previous secret", c.Method())
+		}
+		return nil
+	}
 	if err := decodeSum(c.SecretSHA256, &c.secretSum); err != nil {
 		return fmt.Errorf("secret_sha256: %w", err)
 	}
@@ -292,7 +325,8 @@ func where(f ClientsFile, err error) string {
 }
 
 // Authenticate returns the client whose ID and secret match at time now, or
-// ErrInvalidClient. The secret may be the client's current one until its
+// ErrInvalidClient (a client without a secret, too: see UsesSecret). The
+// secret may be the client's current one until its
 // SecretExpires, or its previous one until PreviousSecretExpires. It takes
 // the same time whether the ID is unknown or the secret wrong, and whichever
 // of the two secrets matches: both are always compared.
@@ -315,7 +349,7 @@ func (cs *Clients) Authenticate(id, secret string, now time.Time) (*Client, erro
 	currentMatch := subtle.ConstantTimeCompare(sum[:], current[:])
 	previousMatch := subtle.ConstantTimeCompare(sum[:], previous[:])
 	switch {
-	case !ok || c.Disabled:
+	case !ok || c.Disabled || !c.UsesSecret():
 		return nil, ErrInvalidClient
 	case currentMatch&currentLive|previousMatch&previousLive == 1:
 		return c, nil
