@@ -12,27 +12,46 @@ import (
 )
 
 // authenticateClient is Clients.Authenticate behind the failed-authentication
-// limit (Options.AuthLimiter), keyed by the client ID and by the client's
-// address (clientAddr: behind a proxy not in Options.TrustedProxies, every
-// client shares the proxy's address key). A key this process knows to
-// be limited is refused before the secret is checked, from memory; a
-// success costs nothing more; only a failure is recorded in Redis, and the
-// one that uses up a key's failures is refused (429) instead of a 401. If
-// Redis cannot record the failure, the answer is 503: the failing path
-// fails closed, the succeeding one does not depend on the limiter.
-func (s *Server) authenticateClient(c *gin.Context, id, secret string) (*token.Client, error) {
+// limit (limited). A client whose token_endpoint_auth_method is not method
+// (AuthSecretBasic, AuthSecretPost; empty: any secret method, on the routes
+// without a body) is refused after its secret is checked.
+func (s *Server) authenticateClient(c *gin.Context, id, secret, method string) (*token.Client, error) {
+	return s.limited(c, id, func() (*token.Client, error) {
+		client, err := s.clients.Authenticate(id, secret, s.now())
+		if err == nil && method != "" && !client.MaySendSecretBy(method) {
+			return nil, fmt.Errorf("%w: this client authenticates by %s", token.ErrInvalidClient, client.Method())
+		}
+		return client, err
+	})
+}
+
+// limited runs check, which authenticates client id, behind the
+// failed-authentication limit (Options.AuthLimiter), keyed by the client ID
+// and by the client's address (clientAddr: behind a proxy not in
+// Options.TrustedProxies, every client shares the proxy's address key). A
+// key this process knows to be limited is refused before check runs, from
+// memory; a success costs nothing more; only a failure is recorded in
+// Redis, and the one that uses up a key's failures is refused (429)
+// instead of a 401. If Redis cannot record the failure, the answer is 503:
+// the failing path fails closed, the succeeding one does not depend on the
+// limiter. A failure of the service itself (token.ErrUnavailable, such as
+// the record of client assertions) is not the client's: not recorded.
+func (s *Server) limited(c *gin.Context, id string, check func() (*token.Client, error)) (*token.Client, error) {
 	l := s.opts.AuthLimiter
 	if l == nil {
-		return s.clients.Authenticate(id, secret, s.now())
+		return check()
 	}
 	keys := [...]authlimit.Key{{Kind: authlimit.Client, Name: id}, {Kind: authlimit.Address, Name: clientAddr(c)}}
 	if err := l.Blocked(keys[:]...); err != nil {
 		s.rateLimited(c, id, err)
 		return nil, err
 	}
-	client, err := s.clients.Authenticate(id, secret, s.now())
+	client, err := check()
 	if err == nil {
 		return client, nil
+	}
+	if errors.Is(err, token.ErrUnavailable) {
+		return nil, err
 	}
 	s.metrics.authFailures.Inc()
 	switch ferr := l.Fail(c.Request.Context(), keys[:]...); {

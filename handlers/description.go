@@ -8,7 +8,7 @@ import (
 
 // ownPackages are the prefixes of this module's sentinel errors' texts
 // ("token: invalid token").
-var ownPackages = [...]string{"token: ", "handlers: ", "snowflakealg: ", "bitsalloc: ", "jwtpolicy: ", "lease: ", "revfeed: ", "redisstore: ", "dpop: "}
+var ownPackages = [...]string{"token: ", "handlers: ", "snowflakealg: ", "bitsalloc: ", "jwtpolicy: ", "lease: ", "revfeed: ", "redisstore: ", "dpop: ", "clientauth: "}
 
 // description is what a client is told of err: the description
 // token.Describe gave it, else the details our own code wrote with the Go

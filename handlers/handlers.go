@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clientauth"
 )
 
 // IDs is what the HTTP layer needs of the ID generator.
@@ -117,6 +119,13 @@ type Options struct {
 	// (package revfeed: a revlog.Follower), to clients with revocation_feed
 	// and admins. Nil means those routes answer 404.
 	Feed revfeed.Source
+	// Assertions configure client authentication by client assertion
+	// (client_assertion, RFC 7523 §2.2: private_key_jwt and workload
+	// identity clients; package token/clientauth). Its Audiences are set
+	// here: the issuer, and the token endpoint under the issuer and under
+	// BaseURL. Without Assertions.Replay, the record of used jti that
+	// every replica must share, every assertion is refused.
+	Assertions clientauth.Options
 	// FeedOptions tune the feed (Heartbeat, MaxSubscribers, WriteTimeout,
 	// Page); their zero values are revfeed's defaults. Source, Sign, Issuer,
 	// Draining and Logger are set here.
@@ -146,12 +155,16 @@ type Server struct {
 	engine  *gin.Engine
 	ids     IDs
 	feed    *revfeed.Feed // nil without Options.Feed
-	log     *slog.Logger
-	metrics *metrics
-	opts    Options
-	dpop    *dpop.Checker
-	nonces  *nonces        // nil without Options.DPoPNonces; made from svc's keys
-	trusted []netip.Prefix // Options.TrustedProxies
+	// assertions checks client assertions: nil without
+	// Options.Assertions.Replay. One for every copy (Swap), so that its
+	// cache of fetched key sets outlives reloads of the clients.
+	assertions *clientauth.Verifier
+	log        *slog.Logger
+	metrics    *metrics
+	opts       Options
+	dpop       *dpop.Checker
+	nonces     *nonces        // nil without Options.DPoPNonces; made from svc's keys
+	trusted    []netip.Prefix // Options.TrustedProxies
 	// now is the service's clock (token.Options.Now), which decides when a
 	// client secret has expired as it decides when a token has.
 	now func() time.Time
@@ -237,6 +250,17 @@ func NewServer(opts Options) (*Server, error) {
 		}
 		if err := registerFeed(opts.Registry, s.feed); err != nil {
 			return nil, err
+		}
+	}
+	if opts.Assertions.Replay != nil {
+		ao := opts.Assertions
+		iss := opts.Service.Options().Issuer
+		ao.Audiences = slices.Compact([]string{iss, strings.TrimRight(iss, "/") + "/token", opts.BaseURL + "/token"})
+		if ao.Now == nil {
+			ao.Now = s.now
+		}
+		if s.assertions, err = clientauth.New(ao); err != nil {
+			return nil, fmt.Errorf("handlers: %w", err)
 		}
 	}
 	if s.engine, err = s.newEngine(); err != nil {

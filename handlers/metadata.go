@@ -13,6 +13,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clientauth"
 )
 
 // jwksCacheControl lets consumers cache the JWKS for token.JWKSMaxAge, which
@@ -27,19 +28,30 @@ func (s *Server) jwks(c *gin.Context) {
 
 func (s *Server) metadata(c *gin.Context) {
 	b := s.opts.BaseURL
-	c.JSON(http.StatusOK, gin.H{
-		"issuer":                                s.svc.Options().Issuer,
-		"token_endpoint":                        b + "/token",
-		"jwks_uri":                              b + "/.well-known/jwks.json",
-		"introspection_endpoint":                b + "/token/introspect",
-		"revocation_endpoint":                   b + "/token/revoke",
-		"grant_types_supported":                 []string{"client_credentials"},
-		"response_types_supported":              []string{},
-		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
-		"introspection_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
-		"revocation_endpoint_auth_methods_supported":    []string{"client_secret_basic", "client_secret_post"},
-		"dpop_signing_alg_values_supported":             s.dpop.Algorithms(), // RFC 9449 §5.1
-	})
+	m := gin.H{
+		"issuer":                   s.svc.Options().Issuer,
+		"token_endpoint":           b + "/token",
+		"jwks_uri":                 b + "/.well-known/jwks.json",
+		"introspection_endpoint":   b + "/token/introspect",
+		"revocation_endpoint":      b + "/token/revoke",
+		"grant_types_supported":    []string{"client_credentials"},
+		"response_types_supported": []string{},
+	}
+	// The client authentication methods of the endpoints with a form:
+	// private_key_jwt and its algorithms where assertions are checked
+	// (Options.Assertions).
+	methods := []string{token.AuthSecretBasic, token.AuthSecretPost}
+	if s.assertions != nil {
+		methods = token.AuthMethods
+		for _, e := range []string{"token", "introspection", "revocation"} {
+			m[e+"_endpoint_auth_signing_alg_values_supported"] = clientauth.Algorithms
+		}
+	}
+	for _, e := range []string{"token", "introspection", "revocation"} {
+		m[e+"_endpoint_auth_methods_supported"] = methods
+	}
+	m["dpop_signing_alg_values_supported"] = s.dpop.Algorithms() // RFC 9449 §5.1
+	c.JSON(http.StatusOK, m)
 }
 
 func (s *Server) decodeID(c *gin.Context) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clientauth"
 )
 
 // MaxQueryLen bounds the query of every route (GET /token/validate's is the
@@ -69,11 +70,20 @@ func (s *Server) form(c *gin.Context) (url.Values, error) {
 }
 
 // authenticate finds the client by HTTP Basic (RFC 6749 §2.3.1: id and secret
-// form-urlencoded, then base64) or by client_id and client_secret in the form;
-// using both is an error.
+// form-urlencoded, then base64), by client_id and client_secret in the form,
+// or by a client assertion (client_assertion_type and client_assertion, RFC
+// 7521 §4.2, RFC 7523 §2.2; see assertedClient); using two is an error. A
+// client whose token_endpoint_auth_method names one secret method may use
+// only that one.
 func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, error) {
 	h := c.GetHeader("Authorization")
 	formID, formSecret := form.Get("client_id"), form.Get("client_secret")
+	if form.Has("client_assertion") || form.Has("client_assertion_type") {
+		if h != "" || formSecret != "" {
+			return nil, fmt.Errorf("%w: use one client authentication method", token.ErrInvalidRequest)
+		}
+		return s.assertedClient(c, formID, form.Get("client_assertion_type"), form.Get("client_assertion"))
+	}
 	if h != "" {
 		if formSecret != "" {
 			return nil, fmt.Errorf("%w: use one client authentication method", token.ErrInvalidRequest)
@@ -85,12 +95,66 @@ func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, e
 		if formID != "" && formID != id {
 			return nil, fmt.Errorf("%w: client_id does not match the Authorization header", token.ErrInvalidRequest)
 		}
-		return s.authenticateClient(c, id, secret)
+		return s.authenticateClient(c, id, secret, token.AuthSecretBasic)
 	}
 	if formID == "" || formSecret == "" {
 		return nil, fmt.Errorf("%w: no client credentials", token.ErrInvalidClient)
 	}
-	return s.authenticateClient(c, formID, formSecret)
+	return s.authenticateClient(c, formID, formSecret, token.AuthSecretPost)
+}
+
+// assertedClient authenticates a client by its assertion (package
+// clientauth): the client of client_id, or without it the assertion's sub
+// (a private_key_jwt assertion's iss and sub are its client ID; a workload
+// identity token's are not, so its client must send client_id). A
+// malformed request is invalid_request; every refusal of the assertion is
+// invalid_client, counted by the failed-authentication limit as a wrong
+// secret is; the replay record failing is token.ErrUnavailable (503).
+func (s *Server) assertedClient(c *gin.Context, formID, typ, assertion string) (*token.Client, error) {
+	switch {
+	case typ == "" || assertion == "":
+		return nil, fmt.Errorf("%w: client_assertion and client_assertion_type go together", token.ErrInvalidRequest)
+	case typ != clientauth.AssertionType:
+		return nil, fmt.Errorf("%w: client_assertion_type %.80q: want %s", token.ErrInvalidClient, typ, clientauth.AssertionType)
+	}
+	id, subErr := formID, error(nil)
+	if id == "" {
+		id, subErr = clientauth.Subject(assertion) // bounded: MaxAssertionBytes first
+	}
+	return s.limited(c, id, func() (*token.Client, error) {
+		if subErr != nil {
+			return nil, fmt.Errorf("%w: %w", token.ErrInvalidClient, subErr)
+		}
+		if s.assertions == nil {
+			return nil, fmt.Errorf("%w: this server does not accept client assertions", token.ErrInvalidClient)
+		}
+		client, reg, err := s.clients.AssertionClient(id)
+		switch {
+		case err != nil:
+			return nil, err
+		case reg.Workload != nil && formID == "":
+			return nil, fmt.Errorf("%w: client_id is required with a workload identity token", token.ErrInvalidClient)
+		}
+		if err := s.assertions.Verify(c.Request.Context(), reg, assertion); err != nil {
+			return nil, assertionError(err)
+		}
+		return client, nil
+	})
+}
+
+// assertionError is how the handlers answer clientauth's err: the replay
+// record's failure is the service's (503), a key set that cannot be
+// fetched is told as such without its URL or cause, the rest are the
+// client's (invalid_client) with clientauth's own text.
+func assertionError(err error) error {
+	switch {
+	case errors.Is(err, clientauth.ErrUnavailable):
+		return fmt.Errorf("%w: %w", token.ErrUnavailable, err)
+	case errors.Is(err, clientauth.ErrFetch):
+		return token.Describe(fmt.Errorf("%w: %w", token.ErrInvalidClient, err),
+			"the client's key set cannot be fetched now; retry later")
+	}
+	return fmt.Errorf("%w: %w", token.ErrInvalidClient, err)
 }
 
 // clientForm reads the form of an OAuth2 endpoint and the client it authenticates.
@@ -127,13 +191,14 @@ func (s *Server) tokenForm(c *gin.Context) (string, *token.Client, error) {
 }
 
 // basicClient authenticates the client of a request without a body: HTTP
-// Basic only.
+// Basic only, for every client with a secret (there is no form to send it
+// in, nor an assertion).
 func (s *Server) basicClient(c *gin.Context) (*token.Client, error) {
 	id, secret, err := parseBasic(c.GetHeader("Authorization"))
 	if err != nil {
 		return nil, err
 	}
-	return s.authenticateClient(c, id, secret)
+	return s.authenticateClient(c, id, secret, "")
 }
 
 func parseBasic(h string) (id, secret string, err error) {

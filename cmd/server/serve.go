@@ -19,6 +19,7 @@ import (
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clientauth"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -119,7 +120,8 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	h, err := handlers.NewServer(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
 		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit, TrustedProxies: cfg.TrustedProxies,
 		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}, Refused: refused.load,
-		Feed: feedOf(fw.follower), DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: cfg.DPoPNonce})
+		Feed: feedOf(fw.follower), DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: cfg.DPoPNonce,
+		Assertions: clientauth.Options{Replay: store.Assertions()}})
 	if err != nil {
 		return err
 	}

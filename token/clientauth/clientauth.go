@@ -153,14 +153,14 @@ func (v *Verifier) Fetcher() *Fetcher { return v.fetcher }
 // registration, which Verify then checks it against.
 func Subject(assertion string) (string, error) {
 	if len(assertion) > MaxAssertionBytes {
-		return "", fmt.Errorf("%w: more than %d bytes", ErrTooLarge, MaxAssertionBytes)
+		return "", fmt.Errorf("%w: the assertion is longer than %d bytes", ErrTooLarge, MaxAssertionBytes)
 	}
 	var claims jwt.RegisteredClaims
 	if _, _, err := jwt.NewParser().ParseUnverified(assertion, &claims); err != nil {
-		return "", fmt.Errorf("%w: not a JWT with a JSON claims set", ErrMalformed)
+		return "", fmt.Errorf("%w: the assertion is not a JWT with a JSON claims set", ErrMalformed)
 	}
 	if claims.Subject == "" {
-		return "", fmt.Errorf("%w: no sub, and no client_id", ErrClaims)
+		return "", fmt.Errorf("%w: the assertion has no sub, and there is no client_id", ErrClaims)
 	}
 	return claims.Subject, nil
 }
@@ -168,7 +168,7 @@ func Subject(assertion string) (string, error) {
 // Verify checks assertion for the client reg (see the package doc).
 func (v *Verifier) Verify(ctx context.Context, reg Registration, assertion string) error {
 	if len(assertion) > MaxAssertionBytes {
-		return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, MaxAssertionBytes)
+		return fmt.Errorf("%w: the assertion is longer than %d bytes", ErrTooLarge, MaxAssertionBytes)
 	}
 	now := v.opts.Now()
 	iss, sub := reg.ClientID, reg.ClientID
@@ -185,7 +185,7 @@ func (v *Verifier) Verify(ctx context.Context, reg Registration, assertion strin
 		keyed = true
 		kid, ok := t.Header["kid"].(string)
 		if !ok && t.Header["kid"] != nil {
-			keyErr = fmt.Errorf("%w: kid is not a string", ErrMalformed)
+			keyErr = fmt.Errorf("%w: the assertion's kid is not a string", ErrMalformed)
 			return nil, keyErr
 		}
 		var key any
@@ -209,10 +209,10 @@ func (v *Verifier) Verify(ctx context.Context, reg Registration, assertion strin
 func (v *Verifier) checkPrivateKeyJWT(ctx context.Context, clientID string, claims jwt.RegisteredClaims, now time.Time) error {
 	exp := claims.ExpiresAt.Time
 	if exp.Sub(now) > v.opts.MaxLifetime+v.opts.Leeway {
-		return fmt.Errorf("%w: exp is more than %v ahead", ErrClaims, v.opts.MaxLifetime)
+		return fmt.Errorf("%w: the assertion's exp is more than %v ahead", ErrClaims, v.opts.MaxLifetime)
 	}
 	if claims.ID == "" {
-		return fmt.Errorf("%w: no jti", ErrClaims)
+		return fmt.Errorf("%w: the assertion has no jti", ErrClaims)
 	}
 	// The record's ID is the hash of the client and the jti: bounded in
 	// length, and one client's jti never spends another's.
@@ -222,7 +222,7 @@ func (v *Verifier) checkPrivateKeyJWT(ctx context.Context, clientID string, clai
 	case err != nil:
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case seen:
-		return fmt.Errorf("%w: jti %.64q", ErrReplayed, claims.ID)
+		return fmt.Errorf("%w: the assertion's jti %.64q was used before", ErrReplayed, claims.ID)
 	}
 	return nil
 }
@@ -233,7 +233,7 @@ func (v *Verifier) checkWorkload(claims jwt.RegisteredClaims, now time.Time) err
 	max := v.opts.MaxWorkloadLifetime
 	exp := claims.ExpiresAt.Time
 	if exp.Sub(now) > max+v.opts.Leeway {
-		return fmt.Errorf("%w: exp is more than %v ahead", ErrClaims, max)
+		return fmt.Errorf("%w: the token's exp is more than %v ahead", ErrClaims, max)
 	}
 	if claims.IssuedAt != nil && exp.Sub(claims.IssuedAt.Time) > max {
 		return fmt.Errorf("%w: the token lives longer (exp − iat) than %v", ErrClaims, max)
@@ -284,29 +284,29 @@ func (reg Registration) source() (Source, error) {
 func parseError(err error, keyed bool, claims jwt.RegisteredClaims) error {
 	switch {
 	case errors.Is(err, jwt.ErrTokenMalformed):
-		return fmt.Errorf("%w: not a signed JWT (three base64url parts, JSON header and claims)", ErrMalformed)
+		return fmt.Errorf("%w: the assertion is not a signed JWT (three base64url parts, JSON header and claims)", ErrMalformed)
 	case errors.Is(err, jwt.ErrTokenUnverifiable), errors.Is(err, jwt.ErrTokenSignatureInvalid) && !keyed:
 		// An alg golang-jwt does not know, or one not in Algorithms
 		// (none, HS256): refused before any key is looked up.
-		return fmt.Errorf("%w: want one of %v", ErrAlgorithm, Algorithms)
+		return fmt.Errorf("%w: the assertion's alg must be one of %v", ErrAlgorithm, Algorithms)
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
 		return ErrSignature
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return fmt.Errorf("%w: exp, iss, sub and aud are required", ErrClaims)
+		return fmt.Errorf("%w: the assertion needs exp, iss, sub and aud", ErrClaims)
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return fmt.Errorf("%w: expired", ErrClaims)
+		return fmt.Errorf("%w: the assertion has expired", ErrClaims)
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
-		return fmt.Errorf("%w: nbf is in the future", ErrClaims)
+		return fmt.Errorf("%w: the assertion's nbf is in the future", ErrClaims)
 	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return fmt.Errorf("%w: iat is in the future", ErrClaims)
+		return fmt.Errorf("%w: the assertion's iat is in the future", ErrClaims)
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return fmt.Errorf("%w: iss %.64q is not the one registered", ErrClaims, claims.Issuer)
+		return fmt.Errorf("%w: the assertion's iss %.64q is not the one registered for the client", ErrClaims, claims.Issuer)
 	case errors.Is(err, jwt.ErrTokenInvalidSubject):
-		return fmt.Errorf("%w: sub %.64q is not the one registered", ErrClaims, claims.Subject)
+		return fmt.Errorf("%w: the assertion's sub %.64q is not the one registered for the client", ErrClaims, claims.Subject)
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return fmt.Errorf("%w: aud must name this issuer or its token endpoint", ErrClaims)
+		return fmt.Errorf("%w: the assertion's aud must name this issuer or its token endpoint", ErrClaims)
 	case errors.Is(err, jwt.ErrTokenInvalidClaims):
-		return fmt.Errorf("%w: a claim has the wrong type", ErrClaims)
+		return fmt.Errorf("%w: a claim of the assertion has the wrong type", ErrClaims)
 	}
-	return fmt.Errorf("%w: not accepted", ErrMalformed)
+	return fmt.Errorf("%w: the assertion is not accepted", ErrMalformed)
 }

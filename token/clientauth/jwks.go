@@ -203,18 +203,18 @@ func (ks *KeySet) find(kid, alg string) (crypto.PublicKey, error) {
 		}
 		if keyFits(alg, k.Pub) && (k.Alg == "" || k.Alg == alg) {
 			if found != nil {
-				return nil, fmt.Errorf("%w: no kid, and the key set holds several %s keys", ErrUnknownKey, alg)
+				return nil, fmt.Errorf("%w: the assertion has no kid, and the client's key set holds several %s keys", ErrUnknownKey, alg)
 			}
 			found = k
 		}
 	}
 	switch {
 	case found == nil && kid != "":
-		return nil, fmt.Errorf("%w: kid %.64q", ErrUnknownKey, kid)
+		return nil, fmt.Errorf("%w: the client's key set has no kid %.64q", ErrUnknownKey, kid)
 	case found == nil:
-		return nil, fmt.Errorf("%w: no %s key", ErrUnknownKey, alg)
+		return nil, fmt.Errorf("%w: the client's key set has no %s key", ErrUnknownKey, alg)
 	case !keyFits(alg, found.Pub) || found.Alg != "" && found.Alg != alg:
-		return nil, fmt.Errorf("%w: kid %.64q is not a %s key", ErrWrongKey, kid, alg)
+		return nil, fmt.Errorf("%w: the key of kid %.64q is not a %s key", ErrWrongKey, kid, alg)
 	}
 	return found.Pub, nil
 }
