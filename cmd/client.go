@@ -37,13 +37,18 @@ type clientSub struct {
 // They then say who can read the file and, with -replicas, whether the
 // running replicas loaded it.
 var clientSubs = []clientSub{
-	{"new", "-id ID [-scopes a,b] [-audiences a,b] [-file F] [-secret-valid-for D] [-max-ttl D] [-may-set-subject] [-may-introspect] [-admin] [-description TEXT] [-owner TEXT]" + replicasSynopsis,
+	{"new", "-id ID [-scopes a,b] [-audiences a,b] [-file F] [-secret-valid-for D] [-max-ttl D] [-may-set-subject] [-may-introspect] [-admin] [-description TEXT] [-owner TEXT]" + authSynopsis + replicasSynopsis,
 		"Make a client and print its secret, once. With -file, add the client to the clients file F\n" +
-			"(created if missing); without, print the entry to add.", clientNewCmd},
+			"(created if missing); without, print the entry to add. A private_key_jwt client (-jwks-file,\n" +
+			"-jwks-uri) or a workload identity client (-workload-issuer, -workload-subject) has no secret.", clientNewCmd},
 	{"rotate-secret", "-file F -id ID [-old-valid-for 24h] [-secret-valid-for D]" + replicasSynopsis,
 		"Give a client a new secret and print it, once. The current secret keeps working until\n" +
 			"-old-valid-for from now (never past its own expiry), written into F as\n" +
 			"previous_secret_expires; -old-valid-for 0 ends it, and any previous one, now (a leaked secret).", clientRotateCmd},
+	{"set-auth", "-file F -id ID" + authSynopsis + replicasSynopsis,
+		"Change how a client authenticates: its secret method, its keys (private_key_jwt), or its\n" +
+			"workload identity. Moving off a secret drops it; moving to a secret method without one\n" +
+			"makes one and prints it, once.", clientSetAuthCmd},
 	{"list", "-file F",
 		"Check the clients file F as the issuer does and list its clients.", clientListCmd},
 	{"disable", "-file F -id ID [-revoke]" + replicasSynopsis,
@@ -105,6 +110,7 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 	maxTTL := f.Duration("max-ttl", 0, "longest lifetime of this client's tokens (0: the global maximum)")
 	description := f.String("description", "", "what the client is, for people")
 	owner := f.String("owner", "", "who answers for the client, such as a team or an address")
+	auth := addAuthFlags(f)
 	replicas := addReplicaFlags(f)
 	if err := f.parse(args, "id"); err != nil {
 		return err
@@ -112,13 +118,16 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 	if *secretValidFor < 0 {
 		return usageErrorf(f.Name(), "-secret-valid-for must not be negative")
 	}
-	secret, sum, err := token.NewClientSecret()
+	c := token.Client{ID: *id, Description: *description, Owner: *owner,
+		Scopes: commaList(*scopes), Audiences: commaList(*audiences), MaySetSubject: *maySet, MayIntrospect: *mayIntrospect, Admin: *admin, MaxTTL: token.Duration(*maxTTL)}
+	secret, err := auth.apply(f.Name(), &c)
 	if err != nil {
 		return err
 	}
-	c := token.Client{ID: *id, SecretSHA256: sum, Description: *description, Owner: *owner,
-		Scopes: commaList(*scopes), Audiences: commaList(*audiences), MaySetSubject: *maySet, MayIntrospect: *mayIntrospect, Admin: *admin, MaxTTL: token.Duration(*maxTTL)}
 	if *secretValidFor > 0 {
+		if secret == "" {
+			return usageErrorf(f.Name(), "-secret-valid-for is for a client with a secret; this one authenticates by %s", c.Method())
+		}
 		c.SecretExpires = expiry(now, *secretValidFor)
 	}
 	if *file == "" {
@@ -129,7 +138,7 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 		if err != nil {
 			return err
 		}
-		printSecret(f.stdout, c.ID, secret)
+		printNewClient(f.stdout, c, secret)
 		fmt.Fprintf(f.stdout, "\nclients-file entry:\n%s", entry)
 		return nil
 	}
@@ -143,7 +152,7 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 	if err != nil {
 		return err
 	}
-	printSecret(f.stdout, c.ID, secret)
+	printNewClient(f.stdout, c, secret)
 	fmt.Fprintf(f.stdout, "\nadded client %q to %s\n", c.ID, *file)
 	w.report(ctx, f.stdout, replicas)
 	return nil
@@ -218,13 +227,13 @@ func clientListCmd(_ context.Context, f *cmdFlags, args []string, _ map[string]s
 		return fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	w := tabwriter.NewWriter(f.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tSCOPES\tDISABLED\tSECRET EXPIRES\tPREVIOUS SECRET EXPIRES\tOWNER")
+	fmt.Fprintln(w, "ID\tAUTH METHOD\tSCOPES\tDISABLED\tSECRET EXPIRES\tPREVIOUS SECRET EXPIRES\tOWNER")
 	for _, c := range cf.Clients {
 		previous := time.Time{}
 		if c.PreviousSecretSHA256 != "" {
 			previous = c.PreviousSecretExpires
 		}
-		fmt.Fprintf(w, "%s\t%s\t%t\t%s\t%s\t%s\n", c.ID, orDash(strings.Join(c.Scopes, " ")), c.Disabled,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%s\t%s\t%s\n", c.ID, c.Method(), orDash(strings.Join(c.Scopes, " ")), c.Disabled,
 			expiryCell(c.SecretExpires, now), expiryCell(previous, now), orDash(c.Owner))
 	}
 	return w.Flush()

@@ -246,8 +246,8 @@ func TestClientEditRefusesABadFile(t *testing.T) {
 	}
 }
 
-// TestClientList: a table of every client, with the expiries of its
-// secrets, expired ones marked.
+// TestClientList: a table of every client, with how it authenticates and
+// the expiries of its secrets, expired ones marked.
 func TestClientList(t *testing.T) {
 	d := newClientsDir(t)
 	writeClients(t, d.path, `{"clients": [
@@ -257,9 +257,9 @@ func TestClientList(t *testing.T) {
 	out := d.client(t, "list", "-file", d.path)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	want := [][]string{
-		{"ID", "SCOPES", "DISABLED", "SECRET EXPIRES", "PREVIOUS SECRET EXPIRES", "OWNER"},
-		{"gw", "orders:read orders:write", "false", "2099-01-01T00:00:00Z", "2020-01-01T00:00:00Z (expired)", "platform team"},
-		{"off", "-", "true", "-", "-", "-"},
+		{"ID", "AUTH METHOD", "SCOPES", "DISABLED", "SECRET EXPIRES", "PREVIOUS SECRET EXPIRES", "OWNER"},
+		{"gw", "client_secret_basic", "orders:read orders:write", "false", "2099-01-01T00:00:00Z", "2020-01-01T00:00:00Z (expired)", "platform team"},
+		{"off", "client_secret_basic", "-", "true", "-", "-", "-"},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("client list printed:\n%s", out)

@@ -1,0 +1,145 @@
+package cmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/snowtoken/snowtoken/token"
+)
+
+// testJWKS is a public Ed25519 key set.
+const testJWKS = `{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}`
+
+// run runs the CLI with args and returns what it printed.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := Run(t.Context(), args, nil, &out)
+	return out.String(), err
+}
+
+// TestClientNewAuth: `client new` makes a private_key_jwt client (keys
+// inline or at a URL) or a workload identity client, with no secret, and
+// refuses flags that do not go together.
+func TestClientNewAuth(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "jwks.json")
+	if err := os.WriteFile(keys, []byte(testJWKS), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "clients.json")
+	for _, args := range [][]string{
+		{"-id", "pk", "-jwks-file", keys},
+		{"-id", "pk-uri", "-auth-method", "private_key_jwt", "-jwks-uri", "https://keys.example/jwks"},
+		{"-id", "orders", "-workload-issuer", "https://kubernetes.default.svc.cluster.local", "-workload-subject", "system:serviceaccount:shop:orders",
+			"-workload-jwks-uri", "https://kubernetes.default.svc/openid/v1/jwks"},
+		{"-id", "post", "-auth-method", "client_secret_post"},
+	} {
+		out, err := run(t, append([]string{"client", "new", "-file", file, "-scopes", "a"}, args...)...)
+		if err != nil {
+			t.Fatalf("client new %v: %v", args, err)
+		}
+		if hasSecret := strings.Contains(out, "client_secret:"); hasSecret != (args[1] == "post") {
+			t.Errorf("client new %v printed:\n%s", args, out)
+		}
+	}
+	cs, err := token.LoadClients(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"pk": token.AuthPrivateKeyJWT, "pk-uri": token.AuthPrivateKeyJWT, "orders": token.AuthWorkloadIdentity, "post": token.AuthSecretPost} {
+		if got := byID(t, cs, id).Method(); got != want {
+			t.Errorf("%s: method %s, want %s", id, got, want)
+		}
+	}
+	data, _ := os.ReadFile(file)
+	var f struct{ Clients []map[string]any }
+	json.Unmarshal(data, &f)
+	for _, c := range f.Clients {
+		if _, ok := c["secret_sha256"]; ok != (c["id"] == "post") {
+			t.Errorf("client %v: secret_sha256 written: %v", c["id"], ok)
+		}
+	}
+	list, err := run(t, "client", "list", "-file", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"AUTH METHOD", "private_key_jwt", "workload_identity", "client_secret_post"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("client list shows no %q:\n%s", want, list)
+		}
+	}
+
+	for _, bad := range [][]string{
+		{"-jwks-file", keys, "-jwks-uri", "https://keys.example/jwks"},
+		{"-auth-method", "client_secret_basic", "-jwks-uri", "https://keys.example/jwks"},
+		{"-workload-issuer", "https://k8s.example", "-workload-subject", "s", "-auth-method", "private_key_jwt"},
+		{"-jwks-uri", "http://keys.example/jwks"},
+		{"-auth-method", "private_key_jwt"},
+		{"-auth-method", "none"},
+		{"-workload-issuer", "https://k8s.example"},
+		{"-jwks-file", keys, "-secret-valid-for", "1h"},
+		{"-jwks-file", filepath.Join(dir, "missing.json")},
+	} {
+		if out, err := run(t, append([]string{"client", "new", "-id", "bad", "-scopes", "a"}, bad...)...); err == nil {
+			t.Errorf("client new %v: no error; printed:\n%s", bad, out)
+		}
+	}
+}
+
+// TestClientSetAuth: `client set-auth` moves a client from a secret to
+// private_key_jwt (its secret dropped), to a workload identity, and back
+// to a secret, made and printed once.
+func TestClientSetAuth(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "clients.json")
+	if _, err := run(t, "client", "new", "-file", file, "-id", "svc", "-scopes", "a", "-secret-valid-for", "24h"); err != nil {
+		t.Fatal(err)
+	}
+	method := func() *token.Client {
+		t.Helper()
+		cs, err := token.LoadClients(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return byID(t, cs, "svc")
+	}
+	if out, err := run(t, "client", "set-auth", "-file", file, "-id", "svc", "-jwks-uri", "https://keys.example/jwks"); err != nil || strings.Contains(out, "client_secret:") {
+		t.Fatalf("set-auth -jwks-uri: %v\n%s", err, out)
+	}
+	if c := method(); c.Method() != token.AuthPrivateKeyJWT || c.SecretSHA256 != "" || !c.SecretExpires.IsZero() {
+		t.Errorf("after -jwks-uri: %+v", c)
+	}
+	if _, err := run(t, "client", "set-auth", "-file", file, "-id", "svc", "-workload-issuer", "https://k8s.example", "-workload-subject", "system:serviceaccount:a:b"); err != nil {
+		t.Fatal(err)
+	}
+	if c := method(); c.Method() != token.AuthWorkloadIdentity || c.JWKSURI != "" || c.TokenEndpointAuthMethod != "" {
+		t.Errorf("after -workload-*: %+v", c)
+	}
+	out, err := run(t, "client", "set-auth", "-file", file, "-id", "svc", "-auth-method", "client_secret_basic")
+	if err != nil || !strings.Contains(out, "client_secret:") {
+		t.Fatalf("set-auth back to a secret: %v\n%s", err, out)
+	}
+	if c := method(); c.Method() != token.AuthSecretBasic || c.SecretSHA256 == "" || c.WorkloadIdentity != nil {
+		t.Errorf("after -auth-method client_secret_basic: %+v", c)
+	}
+	if _, err := run(t, "client", "set-auth", "-file", file, "-id", "svc"); err == nil {
+		t.Error("set-auth with no flag: no error")
+	}
+}
+
+// byID is the client id of cs.
+func byID(t *testing.T, cs *token.Clients, id string) *token.Client {
+	t.Helper()
+	for _, c := range cs.All() {
+		if c.ID == id {
+			return &c
+		}
+	}
+	t.Fatalf("no client %q", id)
+	return nil
+}
