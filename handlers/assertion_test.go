@@ -290,6 +290,15 @@ func TestClientAssertionsMetadata(t *testing.T) {
 	if got, _ := json.Marshal(md["token_endpoint_auth_signing_alg_values_supported"]); string(got) != `["EdDSA","ES256","RS256","PS256"]` {
 		t.Errorf("token_endpoint_auth_signing_alg_values_supported = %s", got)
 	}
+	// Every member is in the description (TestOpenAPIResponseNames checks
+	// the metadata of an issuer without assertions).
+	schema, _ := resolveRef(loadOpenAPI(t), "#/components/schemas/AuthorizationServerMetadata").(map[string]any)
+	props, _ := schema["properties"].(map[string]any)
+	for name := range md {
+		if _, ok := props[name]; !ok {
+			t.Errorf("metadata member %q is not in docs/openapi.yaml", name)
+		}
+	}
 }
 
 // downReplay is a replay record whose store is down.
