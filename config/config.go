@@ -33,6 +33,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redisconf"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clientauth"
 	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
@@ -86,6 +87,8 @@ var Vars = []Var{
 	{"SNOWTOKEN_AUTH_FAILURES", "10/1m", "failed client authentications allowed per client ID and per source network (see the two below; the TCP peer, or X-Forwarded-For from SNOWTOKEN_TRUSTED_PROXIES) in a burst, then one per window/N; past it 429 with Retry-After, even for the right secret"},
 	{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX", "32", "prefix length of the IPv4 network that counts as one source address for SNOWTOKEN_AUTH_FAILURES, 16 to 32; an IPv4-mapped IPv6 address counts as IPv4"},
 	{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX", "64", "prefix length of the IPv6 network that counts as one source address for SNOWTOKEN_AUTH_FAILURES, 32 to 128; 64: every address of a customer's /64 shares one budget"},
+	{"SNOWTOKEN_CLIENT_ASSERTION_MAX_LIFETIME", "5m", "how far ahead a private_key_jwt client assertion's exp may be (its jti is kept in Redis until then), 1s to 1h"},
+	{"SNOWTOKEN_WORKLOAD_TOKEN_MAX_LIFETIME", "24h", "longest lifetime (exp − iat, and exp − now) of a workload identity token sent as a client assertion, such as a Kubernetes service-account token, 1s to 168h"},
 	{"SNOWTOKEN_TRUSTED_PROXIES", "(none: the TCP peer is the client)", "comma-separated proxy addresses or CIDRs (10.0.0.5, 10.0.0.0/8) whose X-Forwarded-For names the client's address, for the failed-authentication limit and the audit log, and whose X-Forwarded-Method, -Proto, -Host and -Uri name the original request a DPoP proof sent to GET /token/validate is checked against; from any other peer these headers are ignored"},
 	{"SNOWTOKEN_DPOP_NONCE", "false", "true: every DPoP proof must carry a nonce this service gave out in a DPoP-Nonce header (RFC 9449 §8), good for 1 to 2 minutes at every replica; a client without one gets use_dpop_nonce and retries"},
 	{"SNOWTOKEN_REVLOG_THRESHOLD", "100ms", "how long after the read that brought the revocation log's last heartbeat a replica still validates from memory (no Redis command); past it, or while it resyncs, every validation reads Redis. A revoke that answered 200 at t is refused by every replica from t plus this. 0s: always read Redis. 50ms to 10s, and at least 4 times SNOWTOKEN_REVLOG_HEARTBEAT"},
@@ -132,6 +135,11 @@ type Config struct {
 	DPoPNonce       bool          // DPoP proofs must carry a server nonce
 	RevlogThreshold time.Duration // freshness of the revocation log follower (package revlog); 0: off
 	RevlogPeriod    time.Duration // the heartbeat period
+
+	// AssertionMaxLifetime and WorkloadMaxLifetime bound client assertions
+	// (clientauth.Options.MaxLifetime, MaxWorkloadLifetime).
+	AssertionMaxLifetime time.Duration
+	WorkloadMaxLifetime  time.Duration
 }
 
 // Load reads the configuration through getenv.
@@ -251,6 +259,14 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 	}
 	c.LeaseTTL = durationVar("SNOWTOKEN_WORKER_LEASE_TTL", 10*time.Second)
+	c.AssertionMaxLifetime = durationVar("SNOWTOKEN_CLIENT_ASSERTION_MAX_LIFETIME", 5*time.Minute)
+	c.WorkloadMaxLifetime = durationVar("SNOWTOKEN_WORKLOAD_TOKEN_MAX_LIFETIME", 24*time.Hour)
+	if c.AssertionMaxLifetime > clientauth.MaxMaxLifetime {
+		bad("SNOWTOKEN_CLIENT_ASSERTION_MAX_LIFETIME", c.AssertionMaxLifetime.String(), fmt.Errorf("want at most %v", clientauth.MaxMaxLifetime))
+	}
+	if c.WorkloadMaxLifetime > clientauth.MaxMaxWorkloadLifetime {
+		bad("SNOWTOKEN_WORKLOAD_TOKEN_MAX_LIFETIME", c.WorkloadMaxLifetime.String(), fmt.Errorf("want at most %v", clientauth.MaxMaxWorkloadLifetime))
+	}
 	c.RevlogThreshold, c.RevlogPeriod = revlog.DefaultThreshold, revlog.DefaultPeriod
 	for _, r := range []struct {
 		name string

@@ -121,7 +121,8 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit, TrustedProxies: cfg.TrustedProxies,
 		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}, Refused: refused.load,
 		Feed: feedOf(fw.follower), DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: cfg.DPoPNonce,
-		Assertions: clientauth.Options{Replay: store.Assertions()}})
+		Assertions: clientauth.Options{Replay: store.Assertions(),
+			MaxLifetime: cfg.AssertionMaxLifetime, MaxWorkloadLifetime: cfg.WorkloadMaxLifetime}})
 	if err != nil {
 		return err
 	}
