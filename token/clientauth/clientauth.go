@@ -22,6 +22,16 @@
 //
 // The keys of a URL are cached by the Fetcher, which the caller keeps across
 // reloads of its clients: a set whose URL is unchanged is not fetched again.
+// A set's life, per Source (URL, issuer, CA file, token file):
+//
+//	first use ──fetch──▶ fresh for TTL (5 min) ──▶ the next use fetches again
+//	   fetch fails: the old set serves until TTL + MaxStale (1 h) after it was fetched,
+//	                then assertions are refused (ErrFetch) until a fetch succeeds
+//	   unknown kid: fetch again now, unless a fetch began less than MinRefresh (10 s) ago
+//
+// The record of used jti (private_key_jwt) is the caller's ReplayCache:
+// redisstore.Replays keeps it in Redis for every replica, st:assertion:<id>
+// until the assertion's exp, id the SHA-256 of the client ID and the jti.
 package clientauth
 
 import (

@@ -8,6 +8,7 @@ import (
 	"crypto/rsa"
 	"fmt"
 	"slices"
+	"strings"
 
 	jose "github.com/go-jose/go-jose/v4"
 	jsonv2 "github.com/go-json-experiment/json"
@@ -117,10 +118,19 @@ func parseJWK(raw jsontext.Value) (Key, bool, error) {
 	if err := jsonv2.Unmarshal(raw, &members); err != nil {
 		return Key{}, false, fmt.Errorf("%w: not an object with distinct member names: %w", ErrJWKS, err)
 	}
-	for _, m := range privateMembers {
-		if _, ok := members[m]; ok {
-			return Key{}, false, fmt.Errorf("%w: member %q", ErrPrivateKey, m)
+	// go-jose matches member names regardless of case, as encoding/json
+	// does: names that differ only in case ("d" and "D", "kty" and "KTY")
+	// would mean one thing to it and another here.
+	folded := make(map[string]bool, len(members))
+	for name := range members {
+		lower := strings.ToLower(name)
+		switch {
+		case slices.Contains(privateMembers, lower):
+			return Key{}, false, fmt.Errorf("%w: member %.16q", ErrPrivateKey, name)
+		case folded[lower]:
+			return Key{}, false, fmt.Errorf("%w: member names that differ only in case (%.16q)", ErrJWKS, name)
 		}
+		folded[lower] = true
 	}
 	var head struct {
 		Kty string `json:"kty"`

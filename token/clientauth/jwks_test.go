@@ -42,6 +42,8 @@ func TestParseJWKS(t *testing.T) {
 		{"unknown kty skipped", `{"keys":[` + edJWK + `,{"kty":"AKP","alg":"ML-DSA-44","pub":"AA"}]}`, nil, 1},
 		{"private key", `{"keys":[` + private + `]}`, clientauth.ErrPrivateKey, 0},
 		{"symmetric key", `{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}`, clientauth.ErrPrivateKey, 0},
+		{"D member, in capitals", `{"keys":[` + strings.Replace(edJWK, `{`, `{"D":"AA",`, 1) + `]}`, clientauth.ErrPrivateKey, 0},
+		{"kty in two cases", `{"keys":[` + strings.Replace(edJWK, `{`, `{"KTY":"RSA",`, 1) + `]}`, clientauth.ErrJWKS, 0},
 		{"d member on a public key", `{"keys":[` + strings.Replace(edJWK, `{`, `{"d":"AA",`, 1) + `]}`, clientauth.ErrPrivateKey, 0},
 		{"RSA of 1024 bits", `{"keys":[` + string(smallJWK) + `]}`, clientauth.ErrJWKS, 0},
 		{"alg does not fit the key", `{"keys":[` + strings.Replace(edJWK, `"alg":"EdDSA"`, `"alg":"RS256"`, 1) + `]}`, clientauth.ErrJWKS, 0},

@@ -8,11 +8,34 @@ import (
 
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/token/clientauth"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // The Store is the record of accepted DPoP proofs that every replica shares.
 var _ dpop.ReplayCache = (*redisstore.Replays)(nil)
+
+// ... and of accepted client assertions.
+var _ clientauth.ReplayCache = (*redisstore.Replays)(nil)
+
+// TestReplaysApart: a DPoP proof and a client assertion with the same ID
+// are two records, each under its own prefix.
+func TestReplaysApart(t *testing.T) {
+	r := redistest.New(t)
+	s := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	t.Cleanup(func() { s.Close() })
+	now := time.Unix(1_800_000_000, 0)
+	for _, rec := range []*redisstore.Replays{s.Proofs(), s.Assertions()} {
+		if seen, err := rec.Seen(t.Context(), "same-id", now, now.Add(time.Minute)); err != nil || seen {
+			t.Fatalf("Seen: %v, %v; want a first record", seen, err)
+		}
+	}
+	for _, key := range []string{"dpop:same-id", "assertion:same-id"} {
+		if n, err := r.Client.Exists(t.Context(), r.Prefix+key).Result(); err != nil || n != 1 {
+			t.Errorf("%s%s: exists %d (%v)", r.Prefix, key, n, err)
+		}
+	}
+}
 
 // TestProofsSeen: a proof's ID is recorded once, across replicas (two Stores
 // on one Redis), and of concurrent proofs with the same ID exactly one
