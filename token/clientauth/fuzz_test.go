@@ -34,7 +34,8 @@ func FuzzParseJWKS(f *testing.F) {
 }
 
 // FuzzVerify: any assertion is accepted only if signed by the client's key
-// (the seeds hold one that is), else refused with an error of ours.
+// (the seeds hold one that is), else refused with an error of ours; its
+// unverified sub (Subject) is read or refused likewise.
 func FuzzVerify(f *testing.F) {
 	ed := newSigner(f, clientauth.AlgEdDSA, "ed")
 	es := newSigner(f, clientauth.AlgES256, "es")
@@ -49,6 +50,12 @@ func FuzzVerify(f *testing.F) {
 	ours := []error{clientauth.ErrTooLarge, clientauth.ErrMalformed, clientauth.ErrAlgorithm, clientauth.ErrUnknownKey,
 		clientauth.ErrWrongKey, clientauth.ErrSignature, clientauth.ErrClaims, clientauth.ErrReplayed}
 	f.Fuzz(func(t *testing.T, assertion string) {
+		// Subject runs before the client is known (no client_id): only
+		// errors of ours, never a panic.
+		if _, err := clientauth.Subject(assertion); err != nil && !errors.Is(err, clientauth.ErrTooLarge) &&
+			!errors.Is(err, clientauth.ErrMalformed) && !errors.Is(err, clientauth.ErrClaims) {
+			t.Fatalf("Subject: error not ours: %v", err)
+		}
 		v := newVerifier(t, clock, clientauth.FetchOptions{}) // a fresh replay record: good is accepted each time
 		err := v.Verify(t.Context(), clientauth.Registration{ClientID: "gw", Keys: ks}, assertion)
 		if err == nil {
