@@ -67,15 +67,17 @@ type Fetcher struct {
 	sets map[Source]*cached
 }
 
-// cached is one source's set. Its mu is held while fetching: one fetch of a
-// source at a time, the other requests waiting for its result (at most
-// Timeout, twice with discovery).
+// cached is one source's set. mu guards the fields only, never a fetch: a
+// fetch runs in the goroutine that needed it, with inflight set, while the
+// others serve the set they have (or wait for it, with nothing to serve or
+// an unknown kid).
 type cached struct {
-	mu      sync.Mutex
-	keys    *KeySet   // nil until a fetch succeeds
-	fetched time.Time // when keys were
-	tried   time.Time // the last fetch, successful or not
-	err     error     // the last fetch's error, nil if it succeeded
+	mu       sync.Mutex
+	keys     *KeySet       // nil until a fetch succeeds
+	fetched  time.Time     // when keys were
+	tried    time.Time     // when the last fetch began, successful or not
+	err      error         // the last fetch's error, nil if it succeeded
+	inflight chan struct{} // closed when the fetch under way ends; nil if none
 }
 
 // NewFetcher returns a Fetcher with an empty cache.
@@ -101,26 +103,27 @@ func NewFetcher(opts FetchOptions) *Fetcher {
 	return &Fetcher{opts: opts, sets: make(map[Source]*cached)}
 }
 
-// Keys returns src's key set: the cached one within its TTL, else fetched.
+// Keys returns src's key set: the cached one within its TTL, or past it
+// while another request fetches it again; else it fetches.
 func (f *Fetcher) Keys(ctx context.Context, src Source) (*KeySet, error) {
 	c := f.entry(src)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	now := f.opts.Now()
-	if c.keys != nil && now.Sub(c.fetched) < f.opts.TTL {
-		return c.keys, nil
+	c.mu.Lock()
+	age := now.Sub(c.fetched)
+	if c.keys != nil && (age < f.opts.TTL || c.inflight != nil && age < f.opts.TTL+f.opts.MaxStale) {
+		ks := c.keys
+		c.mu.Unlock()
+		return ks, nil
 	}
+	c.mu.Unlock()
 	return f.refresh(ctx, c, src, now)
 }
 
 // Refresh fetches src's key set again, as for an assertion whose kid the
-// cached set does not hold, unless it was fetched less than MinRefresh
-// ago: then it returns the cached set.
+// cached set does not hold, unless a fetch began less than MinRefresh ago
+// (then it returns the cached set) or is under way (then it waits for it).
 func (f *Fetcher) Refresh(ctx context.Context, src Source) (*KeySet, error) {
-	c := f.entry(src)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return f.refresh(ctx, c, src, f.opts.Now())
+	return f.refresh(ctx, f.entry(src), src, f.opts.Now())
 }
 
 // entry returns src's cache entry, made if new.
@@ -135,19 +138,35 @@ func (f *Fetcher) entry(src Source) *cached {
 	return c
 }
 
-// refresh fetches c's set (c.mu held) unless it was tried less than
-// MinRefresh ago, and returns what c then serves: its set while younger
-// than TTL + MaxStale, else the fetch's error.
+// refresh waits for the fetch of c's set under way, if any; else fetches
+// it, unless one began less than MinRefresh ago. It returns what c then
+// serves: its set while younger than TTL + MaxStale, else the last fetch's
+// error.
 func (f *Fetcher) refresh(ctx context.Context, c *cached, src Source, now time.Time) (*KeySet, error) {
-	if c.tried.IsZero() || now.Sub(c.tried) >= f.opts.MinRefresh {
-		c.tried = now
-		ks, err := f.fetch(ctx, src)
-		if err == nil {
-			c.keys, c.fetched, c.err = ks, now, nil
-			return ks, nil
+	c.mu.Lock()
+	switch {
+	case c.inflight != nil:
+		done := c.inflight
+		c.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: waiting for the fetch under way: %w", ErrFetch, ctx.Err())
 		}
-		c.err = err
+		c.mu.Lock()
+	case c.tried.IsZero() || now.Sub(c.tried) >= f.opts.MinRefresh:
+		done := make(chan struct{})
+		c.tried, c.inflight = now, done
+		c.mu.Unlock()
+		ks, err := f.fetch(ctx, src)
+		c.mu.Lock()
+		if err == nil {
+			c.keys, c.fetched = ks, now
+		}
+		c.err, c.inflight = err, nil
+		close(done)
 	}
+	defer c.mu.Unlock()
 	if c.keys != nil && now.Sub(c.fetched) < f.opts.TTL+f.opts.MaxStale {
 		return c.keys, nil
 	}

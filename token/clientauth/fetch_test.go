@@ -245,3 +245,51 @@ func TestCheckURL(t *testing.T) {
 		}
 	}
 }
+
+// TestFetcherServesWhileFetching: while a fetch hangs (an unknown kid sent
+// it to a slow key server), assertions under a cached kid are checked from
+// the cache, within the TTL and past it, without waiting for it.
+func TestFetcherServesWhileFetching(t *testing.T) {
+	a := newSigner(t, clientauth.AlgES256, "a")
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 2 {
+			arrived <- struct{}{}
+			<-release
+		}
+		w.Write(jwks(t, a))
+	}))
+	t.Cleanup(srv.Close)
+	clock := clocktest.New(t0)
+	v := newVerifier(t, clock, clientauth.FetchOptions{TTL: time.Minute, Timeout: time.Minute})
+	reg := clientauth.Registration{ClientID: "gw", JWKSURI: srv.URL}
+	verify := func(s signer) error {
+		c := claimsFor("gw")
+		c["exp"], c["iat"] = clock.Now().Add(time.Minute).Unix(), clock.Now().Unix()
+		return v.Verify(t.Context(), reg, s.sign(t, c))
+	}
+	if err := verify(a); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(11 * time.Second)
+	stranger := newSigner(t, clientauth.AlgEdDSA, "made-up")
+	result := make(chan error, 1)
+	go func() { result <- verify(stranger) }()
+	<-arrived // the refresh hangs at the server
+	if err := verify(a); err != nil {
+		t.Fatalf("a cached kid during the fetch: %v", err)
+	}
+	clock.Add(time.Minute) // past the TTL: still served, a fetch under way
+	if err := verify(a); err != nil {
+		t.Fatalf("a cached kid past the TTL during the fetch: %v", err)
+	}
+	close(release)
+	if err := <-result; !errors.Is(err, clientauth.ErrUnknownKey) {
+		t.Errorf("unknown kid: %v, want %v", err, clientauth.ErrUnknownKey)
+	}
+	if got := hits.Load(); got != 2 {
+		t.Errorf("%d fetches, want 2", got)
+	}
+}
