@@ -33,7 +33,10 @@ var Algorithms = []string{AlgEdDSA, AlgES256, AlgRS256, AlgPS256}
 // Bounds of a key set.
 const (
 	MinRSABits = 2048 // smaller RSA keys are refused
-	MaxKeys    = 64   // keys in one set
+	// MaxRSABits bounds the cost of one verification, which anyone may
+	// ask for by sending an assertion in a client's name.
+	MaxRSABits = 8192
+	MaxKeys    = 64 // keys in one set
 )
 
 // privateMembers are the JWK members of private or symmetric key material
@@ -161,8 +164,8 @@ func parseJWK(raw jsontext.Value) (Key, bool, error) {
 	k := Key{ID: head.Kid, Alg: head.Alg, Pub: jwk.Key}
 	switch pub := jwk.Key.(type) {
 	case *rsa.PublicKey:
-		if pub.N.BitLen() < MinRSABits {
-			return Key{}, false, fmt.Errorf("%w: kid %.64q: RSA key of %d bits, fewer than %d", ErrJWKS, head.Kid, pub.N.BitLen(), MinRSABits)
+		if n := pub.N.BitLen(); n < MinRSABits || n > MaxRSABits {
+			return Key{}, false, fmt.Errorf("%w: kid %.64q: RSA key of %d bits: want %d to %d", ErrJWKS, head.Kid, n, MinRSABits, MaxRSABits)
 		}
 	case *ecdsa.PublicKey:
 		if pub.Curve != elliptic.P256() {

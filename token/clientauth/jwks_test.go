@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
+	"math/big"
 	"strings"
 	"testing"
 
@@ -26,6 +27,11 @@ func TestParseJWKS(t *testing.T) {
 	}()
 	small, _ := rsa.GenerateKey(rand.Reader, 1024)
 	smallJWK, _ := jose.JSONWebKey{Key: &small.PublicKey, KeyID: "small"}.MarshalJSON()
+	// A modulus of 8200 bits (its primes need not be: only n is read);
+	// go-jose refuses it as well.
+	huge := &rsa.PublicKey{N: new(big.Int).Lsh(big.NewInt(1), 8199), E: 65537}
+	huge.N.Add(huge.N, big.NewInt(1))
+	hugeJWK, _ := jose.JSONWebKey{Key: huge, KeyID: "huge"}.MarshalJSON()
 	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	p384JWK, _ := jose.JSONWebKey{Key: &p384.PublicKey, KeyID: "p384"}.MarshalJSON()
 	tests := []struct {
@@ -46,6 +52,7 @@ func TestParseJWKS(t *testing.T) {
 		{"kty in two cases", `{"keys":[` + strings.Replace(edJWK, `{`, `{"KTY":"RSA",`, 1) + `]}`, clientauth.ErrJWKS, 0},
 		{"d member on a public key", `{"keys":[` + strings.Replace(edJWK, `{`, `{"d":"AA",`, 1) + `]}`, clientauth.ErrPrivateKey, 0},
 		{"RSA of 1024 bits", `{"keys":[` + string(smallJWK) + `]}`, clientauth.ErrJWKS, 0},
+		{"RSA of 8200 bits", `{"keys":[` + string(hugeJWK) + `]}`, clientauth.ErrJWKS, 0},
 		{"alg does not fit the key", `{"keys":[` + strings.Replace(edJWK, `"alg":"EdDSA"`, `"alg":"RS256"`, 1) + `]}`, clientauth.ErrJWKS, 0},
 		{"alg HS256", `{"keys":[` + strings.Replace(edJWK, `"alg":"EdDSA"`, `"alg":"HS256"`, 1) + `]}`, clientauth.ErrJWKS, 0},
 		{"kid twice", string(jwks(t, ed, ed)), clientauth.ErrJWKS, 0},
