@@ -66,9 +66,10 @@ func (ks *KeySet) Len() int { return len(ks.keys) }
 
 // ParseJWKS reads a key set: a JSON object whose "keys" is an array of at
 // most MaxKeys JWKs (other top-level members are ignored, RFC 7517 §5).
-// Every key is checked as ParseJWKS's doc says; a key set with a private
-// or symmetric key, a key that does not parse, a weak key or two keys of
-// one kid is refused whole (ErrJWKS, ErrPrivateKey): a set is a
+// A key set with a private or symmetric key, member names that differ only
+// in case, a key that does not parse, an RSA key outside MinRSABits to
+// MaxRSABits, an alg that is not one of Algorithms or does not fit its key,
+// or two keys of one kid is refused whole (ErrJWKS, ErrPrivateKey): a set is a
 // configuration, and a flaw in it is the operator's to fix, not to skip
 // silently. A key whose "use" is "enc", or whose kty is a public one we do
 // not verify with (not RSA, EC or OKP), is skipped. A set with no usable
