@@ -52,7 +52,7 @@ type bar struct {
 	label      string
 	kind       barKind
 	cpu, floor time.Duration // server CPU per request, and the row's floor in the same round
-	floorName  string        // floorBare, floorSign or floorVerify
+	floorName  string        // floorBare, floorSign, ... (floor.go)
 	target     float64       // issue 16's bound on cpu ÷ floor (0: none)
 }
 
@@ -106,7 +106,7 @@ func writeChart(path, title string, bars []bar) error {
 	}
 	floorColor := color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
 	fill(img, image.Rect(10, 52, 24, 64), floorColor)
-	text(img, 30, 63, "light bar, black line: the row's floor, the bare handler's CPU/req in the same round + one Ed25519 sign or verify where the row does one")
+	text(img, 30, 63, "light bar, black line: the row's floor, the bare handler's CPU/req in the same round + the signatures and verifications the row does")
 
 	peak := 0.0
 	for _, b := range bars {

@@ -29,6 +29,8 @@ type endpoint struct {
 	floor      string
 	target     float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
 	cmdsTarget float64 // the bound on Redis commands per request (0: none)
+	// proofs, if set, puts a fresh DPoP proof in each request (dpop.go).
+	proofs *proofSource
 }
 
 // hotCommands is the bound on Redis commands per hot validation, heartbeats
@@ -64,6 +66,11 @@ func (s servers) endpoints() ([]endpoint, error) {
 		issuer("POST /token (opaque)", issueRequest(s.opaqueBasic), floorBare, 1.5),
 		hot(issuer("GET /token/validate, hot (same opaque token)", validateRequest(opaqueHot), floorBare, 1.6)),
 	}
+	dpopEps, err := s.dpopEndpoints(neverSeenName, eps[1].name)
+	if err != nil {
+		return nil, err
+	}
+	eps = append(eps, dpopEps...)
 	if s.bareRedisURL != "" {
 		// Not a floor the targets use (Redis's CPU is apart, as in every
 		// row), but what one plain round trip costs a net/http handler: the

@@ -2,8 +2,11 @@ package main
 
 import (
 	"cmp"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"runtime"
 	"slices"
@@ -14,18 +17,50 @@ import (
 // A row's floor is the least server CPU per request that its work needs,
 // measured on this machine in the same round (issue 16): the bare handler's
 // server CPU per request, plus one Ed25519 signature for a JWT issued, or
-// one verification for a JWT never seen before. Redis's own CPU is not in
-// it (each table shows Redis CPU per request beside it).
+// one verification for a JWT never seen before, or one verification of a
+// DPoP proof's algorithm, Ed25519 or ECDSA P-256 (issue 28), and both a
+// signature and a verification for a token issued against a DPoP proof.
+// Redis's own CPU is not in it (each table shows Redis CPU per request
+// beside it).
 const (
-	floorBare   = "bare"
-	floorSign   = "bare + sign"
-	floorVerify = "bare + verify"
+	floorBare         = "bare"
+	floorSign         = "bare + sign"
+	floorVerify       = "bare + verify"
+	floorVerifyES256  = "bare + ES256 verify"
+	floorSignAndProof = "bare + sign + verify"
 )
 
+// sigCosts are the CPU times of one signature operation of each kind that a
+// floor counts, measured in this process (signatureCosts).
+type sigCosts struct {
+	sign, verify time.Duration // Ed25519
+	verifyES256  time.Duration // ECDSA P-256 with SHA-256, as a JWS ES256
+}
+
 // floors are the floors of one round, by name, from its bare handler's
-// server CPU per request and its Ed25519 costs (ed25519Cost).
-func floors(bare, sign, verify time.Duration) map[string]time.Duration {
-	return map[string]time.Duration{floorBare: bare, floorSign: bare + sign, floorVerify: bare + verify}
+// server CPU per request and its signature costs (signatureCosts).
+func floors(bare time.Duration, c sigCosts) map[string]time.Duration {
+	return map[string]time.Duration{floorBare: bare, floorSign: bare + c.sign, floorVerify: bare + c.verify,
+		floorVerifyES256: bare + c.verifyES256, floorSignAndProof: bare + c.sign + c.verify}
+}
+
+// medianCosts is each cost's median over rounds, cost by cost.
+func medianCosts(rounds []sigCosts) sigCosts {
+	pick := func(f func(sigCosts) time.Duration) time.Duration {
+		xs := make([]time.Duration, len(rounds))
+		for i, c := range rounds {
+			xs[i] = f(c)
+		}
+		return median(xs)
+	}
+	return sigCosts{sign: pick(func(c sigCosts) time.Duration { return c.sign }),
+		verify:      pick(func(c sigCosts) time.Duration { return c.verify }),
+		verifyES256: pick(func(c sigCosts) time.Duration { return c.verifyES256 })}
+}
+
+// String is the costs as the tables' headings print them.
+func (c sigCosts) String() string {
+	return fmt.Sprintf("Ed25519 signature %s, verification %s; ES256 verification %s", us(c.sign), us(c.verify), us(c.verifyES256))
 }
 
 // vsFloor is server CPU per request ÷ floor, with issue 16's target for
@@ -44,16 +79,21 @@ func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", micros(d)) }
 // micros is d in microseconds.
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// ed25519Cost is the CPU time of one Ed25519 signature and one verification
-// of a message the size of a token's signing input, on a thread of this
-// process (getrusage RUSAGE_THREAD, Linux).
-func ed25519Cost() (sign, verify time.Duration) {
+// signatureCosts is the CPU time of one Ed25519 signature and one
+// verification, and of one ES256 verification (the SHA-256 of the input and
+// ecdsa.Verify, as client/dpop checks a proof), of a message the size of a
+// token's or a proof's signing input, on a thread of this process
+// (getrusage RUSAGE_THREAD, Linux).
+func signatureCosts() sigCosts {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	msg := make([]byte, 300)
 	rand.Read(msg)
 	sig := ed25519.Sign(priv, msg)
+	h := sha256.Sum256(msg)
+	r, s, _ := ecdsa.Sign(rand.Reader, ec, h[:])
 	const n = 2000
 	measure := func(f func()) time.Duration {
 		before := threadCPU()
@@ -62,13 +102,20 @@ func ed25519Cost() (sign, verify time.Duration) {
 		}
 		return (threadCPU() - before) / n
 	}
-	sign = measure(func() { ed25519.Sign(priv, msg) })
-	verify = measure(func() {
+	var c sigCosts
+	c.sign = measure(func() { ed25519.Sign(priv, msg) })
+	c.verify = measure(func() {
 		if !ed25519.Verify(pub, msg, sig) {
 			panic("ed25519: own signature did not verify")
 		}
 	})
-	return sign, verify
+	c.verifyES256 = measure(func() {
+		h := sha256.Sum256(msg)
+		if !ecdsa.Verify(&ec.PublicKey, h[:], r, s) {
+			panic("ecdsa: own signature did not verify")
+		}
+	})
+	return c
 }
 
 // threadCPU is the CPU time the calling OS thread has used.

@@ -13,13 +13,17 @@
 // and prints a table of requests/s, latency and the ratio to the bare
 // handler, and each row's server CPU per request against its floor with
 // issue 16's target (floor.go): the bare handler's CPU per request, plus
-// one Ed25519 signature or verification measured in this process, in the
-// same round, and the Redis commands per request of each row that uses
+// the signatures and verifications the row needs (Ed25519; ES256 for a
+// DPoP proof) measured in this process, in the same round, and the Redis
+// commands per request of each row that uses
 // Redis (commands.go: INFO commandstats over the run ÷ the requests wrk
 // counted; the issuer's lease renewals and revocation-log heartbeats count,
 // amortised; the target for hot validation is ≤ 0.01). Its never-seen row
 // validates JWTs that no request has used, a fresh pool each round
-// (cold.go). Unless -png is "", it draws the wrk table as a chart: each
+// (cold.go, pool.go); its DPoP rows (dpop.go, issue 28) send a DPoP-bound
+// token with a proof of its own in each request, from such a pool too, and
+// are held to issue 28's target of 1.3× the bare handler plus one
+// verification of the proof's algorithm. Unless -png is "", it draws the wrk table as a chart: each
 // row's server CPU per request against its floor, the peer's rows among
 // them (chart.go; default the repository's docs/load.png). Then an
 // open-loop load at a constant rate (default 10,000 requests/s) on the
@@ -273,17 +277,29 @@ func run() (err error) {
 		return err
 	}
 	var rows []*row
+	byName := map[string]*row{}
 	for i, e := range eps {
-		name := filepath.Join(dir, fmt.Sprintf("%d.lua", len(rows)))
-		if err := os.WriteFile(name, []byte(e.req.lua()), 0o600); err != nil {
-			return err
+		r := &row{name: e.name, url: e.url + e.req.path, server: e.pid, redis: e.redis,
+			floor: e.floor, target: e.target, cmdsTarget: e.cmdsTarget}
+		if e.proofs != nil {
+			var refs []*row
+			for _, name := range e.proofs.sizedBy {
+				refs = append(refs, byName[name])
+			}
+			r = e.proofs.pool(dir, r, refs)
+		} else {
+			name := filepath.Join(dir, fmt.Sprintf("%d.lua", len(rows)))
+			if err := os.WriteFile(name, []byte(e.req.lua()), 0o600); err != nil {
+				return err
+			}
+			r.script = filepath.Base(name)
 		}
-		rows = append(rows, &row{name: e.name, url: e.url + e.req.path, script: filepath.Base(name), server: e.pid, redis: e.redis,
-			floor: e.floor, target: e.target, cmdsTarget: e.cmdsTarget})
+		rows = append(rows, r)
+		byName[r.name] = r
 		if i == hotJWT { // never-seen right after hot, whose rate sizes its pool
-			ns := &neverSeen{dir: dir, issuerURL: issuerURL, basic: basic, hot: rows[len(rows)-1]}
-			rows = append(rows, &row{name: "GET /token/validate, never-seen JWTs (cache full)", url: issuerURL + "/token/validate",
-				server: s.issuerPid, redis: s.redisPid, floor: floorVerify, target: 1.6, prepare: ns.prepare, check: ns.check})
+			ns := neverSeenRow(dir, issuerURL, basic, r, s.issuerPid, s.redisPid)
+			rows = append(rows, ns)
+			byName[ns.name] = ns
 		}
 	}
 	if err := wrkTable(dir, rows, redisPort); err != nil {
@@ -304,6 +320,9 @@ func run() (err error) {
 		paths := make([]*loadPath, len(eps))
 		for i, e := range eps {
 			paths[i] = &loadPath{name: e.name, url: e.url, pid: e.pid, floor: e.floor, target: e.target, cmdsTarget: e.cmdsTarget, request: same(e.req)}
+			if e.proofs != nil {
+				e.proofs.ratePath(paths[i])
+			}
 		}
 		return rateTable(s, paths)
 	}

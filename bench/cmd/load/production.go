@@ -128,7 +128,7 @@ func productionRound(s servers) error {
 		return err
 	}
 
-	signs, verifies, err := runRounds(paths, *productionRate, s.redisPid, s.redisPort)
+	costs, err := runRounds(paths, *productionRate, s.redisPid, s.redisPort)
 	if err != nil {
 		return err
 	}
@@ -144,8 +144,9 @@ func productionRound(s servers) error {
 	cpu := func(r pathRun) time.Duration { return r.serverCPU }
 	p99 := func(r pathRun) time.Duration { return r.res.p99 }
 	bareCPU, bareP99 := med(paths[0].runs, cpu), med(paths[0].runs, p99)
-	sign, verify := median(signs), median(verifies)
-	fl := floors(bareCPU, sign, verify)
+	c := medianCosts(costs)
+	sign, verify := c.sign, c.verify
+	fl := floors(bareCPU, c)
 	fl["weighted"] = bareCPU + (sign*mixIssue+verify*mixUnseen)/mixOf
 	live, err := dbsize(s.redisPort, 0)
 	if err != nil {

@@ -199,6 +199,9 @@ type loadPath struct {
 	pid     int // the server under test
 	behind  int // the issuer behind a consumer (0: none)
 	request func(round, i int) []byte
+	// prepare, if set, runs before each round's run, unmeasured: it makes
+	// what request sends in that round (fresh DPoP proofs).
+	prepare func(round int) error
 	path    func(i int) int // the path of the i-th request of a mix, as mixPath (nil: not a mix)
 	floor   string
 	target  float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
@@ -216,26 +219,32 @@ func same(req httpReq) func(round, i int) []byte {
 
 // runRounds runs -rounds rounds of every path at rate requests/s, one
 // path after another, the bare handler (paths[0]) first; after each round,
-// with the servers idle, it measures one Ed25519 signature and verification
+// with the servers idle, it measures the signature operations of the floors
 // in this process and keeps each path's floor of the round. It returns the
-// Ed25519 costs, round by round.
-func runRounds(paths []*loadPath, rate, redisPid, redisPort int) (signs, verifies []time.Duration, err error) {
+// signature costs, round by round.
+func runRounds(paths []*loadPath, rate, redisPid, redisPort int) ([]sigCosts, error) {
+	var costs []sigCosts
 	for round := range max(*rounds, 1) {
 		for _, path := range paths {
+			if path.prepare != nil {
+				if err := path.prepare(round); err != nil {
+					return nil, err
+				}
+			}
 			run, err := path.run(round, rate, redisPid, redisPort)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			path.runs = append(path.runs, run)
 		}
-		sign, verify := ed25519Cost()
-		signs, verifies = append(signs, sign), append(verifies, verify)
-		fl := floors(paths[0].runs[round].serverCPU, sign, verify)
+		c := signatureCosts()
+		costs = append(costs, c)
+		fl := floors(paths[0].runs[round].serverCPU, c)
 		for _, path := range paths {
 			path.floors = append(path.floors, fl[path.floor])
 		}
 	}
-	return signs, verifies, nil
+	return costs, nil
 }
 
 // rateTable runs -rounds rounds of every path at -rate requests/s for
@@ -247,13 +256,13 @@ func rateTable(s servers, paths []*loadPath) error {
 	if err != nil {
 		return err
 	}
-	signs, verifies, err := runRounds(paths, *rate, s.redisPid, s.redisPort)
+	costs, err := runRounds(paths, *rate, s.redisPid, s.redisPort)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("\nconstant %d requests/s with %d keys in Redis db 0, %d rounds of %v per endpoint (open loop, latency from the scheduled start); "+
-		"each row is its round with the median p99; floors as in the wrk table, at this rate (Ed25519 signature %s, verification %s: medians):\n\n",
-		*rate, live, max(*rounds, 1), *rateFor, us(median(signs)), us(median(verifies)))
+		"each row is its round with the median p99; floors as in the wrk table, at this rate (%s: medians):\n\n",
+		*rate, live, max(*rounds, 1), *rateFor, medianCosts(costs))
 	fmt.Println("| endpoint | sent | errors | p50 | p99 | max | p99, lowest–highest round | server CPU/req | floor | ÷ floor (target) | Redis CPU/req | Redis cmds/req |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var breakdown []string

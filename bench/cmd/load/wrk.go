@@ -34,7 +34,7 @@ type wrkResult struct {
 type row struct {
 	name, url, script string
 	server, redis     int     // pids whose CPU time the run measures (redis 0: none)
-	floor             string  // floorBare, floorSign or floorVerify
+	floor             string  // floorBare, floorSign, ... (floor.go)
 	target            float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
 	cmdsTarget        float64 // the bound on Redis commands per request (0: none)
 	// prepare, if set, writes the row's script for a round, before the
@@ -67,9 +67,9 @@ func wrkTable(dir string, rows []*row, redisPort int) error {
 	// Rounds: every endpoint right after the baseline, so that each ratio
 	// compares runs minutes apart at most; noise that lasts a round moves
 	// that round's ratios, and the median round leaves it out. After each
-	// round, with the servers idle, one Ed25519 signature and verification
-	// in this process give the round's floors.
-	var signs, verifies []time.Duration
+	// round, with the servers idle, one signature operation of each kind
+	// (signatureCosts) in this process gives the round's floors.
+	var costs []sigCosts
 	for round := range max(*rounds, 1) {
 		for _, r := range rows {
 			script := r.script
@@ -86,9 +86,9 @@ func wrkTable(dir string, rows []*row, redisPort int) error {
 			r.all = append(r.all, res)
 			r.ratios = append(r.ratios, res.rps/rows[0].all[round].rps)
 		}
-		sign, verify := ed25519Cost()
-		signs, verifies = append(signs, sign), append(verifies, verify)
-		fl := floors(rows[0].all[round].serverCPU, sign, verify)
+		c := signatureCosts()
+		costs = append(costs, c)
+		fl := floors(rows[0].all[round].serverCPU, c)
 		for _, r := range rows {
 			r.floors = append(r.floors, fl[r.floor])
 		}
@@ -102,9 +102,9 @@ func wrkTable(dir string, rows []*row, redisPort int) error {
 		r.res, r.ratio, r.floorN = r.all[mid], r.ratios[mid], r.floors[mid]
 	}
 	fmt.Printf("wrk, %d connections, %d rounds of %v per endpoint, one run (%s); each row is its median round; "+
-		"floor: the bare handler's server CPU/req in the same round, plus one Ed25519 signature (median %s) or verification (median %s), "+
+		"floor: the bare handler's server CPU/req in the same round, plus the signature operations the row names (medians: %s), "+
 		"CPU in this process after the round:\n\n",
-		*connections, len(rows[0].all), *duration, time.Now().UTC().Format(time.RFC3339), us(median(signs)), us(median(verifies)))
+		*connections, len(rows[0].all), *duration, time.Now().UTC().Format(time.RFC3339), medianCosts(costs))
 	fmt.Println("| endpoint | requests/s | ratio to bare | ratio, lowest–highest round | p50 | p99 | non-2xx | server CPU/req | floor | ÷ floor (target) | ÷ floor, lowest–highest round | Redis CPU/req | Redis cmds/req | wrk CPU/req |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var breakdown []string
