@@ -169,6 +169,9 @@ type proofSource struct {
 // pool is the wrk pool of src's proofs for row r, sized from refs.
 func (src *proofSource) pool(dir string, r *row, refs []*row) *row {
 	name := strings.NewReplacer(" ", "-", "/", "", ",", "", "(", "", ")", "").Replace(r.name)
+	if src.token != "" {
+		r.profile = name // a validation
+	}
 	return poolRow(dir, r, &freshPool{name: name, req: src.req, header: "DPoP", refs: refs,
 		values: func(_, n int) ([]string, error) {
 			return src.key.makeProofs(n, src.method, src.htu, src.token, *duration)
@@ -217,7 +220,7 @@ func (s servers) dpopEndpoints(neverSeen, jwtIssue string) ([]endpoint, error) {
 		if alg == "ES256" {
 			floor = floorVerifyES256
 		}
-		name := "GET /token/validate, DPoP, hot token, fresh " + alg + " proof"
+		name := "GET /token/validate, DPoP, fresh " + alg + " proof" // the token hot
 		eps = append(eps, endpoint{name: name, url: s.issuerURL, req: req, pid: s.issuerPid, redis: s.redisPid,
 			floor: floor, target: 1.3, cmdsTarget: dpopCommands,
 			proofs: &proofSource{key: k, method: "GET", htu: validate, token: tok, req: req, sizedBy: []string{ref}}})

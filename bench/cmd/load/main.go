@@ -23,7 +23,10 @@
 // (cold.go, pool.go); its DPoP rows (dpop.go, issue 28) send a DPoP-bound
 // token with a proof of its own in each request, from such a pool too, and
 // are held to issue 28's target of 1.3× the bare handler plus one
-// verification of the proof's algorithm. Unless -png is "", it draws the wrk table as a chart: each
+// verification of the proof's algorithm. With -pprof DIR the issuer serves its
+// profiles and the tool takes its CPU profile during the last round of each
+// DPoP validation row (profile.go), for where a DPoP validation's CPU goes;
+// profiling costs CPU, so such a run's figures are not the table's. Unless -png is "", it draws the wrk table as a chart: each
 // row's server CPU per request against its floor, the peer's rows among
 // them (chart.go; default the repository's docs/load.png). Then an
 // open-loop load at a constant rate (default 10,000 requests/s) on the
@@ -203,7 +206,9 @@ func run() (err error) {
 	issuerURL := fmt.Sprintf("http://127.0.0.1:%d", issuerPort)
 	cfg.issuerURL = issuerURL
 	bareURL := fmt.Sprintf("http://127.0.0.1:%d", barePort)
-	issuer, err := start(dir, bin("snowtoken"), cfg.env(issuerPort, 1))
+	issuerEnv, metrics := withProfiles(cfg.env(issuerPort, 1))
+	issuerMetrics = metrics
+	issuer, err := start(dir, bin("snowtoken"), issuerEnv)
 	if err != nil {
 		return err
 	}

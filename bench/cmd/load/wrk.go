@@ -42,6 +42,9 @@ type row struct {
 	// wrk's output of that run; such a row has no warm-up.
 	prepare func(round int) (script string, err error)
 	check   func(out []byte) error
+	// profile, under -pprof, names the issuer's CPU profile of the row's
+	// last round (profile.go); empty: none.
+	profile string
 
 	res    wrkResult       // of the median round by ratio to bare
 	ratio  float64         // to bare, median of the rounds
@@ -79,8 +82,15 @@ func wrkTable(dir string, rows []*row, redisPort int) error {
 					return err
 				}
 			}
+			wait := func() error { return nil }
+			if r.profile != "" && issuerMetrics != "" && round == max(*rounds, 1)-1 {
+				wait = startProfile(r.profile, *duration)
+			}
 			res, err := runWrk(dir, r.url, script, *duration, r.server, r.redis, redisPort, r.check)
 			if err != nil {
+				return err
+			}
+			if err := wait(); err != nil {
 				return err
 			}
 			r.all = append(r.all, res)
