@@ -289,7 +289,11 @@ func run() (err error) {
 		if e.proofs != nil {
 			var refs []*row
 			for _, name := range e.proofs.sizedBy {
-				refs = append(refs, byName[name])
+				ref, ok := byName[name]
+				if !ok {
+					return fmt.Errorf("%s: its pool is sized from %q, which no row before it is", e.name, name)
+				}
+				refs = append(refs, ref)
 			}
 			r = e.proofs.pool(dir, r, refs)
 		} else {
