@@ -2,6 +2,8 @@ package dpop_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"strings"
 	"testing"
 
 	"github.com/snowtoken/snowtoken/client/dpop"
@@ -18,5 +20,23 @@ func BenchmarkCheck(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkSignatureAlone is the signature check alone of BenchmarkCheck's
+// EdDSA proof (crypto/ed25519), the floor of what Check can cost.
+func BenchmarkSignatureAlone(b *testing.B) {
+	s := newEd25519(b)
+	proof := s.proof(b, claims(), nil)
+	i := strings.LastIndexByte(proof, '.')
+	sig, err := b64.DecodeString(proof[i+1:])
+	if err != nil {
+		b.Fatal(err)
+	}
+	pub := s.priv.Public().(ed25519.PublicKey)
+	for b.Loop() {
+		if !ed25519.Verify(pub, []byte(proof[:i]), sig) {
+			b.Fatal("does not verify")
+		}
 	}
 }

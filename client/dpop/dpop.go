@@ -93,6 +93,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -173,6 +174,9 @@ type Checker struct {
 	skew      time.Duration
 	nonce     func(string, time.Time) bool
 	replay    ReplayCache
+
+	mu      sync.Mutex
+	headers map[string]*checkedHeader // by header segment; see header
 }
 
 // New returns a Checker with opts, or ErrOptions for an algorithm it does
@@ -185,6 +189,7 @@ func New(opts Options) (*Checker, error) {
 		skew:      opts.Skew,
 		nonce:     opts.Nonce,
 		replay:    opts.Replay,
+		headers:   make(map[string]*checkedHeader),
 	}
 	if len(c.algs) == 0 {
 		c.algs = []string{AlgEdDSA, AlgES256}
@@ -299,29 +304,11 @@ func (c *Checker) verify(proof string, req Request, now time.Time) (*Proof, erro
 	if err != nil {
 		return nil, err
 	}
-	var h header
-	if err := strictUnmarshal(parts[0], &h); err != nil {
-		return nil, fmt.Errorf("%w: header: %w", ErrProof, err)
-	}
-	// A media type, so compared without case, and "application/" may be
-	// left out of it (RFC 7515 §4.1.9).
-	if typ := strings.ToLower(h.Typ); typ != Typ && typ != "application/"+Typ {
-		return nil, fmt.Errorf("%w: %q", ErrType, h.Typ)
-	}
-	if h.Crit != nil {
-		return nil, fmt.Errorf("%w: crit header", ErrProof)
-	}
-	if !slices.Contains(c.algs, h.Alg) {
-		return nil, fmt.Errorf("%w: %q", ErrAlgorithm, h.Alg)
-	}
-	if h.JWK == nil {
-		return nil, fmt.Errorf("%w: no jwk header", ErrJWK)
-	}
-	key, err := ParseJWK(h.JWK)
+	h, err := c.header(parts[0])
 	if err != nil {
 		return nil, err
 	}
-	if err := key.verify(h.Alg, proof[:len(proof)-len(parts[2])-1], parts[2]); err != nil {
+	if err := h.key.verify(h.alg, proof[:len(proof)-len(parts[2])-1], parts[2]); err != nil {
 		return nil, err
 	}
 	var cl claims
@@ -359,11 +346,11 @@ func (c *Checker) verify(proof string, req Request, now time.Time) (*Proof, erro
 	if req.AccessToken != "" && cl.ATH != AccessTokenHash(req.AccessToken) {
 		return nil, fmt.Errorf("%w: ath %q", ErrAccessToken, cl.ATH)
 	}
-	thumb := key.Thumbprint()
+	thumb := h.thumb
 	id := sha256.Sum256([]byte(thumb + " " + cl.JTI))
 	return &Proof{
-		Algorithm:  h.Alg,
-		JWK:        key,
+		Algorithm:  h.alg,
+		JWK:        h.key,
 		Thumbprint: thumb,
 		JTI:        cl.JTI,
 		Method:     cl.HTM,
@@ -373,6 +360,64 @@ func (c *Checker) verify(proof string, req Request, now time.Time) (*Proof, erro
 		ID:         base64.RawURLEncoding.EncodeToString(id[:]),
 		Until:      iat.Add(c.maxAge),
 	}, nil
+}
+
+// checkedHeader is a proof header that passed steps 3 and 4: its alg, its
+// key and the key's thumbprint.
+type checkedHeader struct {
+	alg   string
+	key   JWK
+	thumb string
+}
+
+// maxHeaders bounds Checker's cache of checked headers.
+const maxHeaders = 4096
+
+// header checks a proof's header segment (steps 3 and 4 of the package
+// doc) and returns what it says. A client signs every proof with one key,
+// so its header segment is the same each time: a header that passed is
+// remembered, by its exact bytes, and the next proof with it skips the
+// JSON, the key's decoding and point checks and the thumbprint, about a
+// third of a proof's checks besides its signature (BenchmarkCheck). Only
+// headers that passed are kept, at most maxHeaders (then the cache starts
+// over), so hostile input costs what it costs without the cache.
+func (c *Checker) header(seg string) (*checkedHeader, error) {
+	c.mu.Lock()
+	h, ok := c.headers[seg]
+	c.mu.Unlock()
+	if ok {
+		return h, nil
+	}
+	var raw header
+	if err := strictUnmarshal(seg, &raw); err != nil {
+		return nil, fmt.Errorf("%w: header: %w", ErrProof, err)
+	}
+	// A media type, so compared without case, and "application/" may be
+	// left out of it (RFC 7515 §4.1.9).
+	if typ := strings.ToLower(raw.Typ); typ != Typ && typ != "application/"+Typ {
+		return nil, fmt.Errorf("%w: %q", ErrType, raw.Typ)
+	}
+	if raw.Crit != nil {
+		return nil, fmt.Errorf("%w: crit header", ErrProof)
+	}
+	if !slices.Contains(c.algs, raw.Alg) {
+		return nil, fmt.Errorf("%w: %q", ErrAlgorithm, raw.Alg)
+	}
+	if raw.JWK == nil {
+		return nil, fmt.Errorf("%w: no jwk header", ErrJWK)
+	}
+	key, err := ParseJWK(raw.JWK)
+	if err != nil {
+		return nil, err
+	}
+	h = &checkedHeader{alg: raw.Alg, key: key, thumb: key.Thumbprint()}
+	c.mu.Lock()
+	if len(c.headers) >= maxHeaders {
+		clear(c.headers)
+	}
+	c.headers[seg] = h
+	c.mu.Unlock()
+	return h, nil
 }
 
 // AccessTokenHash returns the ath of a proof sent with token: the base64url

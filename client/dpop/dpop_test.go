@@ -418,3 +418,28 @@ func TestAccessTokenHash(t *testing.T) {
 		t.Fatalf("AccessTokenHash = %q, want %q", got, want)
 	}
 }
+
+// TestHeaderCacheChecksEachProof: a header remembered from an accepted
+// proof spares only its own checks: the signature of every proof that
+// carries it is checked, as are its claims.
+func TestHeaderCacheChecksEachProof(t *testing.T) {
+	s, other := newEd25519(t), newEd25519(t)
+	c := checker(t, dpop.Options{Replay: neverSeen{}})
+	good := s.proof(t, claims(), nil)
+	if _, err := c.Check(context.Background(), good, post(), testNow); err != nil {
+		t.Fatal(err)
+	}
+	// s's header, signed by another key.
+	forged := other.proof(t, claims(), func(h map[string]any) { h["jwk"] = s.jwk })
+	if _, err := c.Check(context.Background(), forged, post(), testNow); !errors.Is(err, dpop.ErrSignature) {
+		t.Errorf("a remembered header over another key's signature: %v, want ErrSignature", err)
+	}
+	late := claims()
+	late["iat"] = testNow.Add(-time.Hour).Unix()
+	if _, err := c.Check(context.Background(), s.proof(t, late, nil), post(), testNow); !errors.Is(err, dpop.ErrIssuedAt) {
+		t.Errorf("a remembered header with old claims: %v, want ErrIssuedAt", err)
+	}
+	if p, err := c.Check(context.Background(), s.proof(t, claims(), nil), post(), testNow); err != nil || p.Thumbprint != s.thumb {
+		t.Errorf("the header again: %+v, %v", p, err)
+	}
+}
