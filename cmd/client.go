@@ -37,7 +37,7 @@ type clientSub struct {
 // They then say who can read the file and, with -replicas, whether the
 // running replicas loaded it.
 var clientSubs = []clientSub{
-	{"new", "-id ID [-scopes a,b] [-audiences a,b] [-file F] [-secret-valid-for D] [-max-ttl D] [-may-set-subject] [-may-introspect] [-admin] [-description TEXT] [-owner TEXT]" + authSynopsis + replicasSynopsis,
+	{"new", "-id ID [-scopes a,b] [-audiences a,b] [-file F] [-secret-valid-for D] [-max-ttl D] [-may-set-subject] [-may-introspect] [-admin] [-dpop-bound] [-description TEXT] [-owner TEXT]" + authSynopsis + replicasSynopsis,
 		"Make a client and print its secret, once. With -file, add the client to the clients file F\n" +
 			"(created if missing); without, print the entry to add. A private_key_jwt client (-jwks-file,\n" +
 			"-jwks-uri) or a workload identity client (-workload-issuer, -workload-subject) has no secret.", clientNewCmd},
@@ -49,6 +49,9 @@ var clientSubs = []clientSub{
 		"Change how a client authenticates: its secret method, its keys (private_key_jwt), or its\n" +
 			"workload identity. Moving off a secret drops it; moving to a secret method without one\n" +
 			"makes one and prints it, once.", clientSetAuthCmd},
+	{"set-dpop", "-file F -id ID -bound=true|false" + replicasSynopsis,
+		"Require a DPoP proof with every token request of a client, so that all of its tokens are\n" +
+			"bound to a key it holds (dpop_bound_access_tokens), or stop requiring it.", clientSetDPoPCmd},
 	{"list", "-file F",
 		"Check the clients file F as the issuer does and list its clients.", clientListCmd},
 	{"disable", "-file F -id ID [-revoke]" + replicasSynopsis,
@@ -107,6 +110,7 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 	maySet := f.Bool("may-set-subject", false, "client may issue tokens for other subjects")
 	mayIntrospect := f.Bool("may-introspect", false, "client may introspect tokens issued to other clients")
 	admin := f.Bool("admin", false, "client may revoke any token and all tokens of a subject")
+	dpopBound := f.Bool("dpop-bound", false, "every token of the client is DPoP-bound: its token requests without a DPoP proof are refused")
 	maxTTL := f.Duration("max-ttl", 0, "longest lifetime of this client's tokens (0: the global maximum)")
 	description := f.String("description", "", "what the client is, for people")
 	owner := f.String("owner", "", "who answers for the client, such as a team or an address")
@@ -119,7 +123,8 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 		return usageErrorf(f.Name(), "-secret-valid-for must not be negative")
 	}
 	c := token.Client{ID: *id, Description: *description, Owner: *owner,
-		Scopes: commaList(*scopes), Audiences: commaList(*audiences), MaySetSubject: *maySet, MayIntrospect: *mayIntrospect, Admin: *admin, MaxTTL: token.Duration(*maxTTL)}
+		Scopes: commaList(*scopes), Audiences: commaList(*audiences), MaySetSubject: *maySet, MayIntrospect: *mayIntrospect, Admin: *admin, MaxTTL: token.Duration(*maxTTL),
+		DPoPBoundAccessTokens: *dpopBound}
 	secret, err := auth.apply(f.Name(), &c)
 	if err != nil {
 		return err

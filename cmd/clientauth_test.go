@@ -143,3 +143,33 @@ func byID(t *testing.T, cs *token.Clients, id string) *token.Client {
 	t.Fatalf("no client %q", id)
 	return nil
 }
+
+// TestClientDPoPBound: `client new -dpop-bound` and `client set-dpop`
+// write dpop_bound_access_tokens, which the issuer then reads; set-dpop
+// needs -bound said.
+func TestClientDPoPBound(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "clients.json")
+	if _, err := run(t, "client", "new", "-file", file, "-id", "b", "-scopes", "a", "-dpop-bound"); err != nil {
+		t.Fatal(err)
+	}
+	bound := func() bool {
+		t.Helper()
+		cs, err := token.LoadClients(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return byID(t, cs, "b").DPoPBoundAccessTokens
+	}
+	if !bound() {
+		t.Error("client new -dpop-bound: not bound")
+	}
+	if _, err := run(t, "client", "set-dpop", "-file", file, "-id", "b", "-bound=false"); err != nil || bound() {
+		t.Errorf("set-dpop -bound=false: %v, bound %v", err, bound())
+	}
+	if _, err := run(t, "client", "set-dpop", "-file", file, "-id", "b", "-bound"); err != nil || !bound() {
+		t.Errorf("set-dpop -bound: %v, bound %v", err, bound())
+	}
+	if _, err := run(t, "client", "set-dpop", "-file", file, "-id", "b"); err == nil {
+		t.Error("set-dpop without -bound: no error")
+	}
+}
