@@ -20,6 +20,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/internal/redistest"
@@ -117,8 +118,11 @@ func newAssertionEnv(tb testing.TB, replay clientauth.ReplayCache, opts ...envOp
 	if cfg.log == nil {
 		cfg.log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.dpop.Replay == nil {
+		cfg.dpop.Replay = a.Store.Proofs()
+	}
 	srv, err := handlers.NewServer(handlers.Options{Service: a.Svc, Clients: a.Clients, IDs: a.IDs, BaseURL: a.URL, Logger: cfg.log,
-		AuthLimiter: cfg.limiter, Assertions: clientauth.Options{Replay: replay}})
+		AuthLimiter: cfg.limiter, Assertions: clientauth.Options{Replay: replay}, DPoP: cfg.dpop, DPoPNonces: cfg.nonces})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -402,4 +406,25 @@ func BenchmarkIssueByAssertion(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestClientAssertionDPoPNonce: a client assertion sent with a DPoP proof
+// that lacks the server's nonce is not spent by the use_dpop_nonce answer:
+// the client sends the same body again, with a proof carrying the nonce,
+// and gets its token (the proof is checked before the client
+// authenticates, and recorded after). Once it has, the assertion is spent.
+func TestClientAssertionDPoPNonce(t *testing.T) {
+	a := newAssertionEnv(t, nil, withDPoP(dpop.Options{}, true))
+	k := newDPoPKey(t, "EdDSA")
+	as := a.assertion(t, a.pk, "pk", nil)
+	proof := func(nonce string) http.Header {
+		return http.Header{"Dpop": {k.proof(t, "POST", a.URL+"/token", "", nonce, a.Clock.Now(), nil)}}
+	}
+	r := a.asserted(t, "pk", as, proof(""), nil)
+	wantError(t, r, http.StatusBadRequest, "use_dpop_nonce")
+	nonce := r.Header.Get("DPoP-Nonce")
+	if r := a.asserted(t, "pk", as, proof(nonce), nil); r.Status != http.StatusOK {
+		t.Fatalf("the same assertion with a proof carrying the nonce: %d %s", r.Status, r.Body)
+	}
+	wantError(t, a.asserted(t, "pk", as, proof(nonce), nil), http.StatusUnauthorized, "invalid_client")
 }

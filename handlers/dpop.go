@@ -49,17 +49,27 @@ func proofHeader(c *gin.Context) (string, bool, error) {
 
 // checkProof checks proof, sent with a request of method to url that
 // presents accessToken (none at the token endpoint), and returns it once
-// accepted and recorded against replay. A refusal is ErrDPoPProof, or
-// ErrDPoPNonce with a fresh DPoP-Nonce header set; a replay record that
-// does not answer is token.ErrUnavailable, never a pass.
+// accepted and recorded against replay: verifyProof, then recordProof.
 func (s *Server) checkProof(c *gin.Context, proof, method, url, accessToken string) (*dpop.Proof, error) {
+	p, err := s.verifyProof(c, proof, method, url, accessToken)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.recordProof(c, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// verifyProof makes every check of a proof but the replay check (it
+// records nothing). A refusal is ErrDPoPProof, or ErrDPoPNonce with a
+// fresh DPoP-Nonce header set.
+func (s *Server) verifyProof(c *gin.Context, proof, method, url, accessToken string) (*dpop.Proof, error) {
 	now := s.now()
-	p, err := s.dpop.Check(c.Request.Context(), proof, dpop.Request{Method: method, URL: url, AccessToken: accessToken}, now)
+	p, err := s.dpop.Verify(proof, dpop.Request{Method: method, URL: url, AccessToken: accessToken}, now)
 	switch {
 	case err == nil:
 		return p, nil
-	case errors.Is(err, dpop.ErrReplayRecord): // redisstore's: token.ErrUnavailable, 503
-		return nil, err
 	case errors.Is(err, dpop.ErrRequest): // the forwarded URL, a gateway's
 		return nil, fmt.Errorf("%w: %s: %w", token.ErrInvalidRequest, hdrForwardedURI, err)
 	case errors.Is(err, dpop.ErrUseNonce):
@@ -67,6 +77,18 @@ func (s *Server) checkProof(c *gin.Context, proof, method, url, accessToken stri
 		return nil, fmt.Errorf("%w: %w", ErrDPoPNonce, err)
 	}
 	return nil, fmt.Errorf("%w: %w", ErrDPoPProof, err)
+}
+
+// recordProof records p, which verifyProof accepted, against replay, in
+// the record every replica shares: a proof seen before is ErrDPoPProof; a
+// record that does not answer is token.ErrUnavailable (redisstore's), never
+// a pass.
+func (s *Server) recordProof(c *gin.Context, p *dpop.Proof) error {
+	err := s.dpop.Record(c.Request.Context(), p, s.now())
+	if err == nil || errors.Is(err, dpop.ErrReplayRecord) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrDPoPProof, err)
 }
 
 // tokenURL is the URL a proof sent to the token endpoint names: the

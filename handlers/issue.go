@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -22,7 +23,29 @@ type tokenResponse struct {
 }
 
 func (s *Server) issue(c *gin.Context) {
-	form, client, err := s.clientForm(c)
+	form, err := s.form(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	// A DPoP proof binds the token to its key (RFC 9449 §5). It is checked
+	// before the client authenticates and recorded against replay after:
+	// a use_dpop_nonce answer makes the client send the same body again,
+	// whose client assertion must not have been spent by the first try
+	// (its jti is recorded as the client authenticates), and no one else's
+	// request uses up a proof. The check before is one signature, bounded
+	// by the proof's size (dpop.Options.MaxLength).
+	var proof *dpop.Proof
+	if raw, ok, err := proofHeader(c); err != nil {
+		s.fail(c, err)
+		return
+	} else if ok {
+		if proof, err = s.verifyProof(c, raw, http.MethodPost, s.tokenURL(), ""); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	client, err := s.authenticate(c, form)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -46,21 +69,12 @@ func (s *Server) issue(c *gin.Context) {
 		}
 		req.ExpiresIn = time.Duration(n) * time.Second
 	}
-	// A proof binds the token to its key (RFC 9449 §5); it is checked once
-	// the client is known, so that no one else's requests use up a jti or
-	// cost a signature check.
-	proof, hasProof, err := proofHeader(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if hasProof {
-		p, err := s.checkProof(c, proof, http.MethodPost, s.tokenURL(), "")
-		if err != nil {
+	if proof != nil {
+		if err := s.recordProof(c, proof); err != nil {
 			s.fail(c, err)
 			return
 		}
-		req.JKT = p.Thumbprint
+		req.JKT = proof.Thumbprint
 	}
 	issued, err := s.svc.Issue(c.Request.Context(), client, req)
 	if err != nil {

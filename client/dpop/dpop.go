@@ -278,21 +278,41 @@ type claims struct {
 }
 
 // Check checks proof, sent with req at now, as the package doc lists, and
-// returns it once accepted and recorded for replay. An error of the
-// ReplayCache is returned wrapped in ErrReplayRecord, not as a refusal.
+// returns it once accepted and recorded for replay: Verify, then Record.
+// An error of the ReplayCache is returned wrapped in ErrReplayRecord, not
+// as a refusal.
 func (c *Checker) Check(ctx context.Context, proof string, req Request, now time.Time) (*Proof, error) {
-	p, err := c.verify(proof, req, now)
+	p, err := c.Verify(proof, req, now)
 	if err != nil {
 		return nil, err
 	}
-	seen, err := c.replay.Seen(ctx, p.ID, now, p.Until)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrReplayRecord, err)
-	}
-	if seen {
-		return nil, fmt.Errorf("%w: jti %q", ErrReplay, p.JTI)
+	if err := c.Record(ctx, p, now); err != nil {
+		return nil, err
 	}
 	return p, nil
+}
+
+// Verify makes every check of Check but the replay check, and records
+// nothing: for a server that must check a proof before something else it
+// may not undo (a client assertion's jti, which a use_dpop_nonce retry
+// would send again) and Record it once that passed too. A proof Verify
+// accepts counts only once Record has.
+func (c *Checker) Verify(proof string, req Request, now time.Time) (*Proof, error) {
+	return c.verify(proof, req, now)
+}
+
+// Record records p, a proof Verify accepted at now, against replay:
+// ErrReplay if it was recorded before, at any checker sharing the
+// ReplayCache; an error of the ReplayCache wrapped in ErrReplayRecord.
+func (c *Checker) Record(ctx context.Context, p *Proof, now time.Time) error {
+	seen, err := c.replay.Seen(ctx, p.ID, now, p.Until)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrReplayRecord, err)
+	}
+	if seen {
+		return fmt.Errorf("%w: jti %q", ErrReplay, p.JTI)
+	}
+	return nil
 }
 
 // verify makes every check of Check but the replay check.
@@ -304,12 +324,15 @@ func (c *Checker) verify(proof string, req Request, now time.Time) (*Proof, erro
 	if err != nil {
 		return nil, err
 	}
-	h, err := c.header(parts[0])
+	h, cached, err := c.header(parts[0])
 	if err != nil {
 		return nil, err
 	}
 	if err := h.key.verify(h.alg, proof[:len(proof)-len(parts[2])-1], parts[2]); err != nil {
 		return nil, err
+	}
+	if !cached {
+		c.remember(parts[0], h)
 	}
 	var cl claims
 	if err := strictUnmarshal(parts[1], &cl); err != nil {
@@ -370,54 +393,71 @@ type checkedHeader struct {
 	thumb string
 }
 
-// maxHeaders bounds Checker's cache of checked headers.
-const maxHeaders = 4096
+// Bounds of Checker's cache of checked headers: how many, and how long
+// one may be (a client's header is about 150 bytes; a longer one, padded
+// with members that are ignored, is checked every time).
+const (
+	maxHeaders   = 4096
+	maxHeaderLen = 512
+)
 
 // header checks a proof's header segment (steps 3 and 4 of the package
-// doc) and returns what it says. A client signs every proof with one key,
-// so its header segment is the same each time: a header that passed is
-// remembered, by its exact bytes, and the next proof with it skips the
+// doc) and returns what it says, and whether it came from the cache. A
+// client signs every proof with one key, so its header segment is the same
+// each time: a header of a proof whose signature verified is remembered
+// (remember), by its exact bytes, and the next proof with it skips the
 // JSON, the key's decoding and point checks and the thumbprint, about a
-// third of a proof's checks besides its signature (BenchmarkCheck). Only
-// headers that passed are kept, at most maxHeaders (then the cache starts
-// over), so hostile input costs what it costs without the cache.
-func (c *Checker) header(seg string) (*checkedHeader, error) {
+// third of a proof's checks besides its signature (BenchmarkCheck). The
+// signature of every proof is checked all the same.
+func (c *Checker) header(seg string) (*checkedHeader, bool, error) {
 	c.mu.Lock()
 	h, ok := c.headers[seg]
 	c.mu.Unlock()
 	if ok {
-		return h, nil
+		return h, true, nil
 	}
 	var raw header
 	if err := strictUnmarshal(seg, &raw); err != nil {
-		return nil, fmt.Errorf("%w: header: %w", ErrProof, err)
+		return nil, false, fmt.Errorf("%w: header: %w", ErrProof, err)
 	}
 	// A media type, so compared without case, and "application/" may be
 	// left out of it (RFC 7515 §4.1.9).
 	if typ := strings.ToLower(raw.Typ); typ != Typ && typ != "application/"+Typ {
-		return nil, fmt.Errorf("%w: %q", ErrType, raw.Typ)
+		return nil, false, fmt.Errorf("%w: %q", ErrType, raw.Typ)
 	}
 	if raw.Crit != nil {
-		return nil, fmt.Errorf("%w: crit header", ErrProof)
+		return nil, false, fmt.Errorf("%w: crit header", ErrProof)
 	}
 	if !slices.Contains(c.algs, raw.Alg) {
-		return nil, fmt.Errorf("%w: %q", ErrAlgorithm, raw.Alg)
+		return nil, false, fmt.Errorf("%w: %q", ErrAlgorithm, raw.Alg)
 	}
 	if raw.JWK == nil {
-		return nil, fmt.Errorf("%w: no jwk header", ErrJWK)
+		return nil, false, fmt.Errorf("%w: no jwk header", ErrJWK)
 	}
 	key, err := ParseJWK(raw.JWK)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	h = &checkedHeader{alg: raw.Alg, key: key, thumb: key.Thumbprint()}
+	return &checkedHeader{alg: raw.Alg, key: key, thumb: key.Thumbprint()}, false, nil
+}
+
+// remember keeps h, the header seg of a proof whose signature verified,
+// unless seg is longer than maxHeaderLen; at maxHeaders one remembered
+// header (any: map order) makes room, so that no one can empty the cache
+// of the others at once.
+func (c *Checker) remember(seg string, h *checkedHeader) {
+	if len(seg) > maxHeaderLen {
+		return
+	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if len(c.headers) >= maxHeaders {
-		clear(c.headers)
+		for k := range c.headers {
+			delete(c.headers, k)
+			break
+		}
 	}
 	c.headers[seg] = h
-	c.mu.Unlock()
-	return h, nil
 }
 
 // AccessTokenHash returns the ath of a proof sent with token: the base64url
