@@ -428,3 +428,16 @@ func TestClientAssertionDPoPNonce(t *testing.T) {
 	}
 	wantError(t, a.asserted(t, "pk", as, proof(nonce), nil), http.StatusUnauthorized, "invalid_client")
 }
+
+// TestClientAssertionKeysUnreachable: a key set that cannot be fetched is
+// the service's failure, 503 with Retry-After, never invalid_client.
+func TestClientAssertionKeysUnreachable(t *testing.T) {
+	a := newAssertionEnv(t, nil)
+	_, sum, _ := token.NewClientSecret()
+	a.Server.Swap(a.Svc, a.clients(t, sum, "http://127.0.0.1:1/jwks"), handlers.Version{}) // nothing listens there
+	r := a.asserted(t, "pk-uri", a.assertion(t, a.pkURI, "pk-uri", nil), nil, nil)
+	wantError(t, r, http.StatusServiceUnavailable, "temporarily_unavailable")
+	if r.Header.Get("Retry-After") == "" {
+		t.Error("no Retry-After")
+	}
+}

@@ -143,16 +143,15 @@ func (s *Server) assertedClient(c *gin.Context, formID, typ, assertion string) (
 }
 
 // assertionError is how the handlers answer clientauth's err: the replay
-// record's failure is the service's (503), a key set that cannot be
-// fetched is told as such without its URL or cause, the rest are the
+// record's failure and a key set that cannot be fetched are the service's
+// (503 with Retry-After, not counted against the failed-authentication
+// limit: a key server down is no one's guess at a credential, and must not
+// push the other clients of the network into 429), the rest are the
 // client's (invalid_client) with clientauth's own text.
 func assertionError(err error) error {
 	switch {
-	case errors.Is(err, clientauth.ErrUnavailable):
+	case errors.Is(err, clientauth.ErrUnavailable), errors.Is(err, clientauth.ErrFetch):
 		return fmt.Errorf("%w: %w", token.ErrUnavailable, err)
-	case errors.Is(err, clientauth.ErrFetch):
-		return token.Describe(fmt.Errorf("%w: %w", token.ErrInvalidClient, err),
-			"the client's key set cannot be fetched now; retry later")
 	}
 	return fmt.Errorf("%w: %w", token.ErrInvalidClient, err)
 }
