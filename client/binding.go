@@ -139,18 +139,30 @@ func (v *Validator) present(r *http.Request) (*presentation, error) {
 	}, nil
 }
 
-// checkProof checks p's proof for the token raw, as dpop.Checker.Check
-// does, on the Validator's clock. A refused proof is ErrInvalidProof; a
-// replay record that fails is ErrUnavailable.
-func (v *Validator) checkProof(ctx context.Context, raw string, p *presentation) (*dpop.Proof, error) {
-	proof, err := v.dpop.checker.Check(ctx, p.proof, dpop.Request{Method: p.method, URL: p.htu, AccessToken: raw}, v.opts.Now())
-	switch {
-	case errors.Is(err, dpop.ErrReplayRecord):
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	case err != nil:
+// verifyProof makes every check of p's proof for the token raw but the
+// replay check (dpop.Checker.Verify), on the Validator's clock; nothing is
+// recorded until the token passes too (recordProof). A refused proof is
+// ErrInvalidProof.
+func (v *Validator) verifyProof(raw string, p *presentation) (*dpop.Proof, error) {
+	proof, err := v.dpop.checker.Verify(p.proof, dpop.Request{Method: p.method, URL: p.htu, AccessToken: raw}, v.opts.Now())
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidProof, err)
 	}
 	return proof, nil
+}
+
+// recordProof records proof against replay (dpop.Checker.Record): one
+// seen before is ErrInvalidProof; a replay record that fails is
+// ErrUnavailable.
+func (v *Validator) recordProof(ctx context.Context, proof *dpop.Proof) error {
+	err := v.dpop.checker.Record(ctx, proof, v.opts.Now())
+	switch {
+	case errors.Is(err, dpop.ErrReplayRecord):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrInvalidProof, err)
+	}
+	return nil
 }
 
 // checkBinding checks that c is bound to the key of proof, and that a

@@ -264,6 +264,9 @@ func (e *scopeError) Unwrap() error { return e.err }
 // proof is checked first, here in every mode, so that a refused one costs
 // no call to the issuer; then the token, locally or by the issuer; then
 // that the token is bound to the proof's key, or to none without a proof;
+// the proof is recorded against replay before the issuer is asked in
+// Remote mode (a replayed proof costs no call), and in Local mode once the
+// token has passed, so that no one without a good token fills the record;
 // then the scopes.
 func (v *Validator) validate(ctx context.Context, raw string, requiredScopes []string, p *presentation) (*Claims, error) {
 	if err := checkScopes(requiredScopes); err != nil {
@@ -279,8 +282,13 @@ func (v *Validator) validate(ctx context.Context, raw string, requiredScopes []s
 	}
 	var proof *dpop.Proof
 	if p != nil {
-		if proof, err = v.checkProof(ctx, raw, p); err != nil {
+		if proof, err = v.verifyProof(raw, p); err != nil {
 			return nil, err
+		}
+		if v.opts.Mode == Remote {
+			if err := v.recordProof(ctx, proof); err != nil {
+				return nil, err
+			}
 		}
 	}
 	c, err := v.claims(ctx, raw, requiredScopes, p)
@@ -289,6 +297,11 @@ func (v *Validator) validate(ctx context.Context, raw string, requiredScopes []s
 	}
 	if err := checkBinding(c, proof); err != nil {
 		return nil, err
+	}
+	if proof != nil && v.opts.Mode != Remote {
+		if err := v.recordProof(ctx, proof); err != nil {
+			return nil, err
+		}
 	}
 	return c, requireScopes(c, requiredScopes)
 }

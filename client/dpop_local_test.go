@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,4 +256,37 @@ type downReplay struct{}
 
 func (downReplay) Seen(context.Context, string, time.Time, time.Time) (bool, error) {
 	return false, errors.New("connection refused")
+}
+
+// countingReplay counts the proofs recorded.
+type countingReplay struct{ n atomic.Int32 }
+
+func (c *countingReplay) Seen(context.Context, string, time.Time, time.Time) (bool, error) {
+	c.n.Add(1)
+	return false, nil
+}
+
+// TestLocalDPoPRecordsAfterTheToken: in Local mode a proof is recorded
+// against replay only once its token passed, so that a made-up token with
+// a proof of anyone's key fills no record.
+func TestLocalDPoPRecordsAfterTheToken(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	f := newFakeJWKS(t)
+	rec := &countingReplay{}
+	v := localValidator(t, f, now, client.Options{DPoP: client.DPoP{PublicURL: publicURL, Replay: rec}})
+	h := v.Middleware(middlewaretest.Echo)
+	key := prover(t)
+	fake := f.bound(t, now, "orders:read", key)
+	fake = fake[:len(fake)-4] + "AAAA" // its signature broken
+	if r := serve(h, "GET", "/orders", "DPoP "+fake, proofFor(t, key, "GET", publicURL+"/orders", fake, now)); r.Code != http.StatusUnauthorized {
+		t.Fatalf("a made-up token: %d", r.Code)
+	}
+	if n := rec.n.Load(); n != 0 {
+		t.Errorf("a made-up token's proof was recorded (%d)", n)
+	}
+	tok := f.bound(t, now, "orders:read", key)
+	if r := serve(h, "GET", "/orders", "DPoP "+tok, proofFor(t, key, "GET", publicURL+"/orders", tok, now)); r.Code != http.StatusOK || rec.n.Load() != 1 {
+		t.Errorf("a good token: %d, %d records, want 200 and 1", r.Code, rec.n.Load())
+	}
 }
