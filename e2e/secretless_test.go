@@ -129,7 +129,7 @@ func TestSecretlessClients(t *testing.T) {
 	if err := os.WriteFile(tokenPath, []byte(cluster.token(t, "system:serviceaccount:shop:orders-caller", issuer, time.Now())), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	keyAssertion, err := credentials.KeyAssertion("batch", issuer+"/token", priv, "batch-1")
+	keyAssertion, err := credentials.KeyAssertion("batch", issuer, priv, "batch-1")
 	if err != nil {
 		t.Fatal(err)
 	}

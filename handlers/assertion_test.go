@@ -155,7 +155,7 @@ func (a *assertionEnv) clients(tb testing.TB, postSum, jwksURI string) *token.Cl
 // assertion is a good private_key_jwt assertion of client id, to aud.
 func (a *assertionEnv) assertion(tb testing.TB, s signer, id string, edit func(jwt.MapClaims)) string {
 	now := a.Clock.Now()
-	c := jwt.MapClaims{"iss": id, "sub": id, "aud": a.URL + "/token", "iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "jti": rand.Text()}
+	c := jwt.MapClaims{"iss": id, "sub": id, "aud": testIssuer, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "jti": rand.Text()}
 	if edit != nil {
 		edit(c)
 	}

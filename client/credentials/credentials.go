@@ -4,7 +4,7 @@
 // all, by a client assertion (RFC 7523 §2.2):
 //
 //   - KeyAssertion: private_key_jwt, a short JWT the client signs with its
-//     own private key (iss = sub = the client ID, aud = the token endpoint,
+//     own private key (iss = sub = the client ID, aud = the issuer alone,
 //     a fresh jti, exp a minute ahead), whose public key the clients file
 //     lists (jwks or jwks_uri);
 //   - FileAssertion: a token another issuer the snowtoken issuer trusts
@@ -238,7 +238,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // KeyAssertion returns an Assertion for private_key_jwt: a JWT of clientID
-// (iss and sub) for audience (the token endpoint's URL, or the issuer's),
+// (iss and sub) for audience, which must be the issuer's identifier
+// (SNOWTOKEN_ISSUER) alone: snowtoken refuses the token endpoint's URL or a
+// list (draft-ietf-oauth-rfc7523bis),
 // with a fresh jti, iat now and exp a minute later, signed with key: an
 // ed25519.PrivateKey (EdDSA), an *ecdsa.PrivateKey on P-256 (ES256) or an
 // *rsa.PrivateKey of 2048 bits or more (RS256). kid, if set, names the key

@@ -116,7 +116,7 @@ func TestKeyAssertion(t *testing.T) {
 		key crypto.Signer
 		alg string
 	}{{ed, "EdDSA"}, {ec, "ES256"}, {rs, "RS256"}} {
-		assert, err := credentials.KeyAssertion("orders-caller", "https://auth.example.com/token", tc.key, "k1")
+		assert, err := credentials.KeyAssertion("orders-caller", "https://auth.example.com", tc.key, "k1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestKeyAssertion(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.alg, err)
 		}
-		if c.Issuer != "orders-caller" || c.Subject != "orders-caller" || len(c.Audience) != 1 || c.Audience[0] != "https://auth.example.com/token" ||
+		if c.Issuer != "orders-caller" || c.Subject != "orders-caller" || len(c.Audience) != 1 || c.Audience[0] != "https://auth.example.com" ||
 			c.ID == "" || !c.ExpiresAt.Equal(now.Add(time.Minute)) || tok.Header["kid"] != "k1" {
 			t.Errorf("%s: claims %+v, header %v", tc.alg, c, tok.Header)
 		}

@@ -81,8 +81,10 @@ type ReplayCache interface {
 
 // Options configure a Verifier. Audiences and Replay are required.
 type Options struct {
-	// Audiences are the aud values an assertion may name, one of which it
-	// must: the issuer and the token endpoint's URL (RFC 7523 §3).
+	// Audiences are the aud values a workload identity token may name, one
+	// of which it must: the issuer, first, and the token endpoint's URL. A
+	// private_key_jwt assertion's aud must be the first, the issuer, alone
+	// (checkPrivateKeyJWT).
 	Audiences []string
 	// Replay records the jti of private_key_jwt assertions.
 	Replay ReplayCache
@@ -216,7 +218,16 @@ func (v *Verifier) Verify(ctx context.Context, reg Registration, assertion strin
 
 // checkPrivateKeyJWT bounds a private_key_jwt assertion's exp and records
 // its jti, refusing a jti recorded already.
+//
+// Its aud must be the issuer identifier alone, not the token endpoint's URL
+// nor a list (draft-ietf-oauth-rfc7523bis, after the 2025 "audience
+// injection" disclosure): a client that also talks to another
+// authorization server, which names our token endpoint as its own, would
+// otherwise sign for it an assertion that works here.
 func (v *Verifier) checkPrivateKeyJWT(ctx context.Context, clientID string, claims jwt.RegisteredClaims, now time.Time) error {
+	if len(claims.Audience) != 1 || claims.Audience[0] != v.opts.Audiences[0] {
+		return fmt.Errorf("%w: the assertion's aud must be the issuer alone, %q", ErrClaims, v.opts.Audiences[0])
+	}
 	exp := claims.ExpiresAt.Time
 	if exp.Sub(now) > v.opts.MaxLifetime+v.opts.Leeway {
 		return fmt.Errorf("%w: the assertion's exp is more than %v ahead", ErrClaims, v.opts.MaxLifetime)

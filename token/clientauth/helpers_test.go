@@ -110,7 +110,7 @@ func (s signer) sign(tb testing.TB, claims jwt.MapClaims) string {
 
 // claimsFor are a good private_key_jwt assertion's claims for client id.
 func claimsFor(id string) jwt.MapClaims {
-	return jwt.MapClaims{"iss": id, "sub": id, "aud": endpoint, "exp": t0.Add(time.Minute).Unix(),
+	return jwt.MapClaims{"iss": id, "sub": id, "aud": issuer, "exp": t0.Add(time.Minute).Unix(),
 		"iat": t0.Unix(), "jti": "jti-" + randomID()}
 }
 

@@ -77,6 +77,8 @@ func TestVerifyRefusals(t *testing.T) {
 		{"wrong sub", ed.sign(t, with(func(c jwt.MapClaims) { c["sub"] = "other" })), clientauth.ErrClaims},
 		{"wrong aud", ed.sign(t, with(func(c jwt.MapClaims) { c["aud"] = "https://elsewhere.example/token" })), clientauth.ErrClaims},
 		{"no aud", ed.sign(t, with(func(c jwt.MapClaims) { delete(c, "aud") })), clientauth.ErrClaims},
+		{"the token endpoint as aud", ed.sign(t, with(func(c jwt.MapClaims) { c["aud"] = endpoint })), clientauth.ErrClaims},
+		{"the issuer among others", ed.sign(t, with(func(c jwt.MapClaims) { c["aud"] = []string{issuer, "https://other-as.example"} })), clientauth.ErrClaims},
 		{"expired", ed.sign(t, with(func(c jwt.MapClaims) { c["exp"] = t0.Add(-time.Minute).Unix() })), clientauth.ErrClaims},
 		{"no exp", ed.sign(t, with(func(c jwt.MapClaims) { delete(c, "exp") })), clientauth.ErrClaims},
 		{"exp too far", ed.sign(t, with(func(c jwt.MapClaims) { c["exp"] = t0.Add(time.Hour).Unix() })), clientauth.ErrClaims},

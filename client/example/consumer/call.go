@@ -42,7 +42,7 @@ func call(ctx context.Context, getenv func(string) string, stdout io.Writer) err
 	if err != nil || interval <= 0 {
 		return fmt.Errorf("CALL_INTERVAL: want a positive duration such as 10s")
 	}
-	assertion, err := assertionOf(getenv, id, issuer+"/token")
+	assertion, err := assertionOf(getenv, id, issuer)
 	if err != nil {
 		return err
 	}
