@@ -2,8 +2,25 @@
 // accepts snowtoken tokens through package client (remote mode: the issuer
 // is asked about every token, so revocation takes effect at once).
 //
-//	GET /orders   the orders, for a bearer token with scope orders:read
+//	GET /orders   the orders, for a token with scope orders:read: a bearer
+//	              token, or with CONSUMER_PUBLIC_URL a DPoP-bound one too
 //	GET /healthz  {"status":"ok"}
+//
+// With CONSUMER_PUBLIC_URL, a DPoP-bound token (RFC 9449) counts when sent
+// as Authorization: DPoP with a proof of the request as its client made it:
+// htu is that URL and the path the consumer receives, so the prefix a proxy
+// strips belongs in the URL. The proof is checked here, then by the issuer:
+//
+//	client   GET http://localhost:8080/dpop/orders   DPoP: proof (htu: that URL)
+//	  -> proxy, no auth_request: strips /dpop
+//	consumer GET /orders   checks the proof: htu = CONSUMER_PUBLIC_URL + /orders
+//	  -> issuer GET /token/validate   Authorization: DPoP, the proof, and the
+//	     original request in X-Forwarded-Method, -Proto, -Host and -Uri
+//
+// The issuer believes X-Forwarded-* only from its SNOWTOKEN_TRUSTED_PROXIES,
+// so the consumer's address must be one of them; and it accepts a proof
+// once, so nothing in front of the consumer may have had it checked before
+// (a gateway's auth_request to the issuer).
 //
 // `consumer healthcheck` asks the running consumer's /healthz on loopback
 // and exits 1 unless it answers 200: the image's HEALTHCHECK (distroless
@@ -13,6 +30,9 @@
 //
 //	SNOWTOKEN_ISSUER_URL  the issuer's base URL, such as http://issuer:8080 (required)
 //	CONSUMER_ADDR         the address to listen on; default :8081
+//	CONSUMER_PUBLIC_URL   the consumer's base URL as its clients reach it, such
+//	                      as http://localhost:8080/dpop; empty (the default)
+//	                      refuses DPoP-bound tokens (client.Options.DPoP)
 package main
 
 import (
@@ -53,12 +73,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return call(ctx, getenv, stdout)
 	}
 	if len(args) > 0 {
-		return fmt.Errorf("unexpected arguments %q: configure with SNOWTOKEN_ISSUER_URL and CONSUMER_ADDR", args)
+		return fmt.Errorf("unexpected arguments %q: configure with SNOWTOKEN_ISSUER_URL, CONSUMER_ADDR and CONSUMER_PUBLIC_URL", args)
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, nil))
-	v, err := client.New(client.Options{IssuerURL: getenv("SNOWTOKEN_ISSUER_URL"), Timeout: issuerTimeout, Logger: log})
+	v, err := client.New(client.Options{
+		IssuerURL: getenv("SNOWTOKEN_ISSUER_URL"), Timeout: issuerTimeout, Logger: log,
+		DPoP: client.DPoP{PublicURL: getenv("CONSUMER_PUBLIC_URL")},
+	})
 	if err != nil {
-		return fmt.Errorf("SNOWTOKEN_ISSUER_URL: %w", err)
+		return fmt.Errorf("SNOWTOKEN_ISSUER_URL or CONSUMER_PUBLIC_URL: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /orders", v.Middleware(http.HandlerFunc(orders), "orders:read"))
@@ -74,7 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		WriteTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "issuer", getenv("SNOWTOKEN_ISSUER_URL"))
+	log.Info("listening", "addr", ln.Addr().String(), "issuer", getenv("SNOWTOKEN_ISSUER_URL"), "public_url", getenv("CONSUMER_PUBLIC_URL"))
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
