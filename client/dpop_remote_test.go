@@ -36,6 +36,9 @@ type dpopIssuer struct {
 	cnf        *string           // when set, the jkt answered ("" for no cnf) whatever the token's
 	calls      []http.Header
 	jwksOf     string // serves the JWKS of this server, when set
+	// refusesBound refuses a bound token sent as Bearer with a DPoP
+	// challenge, as the real issuer does.
+	refusesBound bool
 }
 
 // newDPoPIssuer returns an issuer that requires nonce in proofs, unless
@@ -74,7 +77,7 @@ func (is *dpopIssuer) serve(w http.ResponseWriter, r *http.Request) {
 	is.mu.Lock()
 	is.calls = append(is.calls, r.Header.Clone())
 	jkt, known := is.tokens[strings.TrimPrefix(strings.TrimPrefix(r.Header.Get("Authorization"), "DPoP "), "Bearer ")]
-	nonce, untrusting, cnf := is.nonce, is.untrusting, is.cnf
+	nonce, untrusting, cnf, refusesBound := is.nonce, is.untrusting, is.cnf, is.refusesBound
 	is.mu.Unlock()
 	refuse := func(code string) {
 		w.Header().Set("WWW-Authenticate", `DPoP error="`+code+`"`)
@@ -88,7 +91,12 @@ func (is *dpopIssuer) serve(w http.ResponseWriter, r *http.Request) {
 		refuse("invalid_token")
 		return
 	}
-	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "DPoP "); ok {
+	tok, asDPoP := strings.CutPrefix(r.Header.Get("Authorization"), "DPoP ")
+	if !asDPoP && jkt != "" && refusesBound {
+		refuse("invalid_token")
+		return
+	}
+	if asDPoP {
 		method, htu := r.Method, is.URL+r.URL.Path
 		if !untrusting {
 			u, _ := url.Parse(r.Header.Get("X-Forwarded-Uri"))
@@ -188,6 +196,35 @@ func TestRemoteDPoP(t *testing.T) {
 	is.set(func(is *dpopIssuer) { is.cnf = nil })
 	if rec := serve(h, "GET", "/orders", "Bearer plain.tok.en"); rec.Code != 200 {
 		t.Errorf("bearer token: got %d %s, want 200", rec.Code, rec.Body)
+	}
+}
+
+// TestRemoteBoundAsBearer: an issuer that refuses a DPoP-bound token sent
+// as Bearer with a DPoP challenge, as the real one does, makes Validate say
+// ErrTokenBound and the middleware answer with a DPoP challenge, as in
+// Local mode; a token refused with a Bearer challenge is not called bound.
+func TestRemoteBoundAsBearer(t *testing.T) {
+	t.Parallel()
+	is := newDPoPIssuer(t, "")
+	is.set(func(is *dpopIssuer) { is.tokens["bound.tok.en"], is.refusesBound = prover(t).Thumbprint(), true })
+	v := remoteDPoP(t, is, publicURL)
+	wantRefused(t, "bound token as Bearer", serve(v.Middleware(middlewaretest.Echo, "orders:read"), "GET", "/orders", "Bearer bound.tok.en"), "invalid_token")
+	if _, err := v.Validate(t.Context(), "bound.tok.en", "orders:read"); !errors.Is(err, client.ErrTokenBound) {
+		t.Errorf("Validate of a bound token the issuer refused: %v, want ErrTokenBound", err)
+	}
+
+	bearer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="snowtoken", error="invalid_token"`)
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":"invalid_token","error_description":"revoked"}`))
+	}))
+	t.Cleanup(bearer.Close)
+	v2, err := client.New(client.Options{IssuerURL: bearer.URL, DPoP: client.DPoP{PublicURL: publicURL}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v2.Validate(t.Context(), "plain.tok.en", "orders:read"); !errors.Is(err, client.ErrInvalidToken) || errors.Is(err, client.ErrTokenBound) {
+		t.Errorf("Validate of a token refused with a Bearer challenge: %v, want ErrInvalidToken, not ErrTokenBound", err)
 	}
 }
 

@@ -83,7 +83,14 @@ func (v *Validator) callIssuer(ctx context.Context, raw string, scopes []string,
 	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden:
 		var a oauthAnswer
 		_ = json.Unmarshal(body, &a) // a body that does not parse leaves the default code
-		return nil, newRejection(resp.StatusCode, a, resp.Header)
+		rej := newRejection(resp.StatusCode, a, resp.Header)
+		if p == nil && rej.sentinel == ErrInvalidToken && hasDPoPChallenge(resp.Header) {
+			// The issuer refuses a token sent as Bearer with a DPoP
+			// challenge only when it is DPoP-bound (RFC 9449 §7.1): say so,
+			// as Local mode does, and the middleware's challenge is DPoP's.
+			rej.sentinel = ErrTokenBound
+		}
+		return nil, rej
 	default:
 		err := fmt.Errorf("%w: GET /token/validate answered %d", ErrUnavailable, resp.StatusCode)
 		if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s > 0 {
@@ -140,7 +147,8 @@ func issuerMismatch(iss, want string) error {
 // which the middleware answers with. It wraps ErrInsufficientScope for a 403,
 // ErrInvalidProof for the DPoP codes (RFC 9449 §7.1, §9: invalid_dpop_proof,
 // use_dpop_nonce, with the issuer's DPoP-Nonce, which the middleware passes
-// on) and ErrInvalidToken otherwise.
+// on), ErrTokenBound for a bearer token refused with a DPoP challenge
+// (callIssuer) and ErrInvalidToken otherwise.
 type rejection struct {
 	code, desc string
 	nonce      string
@@ -165,6 +173,17 @@ func newRejection(status int, a oauthAnswer, h http.Header) *rejection {
 		r.nonce = n
 	}
 	return r
+}
+
+// hasDPoPChallenge reports whether h holds a WWW-Authenticate challenge of
+// the DPoP scheme.
+func hasDPoPChallenge(h http.Header) bool {
+	for _, c := range h.Values("WWW-Authenticate") {
+		if scheme, _, _ := strings.Cut(strings.TrimSpace(c), " "); strings.EqualFold(scheme, "DPoP") {
+			return true
+		}
+	}
+	return false
 }
 
 // challengeError returns the error parameter of the first challenge that
