@@ -93,7 +93,7 @@ func volume(tb testing.TB, s types.ServiceConfig, target string) types.ServiceVo
 
 func TestComposeServices(t *testing.T) {
 	p := loadCompose(t, true)
-	if got, want := slices.Sorted(maps.Keys(p.Services)), []string{"consumer", "init", "issuer", "nginx", "redis"}; !slices.Equal(got, want) {
+	if got, want := slices.Sorted(maps.Keys(p.Services)), []string{"consumer", "consumer-dpop", "init", "issuer", "nginx", "redis"}; !slices.Equal(got, want) {
 		t.Errorf("services = %v, want %v", got, want)
 	}
 	if p.Name != "snowtoken" {
@@ -478,7 +478,7 @@ func TestComposeNetworkGivesDistinctWorkerIDs(t *testing.T) {
 }
 
 // TestComposeNetworkIsolation: Redis is on internal networks only, that
-// nginx and the consumer are not on; they reach the issuer on another.
+// nginx and the consumers are not on; they reach the issuer on another.
 func TestComposeNetworkIsolation(t *testing.T) {
 	p := loadCompose(t, true)
 	redis, issuer := service(t, p, "redis"), service(t, p, "issuer")
@@ -489,13 +489,13 @@ func TestComposeNetworkIsolation(t *testing.T) {
 		if _, ok := issuer.Networks[n]; !ok {
 			t.Errorf("redis is on network %s, the issuer is not", n)
 		}
-		for _, other := range []string{"nginx", "consumer"} {
+		for _, other := range []string{"nginx", "consumer", "consumer-dpop"} {
 			if _, ok := service(t, p, other).Networks[n]; ok {
 				t.Errorf("%s shares network %s with redis", other, n)
 			}
 		}
 	}
-	for _, other := range []string{"nginx", "consumer"} {
+	for _, other := range []string{"nginx", "consumer", "consumer-dpop"} {
 		if !slices.ContainsFunc(slices.Collect(maps.Keys(service(t, p, other).Networks)), func(n string) bool {
 			_, ok := issuer.Networks[n]
 			return ok
@@ -506,10 +506,12 @@ func TestComposeNetworkIsolation(t *testing.T) {
 
 	// Clients reach the issuer through nginx: it is a trusted proxy, so the
 	// failed-authentication limit counts each client, not nginx's one
-	// address. Nothing else is: a trusted range that held the consumer would
-	// let it (or whatever took it over) name any client address it liked.
-	// So nginx has a fixed address, outside the range Docker gives out, and
-	// the issuers trust that address alone.
+	// address. consumer-dpop is one too: it names the original request of a
+	// DPoP proof it forwards (X-Forwarded-*; it is not behind auth_request,
+	// see TestComposeConsumer). Nothing else is: a trusted range that held
+	// the consumer would let it (or whatever took it over) name any client
+	// address it liked. So those two have fixed addresses, outside the
+	// range Docker gives out, and the issuers trust those addresses alone.
 	var trusted []netip.Prefix
 	for _, v := range strings.Split(env(t, issuer)["SNOWTOKEN_TRUSTED_PROXIES"], ",") {
 		if v = strings.TrimSpace(v); v == "" {
@@ -524,35 +526,37 @@ func TestComposeNetworkIsolation(t *testing.T) {
 		}
 		trusted = append(trusted, prefix)
 	}
-	var nginxAddrs []netip.Prefix
-	for n, nc := range service(t, p, "nginx").Networks {
-		if _, shared := issuer.Networks[n]; !shared {
-			continue
+	var fixed []netip.Prefix
+	for _, name := range []string{"nginx", "consumer-dpop"} {
+		for n, nc := range service(t, p, name).Networks {
+			if _, shared := issuer.Networks[n]; !shared {
+				continue
+			}
+			if nc == nil || nc.Ipv4Address == "" {
+				t.Errorf("%s has no fixed ipv4_address on network %s: the issuers cannot trust it alone", name, n)
+				continue
+			}
+			addr, err := netip.ParseAddr(nc.Ipv4Address)
+			if err != nil {
+				t.Fatalf("%s ipv4_address %q: %v", name, nc.Ipv4Address, err)
+			}
+			pool := p.Networks[n].Ipam.Config[0]
+			dynamic, err := netip.ParsePrefix(pool.IPRange)
+			switch {
+			case !subnet(t, p, n).Contains(addr):
+				t.Errorf("%s's address %v is not in network %s's subnet %s", name, addr, n, pool.Subnet)
+			case err != nil:
+				t.Errorf("network %s ip_range %q: %v; without one, Docker may give %s's address %v to a container that starts first", n, pool.IPRange, err, name, addr)
+			case dynamic.Contains(addr) || pool.Gateway == nc.Ipv4Address:
+				t.Errorf("%s's address %v is in network %s's ip_range %v (or its gateway %s): Docker may give it to another container", name, addr, n, dynamic, pool.Gateway)
+			}
+			fixed = append(fixed, netip.PrefixFrom(addr, addr.BitLen()))
 		}
-		if nc == nil || nc.Ipv4Address == "" {
-			t.Errorf("nginx has no fixed ipv4_address on network %s: the issuers cannot trust it alone", n)
-			continue
-		}
-		addr, err := netip.ParseAddr(nc.Ipv4Address)
-		if err != nil {
-			t.Fatalf("nginx ipv4_address %q: %v", nc.Ipv4Address, err)
-		}
-		pool := p.Networks[n].Ipam.Config[0]
-		dynamic, err := netip.ParsePrefix(pool.IPRange)
-		switch {
-		case !subnet(t, p, n).Contains(addr):
-			t.Errorf("nginx's address %v is not in network %s's subnet %s", addr, n, pool.Subnet)
-		case err != nil:
-			t.Errorf("network %s ip_range %q: %v; without one, Docker may give nginx's address %v to a container that starts first", n, pool.IPRange, err, addr)
-		case dynamic.Contains(addr) || pool.Gateway == nc.Ipv4Address:
-			t.Errorf("nginx's address %v is in network %s's ip_range %v (or its gateway %s): Docker may give it to another container", addr, n, dynamic, pool.Gateway)
-		}
-		nginxAddrs = append(nginxAddrs, netip.PrefixFrom(addr, addr.BitLen()))
 	}
 	slices.SortFunc(trusted, netip.Prefix.Compare)
-	slices.SortFunc(nginxAddrs, netip.Prefix.Compare)
-	if len(nginxAddrs) == 0 || !slices.Equal(trusted, nginxAddrs) {
-		t.Errorf("SNOWTOKEN_TRUSTED_PROXIES %v, want nginx's fixed addresses alone: %v", trusted, nginxAddrs)
+	slices.SortFunc(fixed, netip.Prefix.Compare)
+	if len(fixed) != 2 || !slices.Equal(trusted, fixed) {
+		t.Errorf("SNOWTOKEN_TRUSTED_PROXIES %v, want nginx's and consumer-dpop's fixed addresses alone: %v", trusted, fixed)
 	}
 }
 
@@ -759,8 +763,73 @@ func TestComposeConsumer(t *testing.T) {
 	if _, port, _ := net.SplitHostPort(e["CONSUMER_ADDR"]); port != "8081" {
 		t.Errorf("consumer CONSUMER_ADDR=%q, want :8081 (the image EXPOSEs it and nginx proxies to it)", e["CONSUMER_ADDR"])
 	}
+	if v, ok := e["CONSUMER_PUBLIC_URL"]; ok {
+		t.Errorf("consumer CONSUMER_PUBLIC_URL=%q: the consumer behind auth_request takes bearer tokens only (a DPoP proof the gateway had checked would be a replay)", v)
+	}
 	if len(c.Ports) != 0 {
 		t.Errorf("consumer publishes %v: clients reach it only through nginx", c.Ports)
+	}
+}
+
+// TestComposeConsumerDPoP: consumer-dpop is the consumer's image, run as
+// the consumer is (hardening, limits, the image's health check), for
+// DPoP-bound tokens: its public URL is the gateway's and /dpop, where
+// nginx routes to it without auth_request (a proof is accepted once); it
+// asks the issuer directly (nginx's issuer routes drop X-Forwarded-*), from
+// its fixed address, which the issuers trust (TestComposeNetworkIsolation).
+func TestComposeConsumerDPoP(t *testing.T) {
+	p := loadCompose(t, true)
+	c, d := service(t, p, "consumer"), service(t, p, "consumer-dpop")
+	if d.Image != c.Image || d.PullPolicy != types.PullPolicyNever || d.Build != nil {
+		t.Errorf("consumer-dpop image %q pull_policy %q build %v; want the consumer's image %q, never pulled, not built again", d.Image, d.PullPolicy, d.Build, c.Image)
+	}
+	// docker-compose 1.29 makes images in start order: the consumer builds
+	// this one first.
+	if _, ok := d.DependsOn["consumer"]; !ok {
+		t.Error("consumer-dpop does not depend on consumer, which builds its image: docker-compose 1.29 may try to pull it")
+	}
+	if got := d.DependsOn["issuer"].Condition; got != types.ServiceConditionHealthy {
+		t.Errorf("consumer-dpop depends_on issuer %q, want service_healthy", got)
+	}
+	if _, ok := service(t, p, "nginx").DependsOn["consumer-dpop"]; !ok {
+		t.Error("nginx does not depend on consumer-dpop: nginx fails to start when an upstream name does not resolve")
+	}
+	if !d.ReadOnly || !slices.Contains(d.CapDrop, "ALL") || !slices.Equal(d.CapDrop, c.CapDrop) || !slices.Equal(d.SecurityOpt, c.SecurityOpt) {
+		t.Errorf("consumer-dpop read_only=%v cap_drop=%v security_opt=%v; want the consumer's hardening: true %v %v", d.ReadOnly, d.CapDrop, d.SecurityOpt, c.CapDrop, c.SecurityOpt)
+	}
+	if d.Deploy == nil || c.Deploy == nil || d.Deploy.Resources.Limits == nil || c.Deploy.Resources.Limits == nil ||
+		d.Deploy.Resources.Limits.NanoCPUs != c.Deploy.Resources.Limits.NanoCPUs ||
+		d.Deploy.Resources.Limits.MemoryBytes != c.Deploy.Resources.Limits.MemoryBytes {
+		t.Error("consumer-dpop's CPU and memory limits are not the consumer's")
+	}
+	if d.HealthCheck != nil || d.Restart != c.Restart || len(d.Ports) != 0 {
+		t.Errorf("consumer-dpop healthcheck %+v restart %q ports %v; want the image's health check, the consumer's restart %q, no port published", d.HealthCheck, d.Restart, d.Ports, c.Restart)
+	}
+
+	e, ce := env(t, d), env(t, c)
+	if e["CONSUMER_ADDR"] != ce["CONSUMER_ADDR"] {
+		t.Errorf("consumer-dpop CONSUMER_ADDR=%q, want the consumer's %q (the image's port, nginx's upstream)", e["CONSUMER_ADDR"], ce["CONSUMER_ADDR"])
+	}
+	if u, err := url.Parse(e["SNOWTOKEN_ISSUER_URL"]); err != nil || u.Scheme != "http" || u.Host != "issuer:8080" || u.Path != "" {
+		t.Errorf("consumer-dpop SNOWTOKEN_ISSUER_URL=%q, want http://issuer:8080: nginx's issuer routes drop the X-Forwarded-* it must send", e["SNOWTOKEN_ISSUER_URL"])
+	}
+	// The gateway's public URL (the issuers' SNOWTOKEN_ISSUER) and the
+	// prefix nginx strips.
+	if want := env(t, service(t, p, "issuer"))["SNOWTOKEN_ISSUER"] + "/dpop"; e["CONSUMER_PUBLIC_URL"] != want {
+		t.Errorf("consumer-dpop CONSUMER_PUBLIC_URL=%q, want %q", e["CONSUMER_PUBLIC_URL"], want)
+	}
+	conf, err := os.ReadFile(filepath.Join("nginx", "default.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc := regexp.MustCompile(`(?s)\n    location = /dpop/orders \{(.*?)\n    \}`).FindSubmatch(conf)
+	switch {
+	case loc == nil:
+		t.Fatal("nginx/default.conf has no location = /dpop/orders")
+	case !strings.Contains(string(loc[1]), "proxy_pass http://snowtoken_consumer_dpop/orders;"):
+		t.Error("nginx's /dpop/orders does not pass /orders to consumer-dpop (the prefix stripped)")
+	case strings.Contains(string(loc[1]), "auth_request"):
+		t.Error("nginx's /dpop/orders has an auth_request: the issuer would check each proof there, and refuse it as a replay when consumer-dpop asks")
 	}
 }
 
@@ -787,7 +856,7 @@ func TestComposeNginx(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^\s*listen 8080;`).Match(conf) {
 		t.Error("nginx/default.conf does not listen on 8080, the published port's target")
 	}
-	for _, want := range []string{"set $snowtoken_issuer issuer:8080;", "server consumer:8081;"} {
+	for _, want := range []string{"set $snowtoken_issuer issuer:8080;", "server consumer:8081;", "server consumer-dpop:8081;"} {
 		if !strings.Contains(string(conf), want) {
 			t.Errorf("nginx/default.conf has no %s", want)
 		}

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
 	"github.com/snowtoken/snowtoken/internal/logtest"
@@ -100,10 +101,11 @@ func TestNginxVersion(t *testing.T) {
 }
 
 // nginxHosts are the host-specific strings of nginx/default.conf: Docker's
-// DNS server, the issuer and consumer addresses, and the listen address.
-type nginxHosts struct{ resolver, issuer, consumer, listen string }
+// DNS server, the issuer's and the two consumers' addresses, and the listen
+// address.
+type nginxHosts struct{ resolver, issuer, consumer, consumerDPoP, listen string }
 
-// renderNginxConf is nginx/default.conf with its four host-specific strings
+// renderNginxConf is nginx/default.conf with its five host-specific strings
 // replaced, each exactly once, and nothing else changed.
 func renderNginxConf(tb testing.TB, conf string, h nginxHosts) string {
 	tb.Helper()
@@ -111,6 +113,7 @@ func renderNginxConf(tb testing.TB, conf string, h nginxHosts) string {
 		{"resolver 127.0.0.11 ", "resolver " + h.resolver + " "},
 		{"set $snowtoken_issuer issuer:8080;", "set $snowtoken_issuer " + h.issuer + ";"},
 		{"server consumer:8081;", "server " + h.consumer + ";"},
+		{"server consumer-dpop:8081;", "server " + h.consumerDPoP + ";"},
 		{"listen 8080;", "listen " + h.listen + ";"},
 	} {
 		if n := strings.Count(conf, r.old); n != 1 {
@@ -144,14 +147,15 @@ func TestRenderNginxConf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := renderNginxConf(t, string(conf), nginxHosts{"127.0.0.1:4", "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"})
+	got := renderNginxConf(t, string(conf), nginxHosts{"127.0.0.1:4", "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:5", "127.0.0.1:3"})
 	if got == string(conf) {
 		t.Fatal("rendering changed nothing")
 	}
-	// Undoing the four replacements gives the file back: nothing else changed.
-	back := strings.NewReplacer("resolver 127.0.0.1:4 ", "resolver 127.0.0.11 ", "issuer 127.0.0.1:1;", "issuer issuer:8080;", "server 127.0.0.1:2;", "server consumer:8081;", "listen 127.0.0.1:3;", "listen 8080;").Replace(got)
+	// Undoing the five replacements gives the file back: nothing else changed.
+	back := strings.NewReplacer("resolver 127.0.0.1:4 ", "resolver 127.0.0.11 ", "issuer 127.0.0.1:1;", "issuer issuer:8080;",
+		"server 127.0.0.1:2;", "server consumer:8081;", "server 127.0.0.1:5;", "server consumer-dpop:8081;", "listen 127.0.0.1:3;", "listen 8080;").Replace(got)
 	if back != string(conf) {
-		t.Error("rendering changed more than the four host-specific strings")
+		t.Error("rendering changed more than the five host-specific strings")
 	}
 }
 
@@ -185,7 +189,10 @@ func (rec *recorder) last(tb testing.TB) http.Header {
 	return rec.seen[len(rec.seen)-1]
 }
 
-// testIssuer is the real issuer in-process, wired as serve.go wires it.
+// testIssuer is the real issuer in-process, wired as serve.go wires it, as
+// the Compose stack configures it: it trusts the X-Forwarded-* headers of
+// nginx's address (127.0.0.1 here, 172.28.0.2 there) and checks DPoP proofs
+// against the store's shared record.
 type testIssuer struct {
 	redis   *redistest.Redis
 	secret  string // client demo: orders:read orders:write, as `snowtoken init` makes it
@@ -196,7 +203,9 @@ type testIssuer struct {
 	feedSecret string
 }
 
-func newTestIssuer(tb testing.TB, issuerURL string) *testIssuer {
+// newTestIssuer starts one at issuerURL, its public URL (SNOWTOKEN_ISSUER);
+// with dpopNonces, DPoP proofs must carry its nonces (SNOWTOKEN_DPOP_NONCE).
+func newTestIssuer(tb testing.TB, issuerURL string, dpopNonces bool) *testIssuer {
 	tb.Helper()
 	r := redistest.New(tb)
 	k, err := token.GenerateKey()
@@ -225,14 +234,16 @@ func newTestIssuer(tb testing.TB, issuerURL string) *testIssuer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	svc, err := token.NewService(keys, redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix}), ids, token.Options{Issuer: issuerURL})
+	store := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	svc, err := token.NewService(keys, store, ids, token.Options{Issuer: issuerURL})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	h, err := handlers.New(handlers.Options{
 		Service: svc, Clients: clients, IDs: ids,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Feed:   feed,
+		Feed:   feed, TrustedProxies: []string{"127.0.0.1"},
+		DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: dpopNonces,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -241,13 +252,14 @@ func newTestIssuer(tb testing.TB, issuerURL string) *testIssuer {
 }
 
 // startConsumer runs the consumer binary the Dockerfile builds, configured
-// as the Compose file configures it, and returns its address.
-func startConsumer(tb testing.TB, issuerURL string) string {
+// as the Compose file configures it (consumer-dpop with publicURL, the
+// consumer without), and returns its address.
+func startConsumer(tb testing.TB, issuerURL, publicURL string) string {
 	tb.Helper()
 	bin := builtBinaries(tb)["consumer"]
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(tb))
 	cmd := exec.Command(bin)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SNOWTOKEN_ISSUER_URL=" + issuerURL, "CONSUMER_ADDR=" + addr}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SNOWTOKEN_ISSUER_URL=" + issuerURL, "CONSUMER_ADDR=" + addr, "CONSUMER_PUBLIC_URL=" + publicURL}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -382,18 +394,18 @@ func TestNginxGateway(t *testing.T) {
 	nginx := nginxBinary(t)
 	const issuerURL = "http://localhost:8080" // the Compose file's SNOWTOKEN_ISSUER
 
-	iss := newTestIssuer(t, issuerURL)
+	iss := newTestIssuer(t, issuerURL, false)
 	issuerRec := &recorder{next: iss.handler}
 	issuerSrv := httptest.NewServer(issuerRec)
 	t.Cleanup(issuerSrv.Close)
 
-	consumerAddr := startConsumer(t, issuerSrv.URL)
+	consumerAddr := startConsumer(t, issuerSrv.URL, "")
 	consumerURL, _ := url.Parse("http://" + consumerAddr)
 	consumerRec := &recorder{next: httputil.NewSingleHostReverseProxy(consumerURL)}
 	consumerSrv := httptest.NewServer(consumerRec)
 	t.Cleanup(consumerSrv.Close)
 
-	gw := startNginx(t, nginx, nginxHosts{resolver: "127.0.0.11", issuer: issuerSrv.Listener.Addr().String(), consumer: consumerSrv.Listener.Addr().String()})
+	gw := startNginx(t, nginx, nginxHosts{resolver: "127.0.0.11", issuer: issuerSrv.Listener.Addr().String(), consumer: consumerSrv.Listener.Addr().String(), consumerDPoP: "127.0.0.1:1"})
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	t.Cleanup(client.CloseIdleConnections)
 
@@ -688,7 +700,7 @@ func TestNginxRetriesRefusingReplica(t *testing.T) {
 	dns := newDNSServer(t, "issuer.")
 	// Three replicas, the second refusing.
 	dns.set(addrs[:3]...)
-	gw := startNginx(t, nginx, nginxHosts{resolver: dns.Addr(), issuer: "issuer:" + strconv.Itoa(port), consumer: consumer.Listener.Addr().String()})
+	gw := startNginx(t, nginx, nginxHosts{resolver: dns.Addr(), issuer: "issuer:" + strconv.Itoa(port), consumer: consumer.Listener.Addr().String(), consumerDPoP: "127.0.0.1:1"})
 	c := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	t.Cleanup(c.CloseIdleConnections)
 
@@ -756,10 +768,10 @@ func TestNginxRetriesRefusingReplica(t *testing.T) {
 // buffers and temporary files instead of meeting the issuer's write timeout.
 func TestNginxRevocationFeed(t *testing.T) {
 	nginx := nginxBinary(t)
-	iss := newTestIssuer(t, "http://localhost:8080")
+	iss := newTestIssuer(t, "http://localhost:8080", false)
 	issuerSrv := httptest.NewServer(iss.handler)
 	t.Cleanup(issuerSrv.Close)
-	gw := startNginx(t, nginx, nginxHosts{resolver: "127.0.0.11", issuer: issuerSrv.Listener.Addr().String(), consumer: "127.0.0.1:1"})
+	gw := startNginx(t, nginx, nginxHosts{resolver: "127.0.0.11", issuer: issuerSrv.Listener.Addr().String(), consumer: "127.0.0.1:1", consumerDPoP: "127.0.0.1:1"})
 
 	first := iss.feed.Add(revlog.KindToken, "117811659438825472", 1001, 2_000_000_000)
 	second := iss.feed.Add(revlog.KindSubject, "alice", 1002, 0)

@@ -170,7 +170,7 @@ func TestNginxResolvesIssuerAgain(t *testing.T) {
 	port := replicas(t, a, b)
 	dns := newDNSServer(t, "issuer.")
 	dns.set(a)
-	gw := startNginx(t, nginx, nginxHosts{resolver: dns.Addr(), issuer: "issuer:" + strconv.Itoa(port), consumer: "127.0.0.1:1"})
+	gw := startNginx(t, nginx, nginxHosts{resolver: dns.Addr(), issuer: "issuer:" + strconv.Itoa(port), consumer: "127.0.0.1:1", consumerDPoP: "127.0.0.1:1"})
 
 	c := &http.Client{Timeout: 5 * time.Second}
 	replica := func() string {
