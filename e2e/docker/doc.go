@@ -13,13 +13,16 @@
 //   - nginx_test.go runs nginx/default.conf in a real nginx in front of the
 //     real issuer and consumer, and in front of replicas one of which answers
 //     503, which nginx retries on another (POST /token and auth_request too);
-//     resolve_test.go with a DNS server of its own, to show nginx resolves
-//     issuer again without a reload.
+//     nginx_dpop_test.go with DPoP-bound tokens, through auth_request and to
+//     the consumer with CONSUMER_PUBLIC_URL (consumer-dpop); resolve_test.go
+//     with a DNS server of its own, to show nginx resolves issuer again
+//     without a reload.
 //   - stack_test.go, under SNOWTOKEN_TEST_REQUIRE_DOCKER=1 (as CI runs it),
 //     builds the images and brings docker-compose.yml up for real (as
 //     project snowtoken-stacktest, on 127.0.0.1:8080, with `docker compose`,
 //     v2, or else Debian's docker-compose 1.29; SNOWTOKEN_TEST_COMPOSE picks
-//     one): a token issued through nginx, accepted by the consumer; three
+//     one): a token issued through nginx, accepted by the consumer; a
+//     DPoP-bound one accepted by consumer-dpop, refused as Bearer; three
 //     replicas with distinct worker IDs; one of them cut off from Redis, no
 //     request through nginx failing; that one killed, the others serving.
 //     Without the variable it skips, naming what it needs; with it, a missing

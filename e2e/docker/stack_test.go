@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 )
@@ -183,7 +184,8 @@ func (s *stack) issuers(ctx context.Context) map[string]netip.Addr {
 // TestStack brings docker-compose.yml up for real, with the images built here
 // from docker/Dockerfile (and stand-ins for the base images, see
 // docker/standin/build.sh, where nothing can be pulled): a token issued
-// through nginx with the secret init wrote is accepted by the consumer; the
+// through nginx with the secret init wrote is accepted by the consumer, and a
+// DPoP-bound one by consumer-dpop (checkDPoPConsumer); the
 // three issuer replicas have distinct worker IDs, their addresses' last
 // octets; with one replica cut off from Redis, its readiness fails and no
 // request through nginx fails; and with that replica killed, the others go on
@@ -282,6 +284,8 @@ func TestStack(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 
+	t.Run("DPoP consumer", func(t *testing.T) { checkDPoPConsumer(t, g.secret) })
+
 	// Three replicas, three worker IDs: each its backend address's last octet.
 	replicas := s.issuers(ctx)
 	if len(replicas) != 3 {
@@ -350,6 +354,30 @@ func TestStack(t *testing.T) {
 	if running := s.issuers(ctx); len(running) != 2 {
 		t.Errorf("%d issuer replicas running after the kill, want 2 (restart: unless-stopped does not restart a killed container)", len(running))
 	}
+}
+
+// checkDPoPConsumer gets a DPoP-bound token through the stack's gateway,
+// its proofs made by a dpop.Prover for the stack's public URL
+// (gatewayPublic, http://localhost:8080: the issuers' SNOWTOKEN_ISSUER,
+// consumer-dpop's CONSUMER_PUBLIC_URL but /dpop) while the requests go to
+// stackGateway, where nginx is published; consumer-dpop accepts it at
+// /dpop/orders with a dpop.Transport's proof, and refuses it as Bearer.
+func checkDPoPConsumer(t *testing.T, secret string) {
+	base := publicClient(strings.TrimPrefix(stackGateway, "http://"))
+	t.Cleanup(base.CloseIdleConnections)
+	prover, err := dpop.GenerateProver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 15 * time.Second, Transport: &dpop.Transport{Base: base, Prover: prover}}
+	tok := dpopToken(t, client, secret)
+	resp, body := callGateway(t, client, gatewayPublic, "GET", "/dpop/orders", http.Header{"Authorization": {"DPoP " + tok}}, "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"subject":"demo"`) {
+		t.Errorf("GET /dpop/orders with the bound token and a proof: %s %s, want consumer-dpop's 200", resp.Status, body)
+	}
+	plain := &http.Client{Timeout: 15 * time.Second, Transport: base}
+	resp, body = callGateway(t, plain, gatewayPublic, "GET", "/dpop/orders", http.Header{"Authorization": {"Bearer " + tok}}, "")
+	wantDPoPChallenge(t, resp, body, "invalid_token")
 }
 
 // cutFromRedis disconnects the issuer container id from the data network,
