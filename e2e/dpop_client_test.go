@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/oauth2"
@@ -72,14 +74,25 @@ func TestDPoPClientAndMiddleware(t *testing.T) {
 				t.Errorf("a second request, a new proof: %d", status)
 			}
 
-			// A thief with the token alone, or with a key of its own.
-			if status, body := get(t, http.DefaultClient, srv.URL+"/orders/17", "Bearer "+tok.AccessToken); status != http.StatusUnauthorized {
-				t.Errorf("the token as Bearer: %d %s, want 401", status, body)
-			}
+			// A thief with the token alone, or with a key of its own: 401 with
+			// the DPoP challenge that says why.
 			thief, _ := dpop.GenerateProver()
-			thiefClient := &http.Client{Transport: &dpop.Transport{Prover: thief}}
-			if status, body := get(t, thiefClient, srv.URL+"/orders/17", "DPoP "+tok.AccessToken); status != http.StatusUnauthorized {
-				t.Errorf("the token with another key's proof: %d %s, want 401", status, body)
+			for name, tc := range map[string]struct {
+				c      *http.Client
+				scheme string
+				codes  []string
+			}{
+				"the token as Bearer": {http.DefaultClient, "Bearer ", []string{"invalid_token"}},
+				"the token with another key's proof": {&http.Client{Transport: &dpop.Transport{Prover: thief}}, "DPoP ",
+					[]string{"invalid_token", "invalid_dpop_proof"}}, // Local mode finds the key another; Remote, the issuer
+			} {
+				status, body, hdr := getWithHeader(t, tc.c, srv.URL+"/orders/17", tc.scheme+tok.AccessToken)
+				var e struct{ Error string }
+				_ = json.Unmarshal(body, &e)
+				if status != http.StatusUnauthorized || !slices.Contains(tc.codes, e.Error) ||
+					!strings.HasPrefix(hdr.Get("WWW-Authenticate"), "DPoP ") || !strings.Contains(hdr.Get("WWW-Authenticate"), `error="`+e.Error+`"`) {
+					t.Errorf("%s: %d %s, WWW-Authenticate %q; want 401 %v with its DPoP challenge", name, status, body, hdr.Get("WWW-Authenticate"), tc.codes)
+				}
 			}
 		})
 	}
@@ -87,6 +100,13 @@ func TestDPoPClientAndMiddleware(t *testing.T) {
 
 // get sends GET u with c, with authorization if not empty; status and body.
 func get(tb testing.TB, c *http.Client, u, authorization string) (int, []byte) {
+	tb.Helper()
+	status, body, _ := getWithHeader(tb, c, u, authorization)
+	return status, body
+}
+
+// getWithHeader is get, with the answer's header too.
+func getWithHeader(tb testing.TB, c *http.Client, u, authorization string) (int, []byte, http.Header) {
 	tb.Helper()
 	req, err := http.NewRequestWithContext(tb.Context(), http.MethodGet, u, nil)
 	if err != nil {
@@ -101,5 +121,5 @@ func get(tb testing.TB, c *http.Client, u, authorization string) (int, []byte) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, body
+	return resp.StatusCode, body, resp.Header
 }

@@ -76,8 +76,8 @@ func (ci *clusterIssuer) token(tb testing.TB, sub, aud string, now time.Time) st
 // program, through client/credentials: a private_key_jwt client (its key in
 // the clients file's jwks) and a workload whose cluster's service-account
 // token is its assertion, each getting DPoP-bound tokens that a service's
-// middleware accepts. An assertion replayed, a workload token for another
-// audience or service account, and a secret for a keyed client are refused.
+// middleware accepts. An assertion replayed, and a workload token for
+// another audience or service account, are refused.
 func TestSecretlessClients(t *testing.T) {
 	redisURL := os.Getenv(redistest.EnvURL)
 	if redisURL == "" {
@@ -174,13 +174,16 @@ func TestSecretlessClients(t *testing.T) {
 		return url.Values{"client_id": {id}, "client_assertion_type": {credentials.AssertionType}, "client_assertion": {a}}
 	}
 	once, _ := keyAssertion(t.Context(), time.Now())
-	post(assertion("batch", once)) // its first use (no proof: refused later for DPoP, but the jti is spent either way)
+	// Its first use, with no DPoP proof: the client authenticates (the jti
+	// is spent), then gets no token, its tokens being DPoP-bound.
+	if status, body := post(assertion("batch", once)); status != http.StatusBadRequest || !strings.Contains(string(body), `"invalid_dpop_proof"`) {
+		t.Errorf("a dpop_bound_access_tokens client without a proof: %d %s, want 400 invalid_dpop_proof", status, body)
+	}
 	now := time.Now()
 	for name, form := range map[string]url.Values{
 		"a replayed assertion":             assertion("batch", once),
 		"a workload token for another aud": assertion("orders-caller", cluster.token(t, "system:serviceaccount:shop:orders-caller", "https://elsewhere.example", now)),
 		"another service account's token":  assertion("orders-caller", cluster.token(t, "system:serviceaccount:shop:intruder", issuer, now)),
-		"a secret for a keyed client":      {"client_id": {"batch"}, "client_secret": {"guess"}},
 	} {
 		if status, body := post(form); status != http.StatusUnauthorized || !strings.Contains(string(body), `"invalid_client"`) {
 			t.Errorf("%s: %d %s, want 401 invalid_client", name, status, body)
