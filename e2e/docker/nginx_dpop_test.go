@@ -171,6 +171,22 @@ func TestNginxDPoP(t *testing.T) {
 		}
 	})
 
+	t.Run("auth_request checks the proof against the public origin, never the client's Host", func(t *testing.T) {
+		// A proof made for another service, sent with that service's Host:
+		// nginx names its own public origin, so the proof's htu does not match.
+		const elsewhere = "http://orders.elsewhere.example"
+		p, err := prover.Proof(http.MethodGet, elsewhere+"/orders", tok, nonce, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := echoRec.count()
+		resp, body := callGateway(t, plain, elsewhere, "GET", "/orders", withProof(p), "")
+		wantDPoPChallenge(t, resp, body, "invalid_dpop_proof")
+		if echoRec.count() != before {
+			t.Error("the upstream was reached with a proof made for another host")
+		}
+	})
+
 	t.Run("the bound token as Bearer is 401 at auth_request", func(t *testing.T) {
 		resp, body := callGateway(t, plain, gatewayPublic, "GET", "/orders", http.Header{"Authorization": {"Bearer " + tok}}, "")
 		wantDPoPChallenge(t, resp, body, "invalid_token")
