@@ -54,7 +54,7 @@ func neverSeenRow(dir, issuerURL, basic string, hot *row, server, redis int) *ro
 	r := &row{name: neverSeenName, url: issuerURL + "/token/validate",
 		server: server, redis: redis, floor: floorVerify, target: 1.6}
 	return poolRow(dir, r, &freshPool{name: "never-seen", req: httpReq{method: "GET", path: "/token/validate"},
-		header: "Authorization", prefix: "Bearer ", refs: []*row{hot},
+		slot: slot{header: "Authorization", prefix: "Bearer "}, refs: []*row{hot},
 		values: func(_, n int) ([]string, error) {
 			tokens := make([]string, n)
 			return tokens, issueN(issuerURL, basic, int64(n), tokens)

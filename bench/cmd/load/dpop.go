@@ -11,9 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -87,34 +85,21 @@ func (k *proofKey) proof(method, htu, token string, now time.Time) (string, erro
 	return t.SignedString(k.priv)
 }
 
-// makeProofs makes n proofs by k of method to htu for token, on every core,
+// makeProofs makes n proofs by k of method to htu for token (makeFresh),
 // and fails if making them took so long that the oldest could age past the
 // issuer's window before a run of d ends.
 func (k *proofKey) makeProofs(n int, method, htu, token string, d time.Duration) ([]string, error) {
-	start := time.Now()
-	proofs := make([]string, n)
-	workers := runtime.GOMAXPROCS(0)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n && errs[w] == nil; i += workers {
-				proofs[i], errs[w] = k.proof(method, htu, token, time.Now())
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	// The slack is for loading the pool into wrk and for the clocks.
-	if age := time.Since(start) + d + 10*time.Second; age > dpop.DefaultMaxAge {
-		return nil, fmt.Errorf("dpop: %d proofs took %v to make: the oldest would be %v old at the run's end, past the issuer's %v",
-			n, time.Since(start).Round(time.Second), age.Round(time.Second), dpop.DefaultMaxAge)
-	}
-	return proofs, nil
+	return makeFresh("dpop proofs", n, d, dpop.DefaultMaxAge, func(now time.Time) (string, error) {
+		return k.proof(method, htu, token, now)
+	})
+}
+
+// source is k's proofs of method to htu for token (none at the token
+// endpoint) in req's DPoP header, its wrk pool sized from the rows sizedBy;
+// the rows of a validation are profiled under -pprof.
+func (k *proofKey) source(method, htu, token string, req httpReq, sizedBy ...string) *freshSource {
+	return &freshSource{req: req, slot: slot{header: "DPoP"}, sizedBy: sizedBy, profile: token != "",
+		values: func(n int, d time.Duration) ([]string, error) { return k.makeProofs(n, method, htu, token, d) }}
 }
 
 // issueBound issues a token to client basic bound to k by a proof of POST
@@ -154,50 +139,6 @@ func issueBound(issuerURL, basic string, k *proofKey) (string, error) {
 	return body.AccessToken, nil
 }
 
-// proofSource is what an endpoint's proofs are: by key, of method to
-// htu, for token (none at the token endpoint); req is the request they go
-// with, in its DPoP header.
-type proofSource struct {
-	key                *proofKey
-	method, htu, token string
-	req                httpReq
-	// sizedBy names the rows measured before this one in each round whose
-	// requests/s bound its own, to size its wrk pool (pool.go).
-	sizedBy []string
-}
-
-// pool is the wrk pool of src's proofs for row r, sized from refs.
-func (src *proofSource) pool(dir string, r *row, refs []*row) *row {
-	name := strings.NewReplacer(" ", "-", "/", "", ",", "", "(", "", ")", "").Replace(r.name)
-	if src.token != "" {
-		r.profile = name // a validation
-	}
-	return poolRow(dir, r, &freshPool{name: name, req: src.req, header: "DPoP", refs: refs,
-		values: func(_, n int) ([]string, error) {
-			return src.key.makeProofs(n, src.method, src.htu, src.token, *duration)
-		}})
-}
-
-// ratePath sets path to send, in each round of the constant-rate table,
-// a proof of its own with every request, made before the round's run.
-func (src *proofSource) ratePath(path *loadPath) {
-	var raw [][]byte
-	path.prepare = func(int) error {
-		proofs, err := src.key.makeProofs(int(rateFor.Seconds()*float64(*rate)), src.method, src.htu, src.token, *rateFor)
-		if err != nil {
-			return err
-		}
-		raw = make([][]byte, len(proofs))
-		for i, p := range proofs {
-			req := src.req
-			req.header = append(req.header[:len(req.header):len(req.header)], [2]string{"DPoP", p})
-			raw[i] = []byte(req.raw())
-		}
-		return nil
-	}
-	path.request = func(_, i int) []byte { return raw[i] }
-}
-
 // dpopEndpoints are the DPoP rows: hot validation of a bound token with a
 // fresh EdDSA proof, then an ES256 one, and an issue with a fresh EdDSA
 // proof; each proof's request under the issuer's public URL, which the
@@ -223,7 +164,7 @@ func (s servers) dpopEndpoints(neverSeen, jwtIssue string) ([]endpoint, error) {
 		name := "GET /token/validate, DPoP, fresh " + alg + " proof" // the token hot
 		eps = append(eps, endpoint{name: name, url: s.issuerURL, req: req, pid: s.issuerPid, redis: s.redisPid,
 			floor: floor, target: 1.3, cmdsTarget: dpopCommands,
-			proofs: &proofSource{key: k, method: "GET", htu: validate, token: tok, req: req, sizedBy: []string{ref}}})
+			fresh: k.source("GET", validate, tok, req, ref)})
 		ref = name
 	}
 	k, err := newProofKey("EdDSA")
@@ -233,6 +174,6 @@ func (s servers) dpopEndpoints(neverSeen, jwtIssue string) ([]endpoint, error) {
 	req := issueRequest(s.basic)
 	eps = append(eps, endpoint{name: "POST /token (JWT), DPoP, fresh EdDSA proof", url: s.issuerURL, req: req, pid: s.issuerPid,
 		redis: s.redisPid, floor: floorSignAndProof,
-		proofs: &proofSource{key: k, method: "POST", htu: s.issuerURL + "/token", req: req, sizedBy: []string{jwtIssue}}})
+		fresh: k.source("POST", s.issuerURL+"/token", "", req, jwtIssue)})
 	return eps, nil
 }

@@ -59,7 +59,7 @@ func TestRatePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := httpReq{method: "GET", path: "/token/validate", header: [][2]string{{"Authorization", "DPoP tok"}}}
-	src := &proofSource{key: k, method: "GET", htu: "http://x/token/validate", token: "tok", req: req}
+	src := k.source("GET", "http://x/token/validate", "tok", req)
 	oldRate, oldFor := *rate, *rateFor
 	*rate, *rateFor = 50, 2*time.Second // 100 proofs a round
 	t.Cleanup(func() { *rate, *rateFor = oldRate, oldFor })

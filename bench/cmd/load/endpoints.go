@@ -29,14 +29,19 @@ type endpoint struct {
 	floor      string
 	target     float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
 	cmdsTarget float64 // the bound on Redis commands per request (0: none)
-	// proofs, if set, puts a fresh DPoP proof in each request (dpop.go).
-	proofs *proofSource
+	// fresh, if set, puts a value of its own in each request: a DPoP proof
+	// (dpop.go).
+	fresh *freshSource
 }
 
 // hotCommands is the bound on Redis commands per hot validation, heartbeats
 // and lease renewals amortised: replicas validate from memory while their
 // revocation log is fresh.
 const hotCommands = 0.01
+
+// jwtIssueName is the secret-based JWT issue row's name: the
+// private_key_jwt row's floor counts its server CPU per request.
+const jwtIssueName = "POST /token (JWT)"
 
 // hotJWT is the index of hot JWT validation among endpoints: the
 // never-seen row follows it.
@@ -60,13 +65,13 @@ func (s servers) endpoints() ([]endpoint, error) {
 	hot := func(e endpoint) endpoint { e.cmdsTarget = hotCommands; return e }
 	eps := []endpoint{
 		{name: "bare net/http, fixed JSON", url: s.bareURL, req: bareRequest, pid: s.barePid, floor: floorBare},
-		issuer("POST /token (JWT)", issueRequest(s.basic), floorSign, 1.4),
+		issuer(jwtIssueName, issueRequest(s.basic), floorSign, 1.4),
 		hotJWT: hot(issuer("GET /token/validate, hot (same JWT)", validateRequest(hotToken), floorBare, 1.6)),
 		issuer("POST /token/introspect (JWT)", introspectRequest(s.basic, hotToken), floorBare, 0),
 		issuer("POST /token (opaque)", issueRequest(s.opaqueBasic), floorBare, 1.5),
 		hot(issuer("GET /token/validate, hot (same opaque token)", validateRequest(opaqueHot), floorBare, 1.6)),
 	}
-	dpopEps, err := s.dpopEndpoints(neverSeenName, eps[1].name)
+	dpopEps, err := s.dpopEndpoints(neverSeenName, jwtIssueName)
 	if err != nil {
 		return nil, err
 	}

@@ -286,16 +286,16 @@ func run() (err error) {
 	for i, e := range eps {
 		r := &row{name: e.name, url: e.url + e.req.path, server: e.pid, redis: e.redis,
 			floor: e.floor, target: e.target, cmdsTarget: e.cmdsTarget}
-		if e.proofs != nil {
+		if e.fresh != nil {
 			var refs []*row
-			for _, name := range e.proofs.sizedBy {
+			for _, name := range e.fresh.sizedBy {
 				ref, ok := byName[name]
 				if !ok {
 					return fmt.Errorf("%s: its pool is sized from %q, which no row before it is", e.name, name)
 				}
 				refs = append(refs, ref)
 			}
-			r = e.proofs.pool(dir, r, refs)
+			r = e.fresh.pool(dir, r, refs)
 		} else {
 			name := filepath.Join(dir, fmt.Sprintf("%d.lua", len(rows)))
 			if err := os.WriteFile(name, []byte(e.req.lua()), 0o600); err != nil {
@@ -329,8 +329,8 @@ func run() (err error) {
 		paths := make([]*loadPath, len(eps))
 		for i, e := range eps {
 			paths[i] = &loadPath{name: e.name, url: e.url, pid: e.pid, floor: e.floor, target: e.target, cmdsTarget: e.cmdsTarget, request: same(e.req)}
-			if e.proofs != nil {
-				e.proofs.ratePath(paths[i])
+			if e.fresh != nil {
+				e.fresh.ratePath(paths[i])
 			}
 		}
 		return rateTable(s, paths)

@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -29,10 +31,10 @@ const poolMargin = 1.5
 // freshPool makes and checks the fresh values of one row's runs.
 type freshPool struct {
 	dir, name string
-	// req is the request, less the pooled header; header is the header the
-	// values go into, after prefix ("Bearer ").
-	req            httpReq
-	header, prefix string
+	// req is the request, less the pooled value; slot is where the values
+	// go in it.
+	req  httpReq
+	slot slot
 	// refs are rows measured earlier in each round whose requests/s bound
 	// this row's; own is this row, whose previous round counts too.
 	refs []*row
@@ -42,8 +44,32 @@ type freshPool struct {
 	pool   int // values of the latest round
 }
 
+// slot is where a pooled value goes in a request: in header, after prefix
+// ("Bearer "); or, header empty, at the end of the body, after prefix
+// ("&client_assertion=").
+type slot struct{ header, prefix string }
+
+// fill is req with v in its slot; req itself is left as it was.
+func (s slot) fill(req httpReq, v string) httpReq {
+	if s.header == "" {
+		req.body += s.prefix + v
+		return req
+	}
+	req.header = append(req.header[:len(req.header):len(req.header)], [2]string{s.header, s.prefix + v})
+	return req
+}
+
+// lua is the Lua statement that puts v in the slot of the header table h
+// or of the string body.
+func (s slot) lua() string {
+	if s.header == "" {
+		return "body = body .. " + strconv.Quote(s.prefix) + " .. v"
+	}
+	return "h[" + strconv.Quote(s.header) + "] = " + strconv.Quote(s.prefix) + " .. v"
+}
+
 // poolLua hands each wrk thread (by setup) its own file of values and each
-// request the thread's next one, in the header the request carries it in;
+// request the thread's next one, in the request's slot;
 // a request past the file's end gets a value that fails, and done counts
 // the requests built past their thread's values, so that freshPool.check
 // can tell. The placeholders are filled by freshPool.script.
@@ -63,9 +89,10 @@ request = function()
     past = past + 1
     v = "pool-exhausted"
   end
-  local h = {{headers}}
-  h[{{header}}] = {{value_prefix}} .. v
-  return wrk.format({{method}}, nil, h, {{body}})
+  local h, body = {{headers}}, {{body}}
+  {{put}}
+  if body == "" then body = nil end
+  return wrk.format({{method}}, nil, h, body)
 end
 done = function()
   local used, past = 0, 0
@@ -84,12 +111,8 @@ func (p *freshPool) script(prefix string) string {
 		fmt.Fprintf(&h, "[%q] = %q, ", kv[0], kv[1])
 	}
 	h.WriteString("}")
-	body := "nil"
-	if p.req.body != "" {
-		body = strconv.Quote(p.req.body)
-	}
-	return strings.NewReplacer("{{prefix}}", strconv.Quote(prefix), "{{headers}}", h.String(), "{{value_prefix}}", strconv.Quote(p.prefix),
-		"{{header}}", strconv.Quote(p.header), "{{method}}", strconv.Quote(p.req.method), "{{body}}", body).Replace(poolLua)
+	return strings.NewReplacer("{{prefix}}", strconv.Quote(prefix), "{{headers}}", h.String(), "{{put}}", p.slot.lua(),
+		"{{method}}", strconv.Quote(p.req.method), "{{body}}", strconv.Quote(p.req.body)).Replace(poolLua)
 }
 
 // size is how many values round needs.
@@ -161,4 +184,81 @@ func poolRow(dir string, r *row, p *freshPool) *row {
 	p.dir, p.own = dir, r
 	r.prepare, r.check = p.prepare, p.check
 	return r
+}
+
+// freshSource is an endpoint's fresh values, one a request, in the wrk
+// table (a freshPool a round) and in the constant-rate table: DPoP proofs
+// (dpop.go).
+type freshSource struct {
+	// req is the request, less the value; slot is where the value goes.
+	req  httpReq
+	slot slot
+	// values makes n values for a run of d, or fails if the oldest would
+	// no longer be accepted at the run's end (makeFresh).
+	values func(n int, d time.Duration) ([]string, error)
+	// sizedBy names the rows measured before this one in each round whose
+	// requests/s bound its own, to size its wrk pool.
+	sizedBy []string
+	// profile: under -pprof, take the issuer's CPU profile during the
+	// row's last wrk round (profile.go).
+	profile bool
+}
+
+// pool is the wrk pool of src's values for row r, sized from refs.
+func (src *freshSource) pool(dir string, r *row, refs []*row) *row {
+	name := strings.NewReplacer(" ", "-", "/", "", ",", "", "(", "", ")", "").Replace(r.name)
+	if src.profile {
+		r.profile = name
+	}
+	return poolRow(dir, r, &freshPool{name: name, req: src.req, slot: src.slot, refs: refs,
+		values: func(_, n int) ([]string, error) { return src.values(n, *duration) }})
+}
+
+// ratePath sets path to send, in each round of the constant-rate table,
+// a value of its own with every request, made before the round's run.
+func (src *freshSource) ratePath(path *loadPath) {
+	var raw [][]byte
+	path.prepare = func(int) error {
+		values, err := src.values(int(rateFor.Seconds()*float64(*rate)), *rateFor)
+		if err != nil {
+			return err
+		}
+		raw = make([][]byte, len(values))
+		for i, v := range values {
+			raw[i] = []byte(src.slot.fill(src.req, v).raw())
+		}
+		return nil
+	}
+	path.request = func(_, i int) []byte { return raw[i] }
+}
+
+// makeFresh makes n values with mk, on every core, each at the time it is
+// made; what names them (what) is for the errors. It fails if making them
+// took so long that the oldest could be older than window, past which the
+// issuer refuses it, before a run of d ends.
+func makeFresh(what string, n int, d, window time.Duration, mk func(now time.Time) (string, error)) ([]string, error) {
+	start := time.Now()
+	values := make([]string, n)
+	workers := runtime.GOMAXPROCS(0)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n && errs[w] == nil; i += workers {
+				values[i], errs[w] = mk(time.Now())
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	// The slack is for loading the pool into wrk and for the clocks.
+	if age := time.Since(start) + d + 10*time.Second; age > window {
+		return nil, fmt.Errorf("%d %s took %v to make: the oldest would be %v old at the run's end, past the issuer's %v",
+			n, what, time.Since(start).Round(time.Second), age.Round(time.Second), window)
+	}
+	return values, nil
 }

@@ -14,22 +14,31 @@ import (
 	"time"
 )
 
-// poolServer counts the pooled values it is sent (in the DPoP header, with
-// the request that freshPool's script must carry them with), and answers
-// 401 to the value poolLua sends past a thread's values, or to a request
-// that is not the one the pool was given.
+// poolServer counts the pooled values it is sent (in the DPoP header, or
+// at the body's end after "&v=", with the request that freshPool's script
+// must carry them with), and answers 401 to the value poolLua sends past a
+// thread's values, or to a request that is not the one the pool was given.
 type poolServer struct {
-	mu   sync.Mutex
-	seen map[string]int
-	bad  int // requests that are not POST /x with X-Fixed and the body
+	mu     sync.Mutex
+	inBody bool // the values come at the body's end, not in the header
+	seen   map[string]int
+	bad    int // requests that are not POST /x with X-Fixed and the body
 }
 
 func (p *poolServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	v, _ := strings.CutPrefix(r.Header.Get("DPoP"), "v=")
-	body, _ := io.ReadAll(r.Body)
+	b, _ := io.ReadAll(r.Body)
+	body, v := string(b), ""
+	ok := r.Header.Get("DPoP") != ""
+	if p.inBody {
+		body, v, ok = strings.Cut(body, "&v=")
+		ok = ok && r.Header.Get("DPoP") == ""
+	} else {
+		v, _ = strings.CutPrefix(r.Header.Get("DPoP"), "v=")
+	}
 	p.mu.Lock()
 	p.seen[v]++
-	ok := r.Method == "POST" && r.URL.Path == "/x" && r.Header.Get("X-Fixed") == "yes" && string(body) == "a=1&b=2"
+	ok = ok && r.Method == "POST" && r.URL.Path == "/x" && r.Header.Get("X-Fixed") == "yes" && body == "a=1&b=2" &&
+		r.ContentLength == int64(len(b))
 	if !ok {
 		p.bad++
 	}
@@ -40,11 +49,15 @@ func (p *poolServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // testPool is a freshPool of values "r<round>-<i>", sized for rps
-// requests/s over -d.
-func testPool(dir string, rps float64) *freshPool {
+// requests/s over -d, in the DPoP header or (inBody) at the body's end.
+func testPool(dir string, rps float64, inBody bool) *freshPool {
 	ref := &row{name: "ref", all: []wrkResult{{rps: rps}}}
+	s := slot{header: "DPoP", prefix: "v="}
+	if inBody {
+		s = slot{prefix: "&v="}
+	}
 	p := &freshPool{name: "pool", req: httpReq{method: "POST", path: "/x", body: "a=1&b=2", header: [][2]string{{"X-Fixed", "yes"}}},
-		header: "DPoP", prefix: "v=", refs: []*row{ref},
+		slot: s, refs: []*row{ref},
 		values: func(round, n int) ([]string, error) {
 			v := make([]string, n)
 			for i := range v {
@@ -57,9 +70,10 @@ func testPool(dir string, rps float64) *freshPool {
 }
 
 // TestPoolLua runs wrk with a pool's script against a server that counts
-// values: with a pool larger than the run needs, every request is the
-// pool's request and no value is sent twice, and check passes; with a pool
-// it runs past, check fails.
+// values, in a header and at the body's end: with a pool larger than the
+// run needs, every request is the pool's request (its Content-Length
+// right) and no value is sent twice, and check passes; with a pool it runs
+// past, check fails.
 func TestPoolLua(t *testing.T) {
 	if _, err := exec.LookPath("wrk"); err != nil {
 		t.Skip("wrk not on PATH")
@@ -67,14 +81,16 @@ func TestPoolLua(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		rps    float64 // the reference's, which sizes the pool over -d (10 s)
+		inBody bool
 		wantOK bool
-	}{{"large pool", 40_000, true}, {"small pool", 5, false}} {
+	}{{"large pool", 40_000, false, true}, {"small pool", 5, false, false},
+		{"large pool, in the body", 40_000, true, true}, {"small pool, in the body", 5, true, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := &poolServer{seen: map[string]int{}}
+			srv := &poolServer{seen: map[string]int{}, inBody: tc.inBody}
 			ts := httptest.NewServer(srv)
 			defer ts.Close()
 			dir := t.TempDir()
-			p := testPool(dir, tc.rps)
+			p := testPool(dir, tc.rps, tc.inBody)
 			script, err := p.prepare(0)
 			if err != nil {
 				t.Fatal(err)
@@ -102,7 +118,7 @@ func TestPoolLua(t *testing.T) {
 }
 
 func TestPoolCheck(t *testing.T) {
-	p := testPool(t.TempDir(), 1)
+	p := testPool(t.TempDir(), 1, false)
 	p.pool = 100
 	for _, tc := range []struct {
 		out    string
@@ -122,7 +138,7 @@ func TestPoolCheck(t *testing.T) {
 // TestPoolSize: a pool holds poolMargin times the requests of the fastest
 // of its references in the round and of its own row in the round before.
 func TestPoolSize(t *testing.T) {
-	p := testPool(t.TempDir(), 1000)
+	p := testPool(t.TempDir(), 1000, false)
 	if _, err := p.size(1); err == nil {
 		t.Error("size of round 2 with no reference and no round 1: no error")
 	}
