@@ -11,6 +11,8 @@ type servers struct {
 	bareRedisPid int
 	redisPort    int
 	usedEmpty    int64 // Redis used_memory before any session
+	// assertionKey is the private_key_jwt client's key (assertion.go).
+	assertionKey *proofKey
 	// peer is the go-oauth2 peer (peer.go); nil skips its rows.
 	peer *peer
 	// consumerURL is the consumer (cmd/consumer: the bare handler behind
@@ -30,7 +32,7 @@ type endpoint struct {
 	target     float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
 	cmdsTarget float64 // the bound on Redis commands per request (0: none)
 	// fresh, if set, puts a value of its own in each request: a DPoP proof
-	// (dpop.go).
+	// (dpop.go), a client assertion (assertion.go).
 	fresh *freshSource
 }
 
@@ -76,6 +78,11 @@ func (s servers) endpoints() ([]endpoint, error) {
 		return nil, err
 	}
 	eps = append(eps, dpopEps...)
+	keyed, err := s.assertionEndpoint(s.assertionKey, jwtIssueName)
+	if err != nil {
+		return nil, err
+	}
+	eps = append(eps, keyed)
 	if s.bareRedisURL != "" {
 		// Not a floor the targets use (Redis's CPU is apart, as in every
 		// row), but what one plain round trip costs a net/http handler: the

@@ -20,14 +20,17 @@ import (
 // one verification for a JWT never seen before, or one verification of a
 // DPoP proof's algorithm, Ed25519 or ECDSA P-256 (issue 28), and both a
 // signature and a verification for a token issued against a DPoP proof.
-// Redis's own CPU is not in it (each table shows Redis CPU per request
-// beside it).
+// A private_key_jwt issue's floor is the secret-based JWT issue row's
+// server CPU per request in the same round, plus one Ed25519 verification
+// (of the client assertion; issue 28). Redis's own CPU is not in it (each
+// table shows Redis CPU per request beside it).
 const (
 	floorBare         = "bare"
 	floorSign         = "bare + sign"
 	floorVerify       = "bare + verify"
 	floorVerifyES256  = "bare + ES256 verify"
 	floorSignAndProof = "bare + sign + verify"
+	floorIssueVerify  = "secret issue + verify"
 )
 
 // sigCosts are the CPU times of one signature operation of each kind that a
@@ -38,10 +41,54 @@ type sigCosts struct {
 }
 
 // floors are the floors of one round, by name, from its bare handler's
-// server CPU per request and its signature costs (signatureCosts).
-func floors(bare time.Duration, c sigCosts) map[string]time.Duration {
-	return map[string]time.Duration{floorBare: bare, floorSign: bare + c.sign, floorVerify: bare + c.verify,
+// server CPU per request, the secret-based JWT issue row's (jwtIssueName;
+// 0: the round has none, nor floorIssueVerify) and its signature costs
+// (signatureCosts).
+func floors(bare, secretIssue time.Duration, c sigCosts) map[string]time.Duration {
+	fl := map[string]time.Duration{floorBare: bare, floorSign: bare + c.sign, floorVerify: bare + c.verify,
 		floorVerifyES256: bare + c.verifyES256, floorSignAndProof: bare + c.sign + c.verify}
+	if secretIssue > 0 {
+		fl[floorIssueVerify] = secretIssue + c.verify
+	}
+	return fl
+}
+
+// floorOf is floor's value among fl (floors); a floor the round lacks,
+// such as floorIssueVerify in a round with no secret-based issue row, is
+// an error, not a floor of zero.
+func floorOf(fl map[string]time.Duration, name, floor string) (time.Duration, error) {
+	f, ok := fl[floor]
+	if !ok {
+		return 0, fmt.Errorf("%s: its floor %q has no row to measure it from in this round", name, floor)
+	}
+	return f, nil
+}
+
+// roundFloors is the floor of each of n rows in one round, from its rows
+// (row(i): name, floor name and server CPU per request in the round), the
+// bare handler's first, and the round's signature costs c.
+func roundFloors(n int, row func(i int) (name, floor string, cpu time.Duration), c sigCosts) ([]time.Duration, error) {
+	var bare, secretIssue time.Duration
+	for i := range n {
+		name, _, cpu := row(i)
+		if i == 0 {
+			bare = cpu
+		}
+		if name == jwtIssueName {
+			secretIssue = cpu
+		}
+	}
+	fl := floors(bare, secretIssue, c)
+	out := make([]time.Duration, n)
+	for i := range n {
+		name, floor, _ := row(i)
+		f, err := floorOf(fl, name, floor)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = f
+	}
+	return out, nil
 }
 
 // medianCosts is each cost's median over rounds, cost by cost.

@@ -74,18 +74,27 @@ func withField(entry, name string, value any) (string, error) {
 func parseClientNew(out []byte) (secret, entry string, err error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
-		line := sc.Text()
-		if s, ok := strings.CutPrefix(line, "client_secret:"); ok {
+		if s, ok := strings.CutPrefix(sc.Text(), "client_secret:"); ok {
 			secret = strings.TrimSpace(s)
 		}
-		if strings.HasPrefix(line, "{") {
-			entry = line
-		}
 	}
-	if secret == "" || entry == "" {
+	if entry = entryLine(out); secret == "" || entry == "" {
 		return "", "", fmt.Errorf("unexpected client new output: %s", out)
 	}
 	return secret, entry, nil
+}
+
+// entryLine is the clients-file entry that `client new` printed in out: its
+// last line that starts with "{"; "" if none does.
+func entryLine(out []byte) string {
+	entry := ""
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "{") {
+			entry = line
+		}
+	}
+	return entry
 }
 
 var httpClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}

@@ -4,7 +4,7 @@
 //	cd bench && go run ./cmd/load
 //
 // It starts its own redis-server, issuer (production mode, real Redis; a
-// JWT client and an opaque one), bare handler and peer (cmd/peer: a
+// JWT client, an opaque one and a private_key_jwt one), bare handler and peer (cmd/peer: a
 // go-oauth2/oauth2 v4 server with its Redis token store, in db 1; peer.go)
 // on loopback. It first measures the Redis bytes per session of each
 // format and of the peer, one after another (memory.go), and fills the
@@ -23,9 +23,13 @@
 // (cold.go, pool.go); its DPoP rows (dpop.go, issue 28) send a DPoP-bound
 // token with a proof of its own in each request, from such a pool too, and
 // are held to issue 28's target of 1.3× the bare handler plus one
-// verification of the proof's algorithm. With -pprof DIR the issuer serves its
+// verification of the proof's algorithm. Its private_key_jwt row
+// (assertion.go, issue 28) issues tokens to a client that authenticates
+// with a client assertion of its own in each request, from such a pool,
+// held to 1.3× the secret-based JWT issue row of the same round plus one
+// verification. With -pprof DIR the issuer serves its
 // profiles and the tool takes its CPU profile during the last round of each
-// DPoP validation row (profile.go), for where a DPoP validation's CPU goes;
+// DPoP validation row and of the private_key_jwt row (profile.go), for where their CPU goes;
 // profiling costs CPU, so such a run's figures are not the table's. Unless -png is "", it draws the wrk table as a chart: each
 // row's server CPU per request against its floor, the peer's rows among
 // them (chart.go; default the repository's docs/load.png). Then an
@@ -160,7 +164,7 @@ func run() (err error) {
 	}
 
 	// A signing key and a clients file, made by the binary itself: a JWT
-	// client and an opaque one.
+	// client, an opaque one and one without a secret.
 	keyPath := filepath.Join(dir, "key.pem")
 	if out, err := exec.Command(bin("snowtoken"), "keys", "new", "-out", keyPath).CombinedOutput(); err != nil {
 		return fmt.Errorf("keys new: %v: %s", err, out)
@@ -178,7 +182,17 @@ func run() (err error) {
 	if opaqueEntry, err = withField(opaqueEntry, "token_format", "opaque"); err != nil {
 		return err
 	}
-	entries := []string{entry, opaqueEntry}
+	// A client with no secret: it authenticates by private_key_jwt
+	// (assertion.go).
+	assertionKey, err := newProofKey("EdDSA")
+	if err != nil {
+		return err
+	}
+	keyEntry, err := keyClient(bin("snowtoken"), dir, assertionClient, assertionKey)
+	if err != nil {
+		return err
+	}
+	entries := []string{entry, opaqueEntry, keyEntry}
 	// The revocation scenario's consumer follows the revocation feed as a
 	// client of its own.
 	feed := feedClient{id: "bench-feed"}
@@ -244,7 +258,7 @@ func run() (err error) {
 		issuerURL: issuerURL, bareURL: bareURL, basic: basic, opaqueBasic: opaqueBasic, peer: pr,
 		bareRedisURL: bareRedisURL, bareRedisPid: bareRedis.cmd.Process.Pid,
 		issuerPid: issuer.cmd.Process.Pid, barePid: bare.cmd.Process.Pid, redisPid: redis.cmd.Process.Pid,
-		redisPort: redisPort, usedEmpty: usedEmpty,
+		redisPort: redisPort, usedEmpty: usedEmpty, assertionKey: assertionKey,
 	}
 
 	// Redis bytes per session first, while nothing else has grown Redis.

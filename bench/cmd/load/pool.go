@@ -14,7 +14,8 @@ import (
 )
 
 // A fresh pool feeds a wrk run with values that no other request uses:
-// never-seen tokens (cold.go), DPoP proofs (dpop.go). wrk replays one
+// never-seen tokens (cold.go), DPoP proofs (dpop.go), client assertions
+// (assertion.go). wrk replays one
 // request, so each round's values are made for that round alone, before it
 // and unmeasured, and split into one file for each wrk thread; each request
 // takes its thread's next value, so no value serves two requests (of this
@@ -188,7 +189,7 @@ func poolRow(dir string, r *row, p *freshPool) *row {
 
 // freshSource is an endpoint's fresh values, one a request, in the wrk
 // table (a freshPool a round) and in the constant-rate table: DPoP proofs
-// (dpop.go).
+// (dpop.go), client assertions (assertion.go).
 type freshSource struct {
 	// req is the request, less the value; slot is where the value goes.
 	req  httpReq

@@ -146,7 +146,7 @@ func productionRound(s servers) error {
 	bareCPU, bareP99 := med(paths[0].runs, cpu), med(paths[0].runs, p99)
 	c := medianCosts(costs)
 	sign, verify := c.sign, c.verify
-	fl := floors(bareCPU, c)
+	fl := floors(bareCPU, 0, c)
 	fl["weighted"] = bareCPU + (sign*mixIssue+verify*mixUnseen)/mixOf
 	live, err := dbsize(s.redisPort, 0)
 	if err != nil {

@@ -239,9 +239,14 @@ func runRounds(paths []*loadPath, rate, redisPid, redisPort int) ([]sigCosts, er
 		}
 		c := signatureCosts()
 		costs = append(costs, c)
-		fl := floors(paths[0].runs[round].serverCPU, c)
-		for _, path := range paths {
-			path.floors = append(path.floors, fl[path.floor])
+		fl, err := roundFloors(len(paths), func(i int) (string, string, time.Duration) {
+			return paths[i].name, paths[i].floor, paths[i].runs[round].serverCPU
+		}, c)
+		if err != nil {
+			return nil, err
+		}
+		for i, path := range paths {
+			path.floors = append(path.floors, fl[i])
 		}
 	}
 	return costs, nil

@@ -98,9 +98,14 @@ func wrkTable(dir string, rows []*row, redisPort int) error {
 		}
 		c := signatureCosts()
 		costs = append(costs, c)
-		fl := floors(rows[0].all[round].serverCPU, c)
-		for _, r := range rows {
-			r.floors = append(r.floors, fl[r.floor])
+		fl, err := roundFloors(len(rows), func(i int) (string, string, time.Duration) {
+			return rows[i].name, rows[i].floor, rows[i].all[round].serverCPU
+		}, c)
+		if err != nil {
+			return err
+		}
+		for i, r := range rows {
+			r.floors = append(r.floors, fl[i])
 		}
 	}
 	for _, r := range rows {
