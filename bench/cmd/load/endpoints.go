@@ -34,6 +34,9 @@ type endpoint struct {
 	// fresh, if set, puts a value of its own in each request: a DPoP proof
 	// (dpop.go), a client assertion (assertion.go).
 	fresh *freshSource
+	// profile: under -pprof, take the issuer's CPU profile during the row's
+	// last wrk round, as of some fresh rows (freshSource.profile).
+	profile bool
 }
 
 // hotCommands is the bound on Redis commands per hot validation, heartbeats
@@ -65,9 +68,13 @@ func (s servers) endpoints() ([]endpoint, error) {
 		return endpoint{name: name, url: s.issuerURL, req: req, pid: s.issuerPid, redis: s.redisPid, floor: floor, target: target}
 	}
 	hot := func(e endpoint) endpoint { e.cmdsTarget = hotCommands; return e }
+	// The secret-based JWT issue, profiled under -pprof beside the
+	// private_key_jwt issue that its figures are the floor of.
+	secretIssue := issuer(jwtIssueName, issueRequest(s.basic), floorSign, 1.4)
+	secretIssue.profile = true
 	eps := []endpoint{
 		{name: "bare net/http, fixed JSON", url: s.bareURL, req: bareRequest, pid: s.barePid, floor: floorBare},
-		issuer(jwtIssueName, issueRequest(s.basic), floorSign, 1.4),
+		secretIssue,
 		hotJWT: hot(issuer("GET /token/validate, hot (same JWT)", validateRequest(hotToken), floorBare, 1.6)),
 		issuer("POST /token/introspect (JWT)", introspectRequest(s.basic, hotToken), floorBare, 0),
 		issuer("POST /token (opaque)", issueRequest(s.opaqueBasic), floorBare, 1.5),

@@ -29,7 +29,8 @@
 // held to 1.3× the secret-based JWT issue row of the same round plus one
 // verification. With -pprof DIR the issuer serves its
 // profiles and the tool takes its CPU profile during the last round of each
-// DPoP validation row and of the private_key_jwt row (profile.go), for where their CPU goes;
+// DPoP validation row, of the private_key_jwt row and of the JWT issue row
+// it is compared with (profile.go), for where their CPU goes;
 // profiling costs CPU, so such a run's figures are not the table's. Unless -png is "", it draws the wrk table as a chart: each
 // row's server CPU per request against its floor, the peer's rows among
 // them (chart.go; default the repository's docs/load.png). Then an
@@ -300,6 +301,9 @@ func run() (err error) {
 	for i, e := range eps {
 		r := &row{name: e.name, url: e.url + e.req.path, server: e.pid, redis: e.redis,
 			floor: e.floor, target: e.target, cmdsTarget: e.cmdsTarget}
+		if e.profile {
+			r.profile = fileName(r.name)
+		}
 		if e.fresh != nil {
 			var refs []*row
 			for _, name := range e.fresh.sizedBy {

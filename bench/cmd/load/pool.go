@@ -207,7 +207,7 @@ type freshSource struct {
 
 // pool is the wrk pool of src's values for row r, sized from refs.
 func (src *freshSource) pool(dir string, r *row, refs []*row) *row {
-	name := strings.NewReplacer(" ", "-", "/", "", ",", "", "(", "", ")", "").Replace(r.name)
+	name := fileName(r.name)
 	if src.profile {
 		r.profile = name
 	}

@@ -13,7 +13,12 @@ import (
 
 // pprofDir is where -pprof puts the issuer's CPU profiles.
 var pprofDir = flag.String("pprof", "", "serve the issuer's profiles (SNOWTOKEN_PPROF) and take a CPU profile of the issuer during the last round "+
-	"of each DPoP validation row and of the private_key_jwt row into this directory (profiling costs the issuer CPU: not for the figures)")
+	"of each DPoP validation row, of the private_key_jwt row and of the JWT issue row it is compared with into this directory (profiling costs the issuer CPU: not for the figures)")
+
+// fileName is a row's name made a file name, for its pool and profile.
+func fileName(row string) string {
+	return strings.NewReplacer(" ", "-", "/", "", ",", "", "(", "", ")", "").Replace(row)
+}
 
 // issuerMetrics is the URL of the issuer's metrics listener, which serves
 // its profiles; empty without -pprof.
