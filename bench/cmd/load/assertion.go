@@ -23,8 +23,8 @@ import (
 // authenticates with a client assertion (RFC 7523 §2.2) signed by its
 // Ed25519 key, registered inline (jwks) in the clients file, instead of a
 // secret. Each request carries an assertion of its own, as a client makes
-// them (a fresh jti, iat now, exp assertionLifetime later, aud the token
-// endpoint), from a pool made before each run, unmeasured (pool.go), as
+// them (a fresh jti, iat now, exp assertionLifetime later, aud the issuer's
+// identifier), from a pool made before each run, unmeasured (pool.go), as
 // the DPoP rows' proofs. Its floor is the secret-based JWT issue row of the
 // same round plus one Ed25519 verification (floor.go); it runs one Redis
 // command more than that row, the jti's SET NX (redisstore.Replays).
@@ -109,13 +109,14 @@ func (k *proofKey) assertionSource(id, aud string, sizedBy ...string) *freshSour
 const assertionName = "private_key_jwt issue (EdDSA assertion)"
 
 // assertionEndpoint is the private_key_jwt row: client assertionClient, its
-// key k, each assertion's aud the token endpoint under the issuer's public
-// URL, which the load tool starts it with (SNOWTOKEN_ISSUER); its pool is
+// key k, each assertion's aud the issuer's identifier alone, the public URL
+// the load tool starts it with (SNOWTOKEN_ISSUER: the issuer refuses the
+// token endpoint's URL, see clientauth); its pool is
 // sized from the secret-based issue row jwtIssue, whose figures its floor
 // counts. It issues one token first, so that a client the issuer refuses
 // fails the run with the issuer's answer.
 func (s servers) assertionEndpoint(k *proofKey, jwtIssue string) (endpoint, error) {
-	src := k.assertionSource(assertionClient, s.issuerURL+"/token", jwtIssue)
+	src := k.assertionSource(assertionClient, s.issuerURL, jwtIssue)
 	one, err := src.values(1, 0)
 	if err != nil {
 		return endpoint{}, err

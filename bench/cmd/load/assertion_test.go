@@ -17,7 +17,7 @@ import (
 // is refused, and so is one to another audience or from another client. A
 // pool too slow to be used before its assertions expire is an error.
 func TestAssertions(t *testing.T) {
-	const aud = "http://127.0.0.1:1/token"
+	const aud = "http://127.0.0.1:1" // the issuer's identifier, alone
 	k, err := newProofKey("EdDSA")
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestAssertions(t *testing.T) {
 	if err := v.Verify(t.Context(), reg, values[0]); !errors.Is(err, clientauth.ErrReplayed) {
 		t.Errorf("an assertion sent twice: %v, want ErrReplayed", err)
 	}
-	other, err := k.assertion(assertionClient, "http://elsewhere/token", time.Now())
+	other, err := k.assertion(assertionClient, "http://elsewhere", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
