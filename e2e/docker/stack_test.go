@@ -2,6 +2,9 @@ package docker
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/credentials"
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/snowflakealg"
@@ -285,6 +289,7 @@ func TestStack(t *testing.T) {
 	}
 
 	t.Run("DPoP consumer", func(t *testing.T) { checkDPoPConsumer(t, g.secret) })
+	t.Run("a client with no secret", func(t *testing.T) { s.checkSecretlessClient(ctx, t) })
 
 	// Three replicas, three worker IDs: each its backend address's last octet.
 	replicas := s.issuers(ctx)
@@ -378,6 +383,67 @@ func checkDPoPConsumer(t *testing.T, secret string) {
 	plain := &http.Client{Timeout: 15 * time.Second, Transport: base}
 	resp, body = callGateway(t, plain, gatewayPublic, "GET", "/dpop/orders", http.Header{"Authorization": {"Bearer " + tok}}, "")
 	wantDPoPChallenge(t, resp, body, "invalid_token")
+}
+
+// checkSecretlessClient adds a private_key_jwt client to the stack's
+// clients file as an operator does (snowtoken client new -jwks-file, run in
+// the init service, which writes the secrets volume), with only the public
+// half of a key this test holds; once the issuers reload the file, it gets
+// DPoP-bound tokens through the gateway with client assertions of that key
+// (client/credentials), no secret anywhere, and consumer-dpop accepts them.
+func (s *stack) checkSecretlessClient(ctx context.Context, t *testing.T) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil { // the container's user reads it
+		t.Fatal(err)
+	}
+	jwks := `{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"batch-1","x":"` + base64.RawURLEncoding.EncodeToString(pub) + `"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "jwks.json"), []byte(jwks), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.compose(ctx, 2*time.Minute, "run", "--rm", "-T", "--no-deps", "-v", dir+":/in:ro", "init",
+		"client", "new", "-file", "/secrets/clients.json", "-id", "batch", "-scopes", "orders:read", "-jwks-file", "/in/jwks.json")
+
+	assertion, err := credentials.KeyAssertion("batch", gatewayPublic, priv, "batch-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := publicClient(strings.TrimPrefix(stackGateway, "http://"))
+	t.Cleanup(base.CloseIdleConnections)
+	prover, err := dpop.GenerateProver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proofs := &dpop.Transport{Base: base, Prover: prover}
+	src, err := credentials.New(credentials.Options{TokenURL: gatewayPublic + "/token", ClientID: "batch", Assertion: assertion,
+		HTTPClient: &http.Client{Timeout: 15 * time.Second, Transport: proofs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every replica reloads the file within moments; until then a token
+	// request may reach one that does not know the client yet.
+	deadline := time.Now().Add(time.Minute)
+	var tok credentials.Token
+	for {
+		if tok, err = src.Token(ctx); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no token for the private_key_jwt client in a minute: %v", err)
+		}
+		time.Sleep(time.Second)
+	}
+	if tok.Type != "DPoP" {
+		t.Errorf("token_type %q, want DPoP", tok.Type)
+	}
+	api := &http.Client{Timeout: 15 * time.Second, Transport: &credentials.Transport{Source: src, Base: proofs}}
+	resp, body := callGateway(t, api, gatewayPublic, "GET", "/dpop/orders", nil, "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"subject":"batch"`) {
+		t.Errorf("GET /dpop/orders as the client with no secret: %s %s, want consumer-dpop's 200 for subject batch", resp.Status, body)
+	}
 }
 
 // cutFromRedis disconnects the issuer container id from the data network,
