@@ -28,7 +28,9 @@ import (
 // both.
 
 // dpopChallenge is the WWW-Authenticate of a DPoP refusal at validation.
-func dpopChallenge(code string) string { return `DPoP realm="snowtoken", algs="EdDSA ES256", error="` + code + `"` }
+func dpopChallenge(code string) string {
+	return `DPoP realm="snowtoken", algs="EdDSA ES256", error="` + code + `"`
+}
 
 // joseKey is a DPoP client's key, with go-jose's view of its public half.
 type joseKey struct {
