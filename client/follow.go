@@ -33,6 +33,10 @@ const (
 const (
 	// maxFeedLine bounds one line of the stream (a SET is well under 1 KiB).
 	maxFeedLine = 16 << 10
+	// maxFeedEvent bounds one event of the stream, all its lines together:
+	// the issuer writes each event's data on one line, so no event of its
+	// is larger than a line.
+	maxFeedEvent = maxFeedLine
 	// maxSnapshotBytes bounds the snapshot: about 60 bytes a revoked token.
 	maxSnapshotBytes = 64 << 20
 	// Reconnection backoff, doubled after each failure.
@@ -251,8 +255,10 @@ func (f *feed) follow(ctx context.Context) (progressed bool, err error) {
 		if err != nil {
 			return progressed, err
 		}
-		idle.Reset(f.v.opts.Timeout)
-		ev, ok := p.line(line)
+		ev, ok, err := p.line(line)
+		if err != nil {
+			return progressed, err
+		}
 		if !ok {
 			continue
 		}
@@ -266,9 +272,15 @@ func (f *feed) follow(ctx context.Context) (progressed bool, err error) {
 			progressed = progressed || err == nil
 		case "reset":
 			return progressed, errFeedReset
+		default:
+			continue // an event the feed does not send: not a sign of life
 		}
 		if err != nil {
 			return progressed, err
 		}
+		// Only an event that verified and applied counts as the stream
+		// bringing something: comment lines, unknown events or lines that
+		// never end an event do not hold a dead stream open.
+		idle.Reset(f.v.opts.Timeout)
 	}
 }

@@ -68,7 +68,10 @@ func FuzzFeedStream(f *testing.F) {
 			if len(line) > maxFeedLine {
 				t.Fatalf("a line of %d bytes read", len(line))
 			}
-			ev, ok := p.line(line)
+			ev, ok, err := p.line(line)
+			if err != nil {
+				return
+			}
 			if !ok {
 				continue
 			}

@@ -3,9 +3,11 @@ package client
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -280,5 +282,94 @@ func TestForgetOldRevocations(t *testing.T) {
 		if got := fd.decide(&Claims{JTI: "1", Subject: "gone", ClientID: "cut", IssuedAt: tc.iat}); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// streamServer serves write as the event stream and reports, on done,
+// how many bytes it wrote before the client went away or write returned.
+func streamServer(t *testing.T, write func(w io.Writer, fl http.Flusher) error) (*httptest.Server, <-chan int64) {
+	t.Helper()
+	done := make(chan int64, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		cw := &countingWriter{w: w}
+		_ = write(cw, w.(http.Flusher))
+		done <- cw.n
+	}))
+	t.Cleanup(srv.Close)
+	return srv, done
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// TestFeedEventBounded checks that an event made of many short data lines
+// (each under maxFeedLine) is refused once it passes maxFeedEvent, in
+// memory linear in what was read: joining its lines with += made an 8 MiB
+// event of 16 KB lines allocate about 4 GB (found in review: issue 34
+// finding 8).
+func TestFeedEventBounded(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	fd, _ := testFeed(t, &now, 0)
+	fd.v.opts.Timeout = time.Minute // a guard against a hang
+	line := "data: " + strings.Repeat("a", 16_000) + "\n"
+	srv, _ := streamServer(t, func(w io.Writer, fl http.Flusher) error {
+		if _, err := io.WriteString(w, "id: e1-5-0\nevent: revoked\n"); err != nil {
+			return err
+		}
+		for range (8 << 20) / len(line) {
+			if _, err := io.WriteString(w, line); err != nil {
+				return err
+			}
+		}
+		_, err := io.WriteString(w, "\n")
+		fl.Flush()
+		return err
+	})
+	fd.v.http, fd.eventsURL = srv.Client(), srv.URL+"/revocations/events"
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := fd.follow(t.Context())
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "event of the stream is over") {
+		t.Fatalf("follow: %v, want the event refused for its size", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("reading the event allocated %d MiB, want it linear in the bytes read", alloc>>20)
+	}
+}
+
+// TestFeedIdleCountsEvents checks that a stream that sends only comment
+// lines (or lines that never end an event) is dropped after Timeout, as a
+// stream that sends nothing is: the idle timer was reset by every line
+// (found in review: issue 34 finding 8).
+func TestFeedIdleCountsEvents(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	fd, _ := testFeed(t, &now, 0)
+	fd.v.opts.Timeout = 200 * time.Millisecond
+	const trickle = 10 * time.Second
+	srv, _ := streamServer(t, func(w io.Writer, fl http.Flusher) error {
+		for end := time.Now().Add(trickle); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if _, err := io.WriteString(w, ": still here\nevent: revoked\n"); err != nil {
+				return err
+			}
+			fl.Flush()
+		}
+		return nil
+	})
+	fd.v.http, fd.eventsURL = srv.Client(), srv.URL+"/revocations/events"
+	start := time.Now()
+	_, err := fd.follow(t.Context())
+	if took := time.Since(start); took > trickle/2 {
+		t.Fatalf("follow returned after %v (%v): a stream that brings no event was kept past Timeout %v", took, err, fd.v.opts.Timeout)
 	}
 }

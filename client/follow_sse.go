@@ -34,21 +34,28 @@ type sseEvent struct{ id, name, data string }
 
 // sseParser assembles events from lines (the WHATWG event stream format,
 // as much as the feed uses: id, event, data; comments and other fields are
-// ignored; data lines are joined with "\n").
+// ignored; data lines are joined with "\n"). An event whose fields add up
+// to more than maxFeedEvent bytes is an error: readLine bounds one line,
+// and this bounds the lines of one event, so that a stream of short data
+// lines cannot grow an event without end. Data lines are appended to one
+// buffer, in time linear in the event's size.
 type sseParser struct {
-	cur     sseEvent
+	cur     sseEvent // id and name; data is in data
+	data    strings.Builder
 	hasData bool
 }
 
 // line takes one line; it returns an event at the blank line that ends it.
-func (p *sseParser) line(l string) (sseEvent, bool) {
+func (p *sseParser) line(l string) (sseEvent, bool, error) {
 	if l == "" {
 		ev, ok := p.cur, p.cur.name != "" || p.hasData
+		ev.data = p.data.String()
 		p.cur, p.hasData = sseEvent{}, false
-		return ev, ok
+		p.data.Reset()
+		return ev, ok, nil
 	}
 	if strings.HasPrefix(l, ":") {
-		return sseEvent{}, false
+		return sseEvent{}, false, nil
 	}
 	field, value, _ := strings.Cut(l, ":")
 	value = strings.TrimPrefix(value, " ")
@@ -59,10 +66,15 @@ func (p *sseParser) line(l string) (sseEvent, bool) {
 		p.cur.name = value
 	case "data":
 		if p.hasData {
-			p.cur.data += "\n"
+			p.data.WriteByte('\n')
 		}
-		p.cur.data += value
+		p.data.WriteString(value)
 		p.hasData = true
+	default:
+		return sseEvent{}, false, nil
 	}
-	return sseEvent{}, false
+	if n := len(p.cur.id) + len(p.cur.name) + p.data.Len(); n > maxFeedEvent {
+		return sseEvent{}, false, fmt.Errorf("an event of the stream is over %d bytes", maxFeedEvent)
+	}
+	return sseEvent{}, false, nil
 }
