@@ -240,7 +240,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // KeyAssertion returns an Assertion for private_key_jwt: a JWT of clientID
 // (iss and sub) for audience, which must be the issuer's identifier
 // (SNOWTOKEN_ISSUER) alone: snowtoken refuses the token endpoint's URL or a
-// list (draft-ietf-oauth-rfc7523bis),
+// list (RFC 10070),
 // with a fresh jti, iat now and exp a minute later, signed with key: an
 // ed25519.PrivateKey (EdDSA), an *ecdsa.PrivateKey on P-256 (ES256) or an
 // *rsa.PrivateKey of 2048 bits or more (RS256). kid, if set, names the key

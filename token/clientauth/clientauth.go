@@ -220,13 +220,13 @@ func (v *Verifier) Verify(ctx context.Context, reg Registration, assertion strin
 // its jti, refusing a jti recorded already.
 //
 // Its aud must be the issuer identifier alone, not the token endpoint's URL
-// nor a list (draft-ietf-oauth-rfc7523bis, after the 2025 "audience
-// injection" disclosure): a client that also talks to another
+// nor a list (RFC 10070, November 2026, which updates RFC 7523 after the
+// 2025 "audience injection" disclosure): a client that also talks to another
 // authorization server, which names our token endpoint as its own, would
 // otherwise sign for it an assertion that works here.
 func (v *Verifier) checkPrivateKeyJWT(ctx context.Context, clientID string, claims jwt.RegisteredClaims, now time.Time) error {
 	if len(claims.Audience) != 1 || claims.Audience[0] != v.opts.Audiences[0] {
-		return fmt.Errorf("%w: the assertion's aud must be the issuer alone, %q", ErrClaims, v.opts.Audiences[0])
+		return fmt.Errorf("%w: the assertion's aud must be the issuer alone, %q (RFC 10070)", ErrClaims, v.opts.Audiences[0])
 	}
 	exp := claims.ExpiresAt.Time
 	if exp.Sub(now) > v.opts.MaxLifetime+v.opts.Leeway {
