@@ -193,8 +193,8 @@ func checkBinding(c *Claims, proof *dpop.Proof) error {
 // setForwarded makes req, a call to the issuer about a DPoP request,
 // present the token as the request did: Authorization: DPoP, its proof, and
 // the request as the issuer must see it to check the proof's htm and htu
-// (the X-Forwarded-* headers, which the issuer believes only from its
-// trusted proxies).
+// (the X-Forwarded-* headers, which the issuer believes only from its DPoP
+// forwarders, SNOWTOKEN_DPOP_FORWARDERS).
 func (v *Validator) setForwarded(req *http.Request, raw string, p *presentation) {
 	req.Header.Set("Authorization", "DPoP "+raw)
 	req.Header.Set("DPoP", p.proof)

@@ -76,12 +76,14 @@
 //     answer is per request), and reads cnf from the answer
 //  3. the binding: the token's cnf.jkt is the proof key's thumbprint
 //
-// The issuer believes X-Forwarded-* only from SNOWTOKEN_TRUSTED_PROXIES: a
+// The issuer believes X-Forwarded-* only from SNOWTOKEN_DPOP_FORWARDERS: a
 // service that asks it about DPoP requests must be listed there (or use
-// Local mode with Skip or Follow); otherwise the issuer checks the proof
-// against its own URL and refuses it (401 invalid_dpop_proof). A token
-// with a cnf presented as Bearer is refused, in every mode (RFC 9449
-// §7.2), and so is one without a cnf presented as DPoP (see checkBinding).
+// Local mode with Skip or Follow), and not in SNOWTOKEN_TRUSTED_PROXIES,
+// which is for the proxies that name clients' addresses; otherwise the
+// issuer checks the proof against its own URL and refuses it (401
+// invalid_dpop_proof). A token with a cnf presented as Bearer is refused,
+// in every mode (RFC 9449 §7.2), and so is one without a cnf presented as
+// DPoP (see checkBinding).
 // A client makes proofs with dpop.Prover and dpop.Transport.
 //
 // Tokens are never logged, and never part of an error.

@@ -229,7 +229,7 @@ func TestRemoteBoundAsBearer(t *testing.T) {
 }
 
 // TestRemoteDPoPUntrusted: an issuer that does not believe this service's
-// X-Forwarded-* headers (not among its trusted proxies) checks the proof
+// X-Forwarded-* headers (not among its DPoP forwarders) checks the proof
 // against its own URL and refuses it: the request is refused, never passed.
 func TestRemoteDPoPUntrusted(t *testing.T) {
 	t.Parallel()

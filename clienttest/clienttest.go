@@ -58,11 +58,16 @@ type Config struct {
 	// /revocations/events (package revfeed), which the client, an admin,
 	// may follow (client.Follow). Nil means no feed: those routes are 404.
 	Feed revfeed.Source
-	// TrustedProxies are the addresses and CIDRs whose X-Forwarded-*
-	// headers the issuer believes (SNOWTOKEN_TRUSTED_PROXIES): list
-	// "127.0.0.1" for a service under test that validates DPoP-bound
-	// tokens in Remote mode. Nil means none.
+	// TrustedProxies are the addresses and CIDRs whose X-Forwarded-For
+	// names the client's address (SNOWTOKEN_TRUSTED_PROXIES). Nil means
+	// none.
 	TrustedProxies []string
+	// DPoPForwarders are the addresses and CIDRs whose X-Forwarded-Method,
+	// -Proto, -Host and -Uri name the original request of a DPoP proof
+	// (SNOWTOKEN_DPOP_FORWARDERS): list "127.0.0.1" for a service under
+	// test that validates DPoP-bound tokens in Remote mode. Nil means none
+	// (not TrustedProxies, as an unset SNOWTOKEN_DPOP_FORWARDERS would).
+	DPoPForwarders []string
 	// DPoPNonces makes DPoP proofs carry a server nonce
 	// (SNOWTOKEN_DPOP_NONCE).
 	DPoPNonces bool
@@ -198,7 +203,7 @@ func (is *Issuer) serveKeys() error {
 func (is *Issuer) serve(svc *token.Service) error {
 	h, err := handlers.New(handlers.Options{
 		Service: svc, Clients: is.clients, IDs: is.ids, Logger: slog.New(slog.DiscardHandler), Feed: is.feed,
-		TrustedProxies: is.cfg.TrustedProxies, DPoP: dpop.Options{Replay: is.proofs}, DPoPNonces: is.cfg.DPoPNonces,
+		TrustedProxies: is.cfg.TrustedProxies, DPoPForwarders: is.cfg.DPoPForwarders, DPoP: dpop.Options{Replay: is.proofs}, DPoPNonces: is.cfg.DPoPNonces,
 	})
 	if err != nil {
 		return err

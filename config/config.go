@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,7 +88,8 @@ var Vars = []Var{
 	{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX", "64", "prefix length of the IPv6 network that counts as one source address for SNOWTOKEN_AUTH_FAILURES, 32 to 128; 64: every address of a customer's /64 shares one budget"},
 	{"SNOWTOKEN_CLIENT_ASSERTION_MAX_LIFETIME", "5m", "how far ahead a private_key_jwt client assertion's exp may be (its jti is kept in Redis until then), 1s to 1h"},
 	{"SNOWTOKEN_WORKLOAD_TOKEN_MAX_LIFETIME", "24h", "longest lifetime (exp − iat, and exp − now) of a workload identity token sent as a client assertion, such as a Kubernetes service-account token, 1s to 168h"},
-	{"SNOWTOKEN_TRUSTED_PROXIES", "(none: the TCP peer is the client)", "comma-separated proxy addresses or CIDRs (10.0.0.5, 10.0.0.0/8) whose X-Forwarded-For names the client's address, for the failed-authentication limit and the audit log, and whose X-Forwarded-Method, -Proto, -Host and -Uri name the original request a DPoP proof sent to GET /token/validate is checked against; from any other peer these headers are ignored"},
+	{"SNOWTOKEN_TRUSTED_PROXIES", "(none: the TCP peer is the client)", "comma-separated addresses or CIDRs (10.0.0.5, 10.0.0.0/8) of the proxies in front of clients whose X-Forwarded-For names the client's address, for the failed-authentication limit and the audit log; from any other peer it is ignored. List no consumer here: see SNOWTOKEN_DPOP_FORWARDERS"},
+	{"SNOWTOKEN_DPOP_FORWARDERS", "(SNOWTOKEN_TRUSTED_PROXIES)", "comma-separated addresses or CIDRs of the callers whose X-Forwarded-Method, -Proto, -Host and -Uri name the original request a DPoP proof sent to GET /token/validate is checked against: a gateway's auth_request, a Remote-mode consumer; from any other peer they are ignored. Being one does not let a caller name the client's address. none: no one"},
 	{"SNOWTOKEN_DPOP_NONCE", "false", "true: every DPoP proof must carry a nonce this service gave out in a DPoP-Nonce header (RFC 9449 §8), good for 1 to 2 minutes at every replica; a client without one gets use_dpop_nonce and retries"},
 	{"SNOWTOKEN_REVLOG_THRESHOLD", "100ms", "how long after the read that brought the revocation log's last heartbeat a replica still validates from memory (no Redis command); past it, or while it resyncs, every validation reads Redis. A revoke that answered 200 at t is refused by every replica from t plus this. 0s: always read Redis. 50ms to 10s, and at least 4 times SNOWTOKEN_REVLOG_HEARTBEAT"},
 	{"SNOWTOKEN_REVLOG_HEARTBEAT", "25ms", "how often the replica holding the writer key appends a heartbeat to the revocation log's heartbeat stream (every replica tries: one EVALSHA each per period)"},
@@ -131,10 +131,15 @@ type Config struct {
 	AuthWindow      time.Duration // the period of AuthFailures
 	AuthIPv4Prefix  int           // the IPv4 network of one source address (package authlimit)
 	AuthIPv6Prefix  int           // the IPv6 network of one source address
-	TrustedProxies  []string      // addresses and CIDRs whose X-Forwarded-* headers are believed
+	TrustedProxies  []string      // addresses and CIDRs whose X-Forwarded-For is believed
+	DPoPForwarders  []string      // addresses and CIDRs whose X-Forwarded-Method, -Proto, -Host, -Uri are believed
 	DPoPNonce       bool          // DPoP proofs must carry a server nonce
 	RevlogThreshold time.Duration // freshness of the revocation log follower (package revlog); 0: off
 	RevlogPeriod    time.Duration // the heartbeat period
+
+	// DPoPForwardersDefaulted: SNOWTOKEN_DPOP_FORWARDERS is unset, so the
+	// DPoPForwarders are the TrustedProxies (loadProxies).
+	DPoPForwardersDefaulted bool
 
 	// AssertionMaxLifetime and WorkloadMaxLifetime bound client assertions
 	// (clientauth.Options.MaxLifetime, MaxWorkloadLifetime).
@@ -244,14 +249,7 @@ func Load(getenv func(string) string) (Config, error) {
 			}
 		}
 	}
-	c.TrustedProxies = list(getenv("SNOWTOKEN_TRUSTED_PROXIES"))
-	for _, p := range c.TrustedProxies {
-		if _, err := netip.ParsePrefix(p); err != nil {
-			if _, err := netip.ParseAddr(p); err != nil {
-				bad("SNOWTOKEN_TRUSTED_PROXIES", p, errors.New("want an IP address or a CIDR such as 10.0.0.0/8"))
-			}
-		}
-	}
+	c.TrustedProxies, c.DPoPForwarders, c.DPoPForwardersDefaulted = loadProxies(getenv, bad)
 	if v := getenv("SNOWTOKEN_DPOP_NONCE"); v != "" {
 		var err error
 		if c.DPoPNonce, err = strconv.ParseBool(v); err != nil {

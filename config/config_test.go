@@ -70,6 +70,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"AuthIPv4Prefix", c.AuthIPv4Prefix, 32},
 		{"AuthIPv6Prefix", c.AuthIPv6Prefix, 64},
 		{"TrustedProxies", len(c.TrustedProxies), 0},
+		{"DPoPForwarders", len(c.DPoPForwarders), 0},
+		{"DPoPForwardersDefaulted", c.DPoPForwardersDefaulted, false},
 		{"RevlogThreshold", c.RevlogThreshold, 100 * time.Millisecond},
 		{"RevlogPeriod", c.RevlogPeriod, 25 * time.Millisecond},
 	} {
@@ -135,6 +137,7 @@ func TestLoadValues(t *testing.T) {
 		"SNOWTOKEN_REDIS_TIMEOUT":    "750ms",
 		"SNOWTOKEN_AUTH_FAILURES":    "3/90s",
 		"SNOWTOKEN_TRUSTED_PROXIES":  "10.0.0.5, 172.16.0.0/12,fd00::/8",
+		"SNOWTOKEN_DPOP_FORWARDERS":  "10.0.0.5,10.0.1.0/24",
 		"SNOWTOKEN_DPOP_NONCE":       "true",
 
 		"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX": "24",
@@ -171,6 +174,8 @@ func TestLoadValues(t *testing.T) {
 		{"AuthIPv4Prefix", c.AuthIPv4Prefix, 24},
 		{"AuthIPv6Prefix", c.AuthIPv6Prefix, 48},
 		{"TrustedProxies", strings.Join(c.TrustedProxies, "|"), "10.0.0.5|172.16.0.0/12|fd00::/8"},
+		{"DPoPForwarders", strings.Join(c.DPoPForwarders, "|"), "10.0.0.5|10.0.1.0/24"},
+		{"DPoPForwardersDefaulted", c.DPoPForwardersDefaulted, false},
 		{"RevlogThreshold", c.RevlogThreshold, 250 * time.Millisecond},
 		{"RevlogPeriod", c.RevlogPeriod, 50 * time.Millisecond},
 		{"DPoPNonce", c.DPoPNonce, true},
@@ -244,6 +249,8 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_AUTH_FAILURES": "10/minute"}, "SNOWTOKEN_AUTH_FAILURES"},
 		{map[string]string{"SNOWTOKEN_TRUSTED_PROXIES": "nginx"}, "SNOWTOKEN_TRUSTED_PROXIES"},
 		{map[string]string{"SNOWTOKEN_TRUSTED_PROXIES": "10.0.0.0/33"}, "SNOWTOKEN_TRUSTED_PROXIES"},
+		{map[string]string{"SNOWTOKEN_DPOP_FORWARDERS": "consumer-dpop"}, "SNOWTOKEN_DPOP_FORWARDERS"},
+		{map[string]string{"SNOWTOKEN_DPOP_FORWARDERS": "10.0.0.5,none"}, "SNOWTOKEN_DPOP_FORWARDERS"},
 		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX": "15"}, "SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX"},
 		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX": "33"}, "SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX"},
 		{map[string]string{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX": "0"}, "SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX"},
@@ -539,5 +546,38 @@ func TestIssuerCanonical(t *testing.T) {
 		if c.Issuer != tc.issuer || c.IssuerAsSet != tc.asSet || c.IssuerDefaulted {
 			t.Errorf("SNOWTOKEN_ISSUER=%s: Issuer %q, IssuerAsSet %q, want %q and %q", tc.set, c.Issuer, c.IssuerAsSet, tc.issuer, tc.asSet)
 		}
+	}
+}
+
+// TestDPoPForwarders: SNOWTOKEN_DPOP_FORWARDERS is apart from
+// SNOWTOKEN_TRUSTED_PROXIES; unset, it is the trusted proxies (an upgrade
+// keeps a gateway that does both working, and is told so); none is no one.
+func TestDPoPForwarders(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		trusted, forwarders string
+		want                string
+		defaulted           bool
+	}{
+		{"neither", "", "", "", false},
+		{"unset: the trusted proxies", "10.0.0.5,10.0.0.6", "", "10.0.0.5|10.0.0.6", true},
+		{"none", "10.0.0.5", "none", "", false},
+		{"apart", "10.0.0.5", "10.0.0.6, 10.1.0.0/16", "10.0.0.6|10.1.0.0/16", false},
+		{"forwarders alone", "", "10.0.0.6", "10.0.0.6", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(func(name string) string {
+				return map[string]string{"SNOWTOKEN_TRUSTED_PROXIES": tc.trusted, "SNOWTOKEN_DPOP_FORWARDERS": tc.forwarders}[name]
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(c.DPoPForwarders, "|"); got != tc.want || c.DPoPForwardersDefaulted != tc.defaulted {
+				t.Errorf("DPoPForwarders %q (defaulted %v), want %q (%v)", got, c.DPoPForwardersDefaulted, tc.want, tc.defaulted)
+			}
+			if got := strings.Join(c.TrustedProxies, ","); got != tc.trusted {
+				t.Errorf("TrustedProxies %q, want %q", got, tc.trusted)
+			}
+		})
 	}
 }

@@ -116,3 +116,31 @@ func TestAuthLimitPrefixSettings(t *testing.T) {
 		t.Errorf("a wrong secret from another /24: %d, want 401", got)
 	}
 }
+
+// TestAuthLimitDPoPForwarder: a caller in SNOWTOKEN_DPOP_FORWARDERS alone
+// (a Remote-mode consumer) names no client address: wrong secrets from it,
+// each with another X-Forwarded-For and client ID, are limited by its own
+// address after the burst, as from any caller (before, the one setting that
+// let it forward a proof's request let each escape the limit). A program
+// whose forwarders are the trusted proxies by default says so at start.
+func TestAuthLimitDPoPForwarder(t *testing.T) {
+	env := authLimitEnv("SNOWTOKEN_DPOP_FORWARDERS", "127.0.0.1")
+	delete(env, "SNOWTOKEN_TRUSTED_PROXIES")
+	p := startProgram(t, env)
+	g := guesser{t, p}
+	for i := range 10 {
+		if got := g.guess(fmt.Sprintf("fwd-%d", i), fmt.Sprintf("198.51.100.%d", i+1)); got != http.StatusUnauthorized {
+			t.Fatalf("wrong secret %d: %d, want 401 within the burst", i+1, got)
+		}
+	}
+	if got := g.guess("fwd-after", "198.51.100.200"); got != http.StatusTooManyRequests {
+		t.Errorf("an 11th wrong secret from the forwarder, with yet another X-Forwarded-For: %d, want 429", got)
+	}
+	const warning = "SNOWTOKEN_DPOP_FORWARDERS is unset"
+	if strings.Contains(p.logs(), warning) {
+		t.Errorf("SNOWTOKEN_DPOP_FORWARDERS set, and the log warns %q", warning)
+	}
+	if defaulted := startProgram(t, authLimitEnv()); !strings.Contains(defaulted.logs(), warning) {
+		t.Errorf("SNOWTOKEN_TRUSTED_PROXIES set, SNOWTOKEN_DPOP_FORWARDERS unset, and no warning %q in the log:\n%s", warning, defaulted.logs())
+	}
+}

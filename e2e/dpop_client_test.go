@@ -25,12 +25,12 @@ import (
 // gets the token with golang.org/x/oauth2's clientcredentials over a
 // dpop.Transport (which answers use_dpop_nonce by itself), and calls a
 // service whose middleware checks the token and the proof in every mode:
-// Remote (the issuer checks the proof, from a trusted proxy's forwarded
+// Remote (the issuer checks the proof, from a DPoP forwarder's forwarded
 // headers) and Local. The token copied out of the request is refused as
 // Bearer, and with a proof by another key.
 func TestDPoPClientAndMiddleware(t *testing.T) {
 	t.Parallel()
-	is := clienttest.New(t, clienttest.Config{TrustedProxies: []string{"127.0.0.1"}, DPoPNonces: true})
+	is := clienttest.New(t, clienttest.Config{DPoPForwarders: []string{"127.0.0.1"}, DPoPNonces: true})
 	prover, err := dpop.GenerateProver()
 	if err != nil {
 		t.Fatal(err)

@@ -211,17 +211,20 @@ func wantRefused(tb testing.TB, a answer, status int, code string, challenge boo
 // across two), a proof of another URL or method, by another key, alg none,
 // HS256 and a bound token sent as Bearer are each refused, with a DPoP
 // challenge at validation; and a gateway's forwarded request, from a
-// trusted proxy only, is what the proof is checked against.
+// DPoP forwarder only, is what the proof is checked against: replica a
+// lists the gateway in SNOWTOKEN_TRUSTED_PROXIES alone (SNOWTOKEN_DPOP_FORWARDERS
+// unset: the forwarders are the trusted proxies, as before the two were
+// apart), b in SNOWTOKEN_DPOP_FORWARDERS alone.
 func TestDPoPInterop(t *testing.T) {
 	bin := fleetBinary(t)
 	redisURL, _ := fleetRedis(t)
 	creds := newFleetCreds(t, bin)
 	rv := map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}
-	// Two replicas, both trusting 127.0.0.1 (where this test's requests
-	// come from) as a gateway; launched together, they wait their first
-	// lease TTL at once.
+	// Two replicas, both believing the forwarded requests of 127.0.0.1
+	// (where this test's requests come from) as a gateway's; launched
+	// together, they wait their first lease TTL at once.
 	a := launchFleetProc(t, bin, "a", creds.env(rv, fleetAddr(t, "127.0.0.61"), "127.0.0.61", "SNOWTOKEN_TRUSTED_PROXIES", "127.0.0.1"))
-	b := launchFleetProc(t, bin, "b", creds.env(rv, fleetAddr(t, "127.0.0.62"), "127.0.0.62", "SNOWTOKEN_TRUSTED_PROXIES", "127.0.0.1"))
+	b := launchFleetProc(t, bin, "b", creds.env(rv, fleetAddr(t, "127.0.0.62"), "127.0.0.62", "SNOWTOKEN_DPOP_FORWARDERS", "127.0.0.1"))
 	for _, p := range []*fleetProc{a, b} {
 		p.waitLog(t, "listening")
 		waitReady(t, p.url("/readyz"), fleetWait)
@@ -328,12 +331,14 @@ func TestDPoPInterop(t *testing.T) {
 	const api = "https://api.example.test/orders/17"
 	fwd := http.Header{"X-Forwarded-Method": {"PATCH"}, "X-Forwarded-Proto": {"https"},
 		"X-Forwarded-Host": {"api.example.test"}, "X-Forwarded-Uri": {"/orders/17?expand=lines"}}
-	t.Run("gateway: the original request, from a trusted proxy", func(t *testing.T) {
-		if r := validate(t, fleetHTTP, b, "DPoP", tok, k.proof(t, http.MethodPatch, api, tok), fwd); r.status != http.StatusOK {
-			t.Errorf("%d %v, want 200", r.status, r.body)
+	t.Run("gateway: the original request, from a DPoP forwarder", func(t *testing.T) {
+		for _, p := range []*fleetProc{a, b} {
+			if r := validate(t, fleetHTTP, p, "DPoP", tok, k.proof(t, http.MethodPatch, api, tok), fwd); r.status != http.StatusOK {
+				t.Errorf("at %s: %d %v, want 200", p.name, r.status, r.body)
+			}
+			// The validation URL is not the request the gateway forwards.
+			invalidProof(t, validate(t, fleetHTTP, p, "DPoP", tok, k.proof(t, http.MethodGet, validateURL, tok), fwd))
 		}
-		// The validation URL is not the request the gateway forwards.
-		invalidProof(t, validate(t, fleetHTTP, b, "DPoP", tok, k.proof(t, http.MethodGet, validateURL, tok), fwd))
 	})
 	t.Run("gateway: forwarded headers from an untrusted peer are ignored", func(t *testing.T) {
 		// The same call from 127.0.0.2, which the replicas do not trust.

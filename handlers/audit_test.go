@@ -80,26 +80,30 @@ func TestAuditNoEventForNoToken(t *testing.T) {
 
 // TestAuditAddr: the address events name (and the failed-authentication
 // limit keys) is the TCP peer's, unless the peer is a trusted proxy: then
-// the last address X-Forwarded-For gives that is not a trusted proxy.
+// the last address X-Forwarded-For gives that is not a trusted proxy. A
+// DPoP forwarder is not one.
 func TestAuditAddr(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name    string
-		proxies []string
-		xff     string
-		want    string
+		name       string
+		proxies    []string
+		forwarders []string
+		xff        string
+		want       string
 	}{
-		{"no proxy trusted: the header is ignored", nil, "203.0.113.9", "127.0.0.1"},
-		{"the peer is trusted", []string{"127.0.0.1"}, "203.0.113.9", "203.0.113.9"},
-		{"only the last hop counts", []string{"127.0.0.0/8"}, "198.51.100.1, 203.0.113.9", "203.0.113.9"},
-		{"trusted proxies in the chain are skipped", []string{"127.0.0.1", "10.0.0.0/8"}, "203.0.113.9, 10.1.2.3", "203.0.113.9"},
-		{"another proxy is trusted, not the peer", []string{"10.0.0.0/8"}, "203.0.113.9", "127.0.0.1"},
-		{"a trusted peer without the header", []string{"127.0.0.1"}, "", "127.0.0.1"},
+		{"no proxy trusted: the header is ignored", nil, nil, "203.0.113.9", "127.0.0.1"},
+		{"the peer is trusted", []string{"127.0.0.1"}, nil, "203.0.113.9", "203.0.113.9"},
+		{"only the last hop counts", []string{"127.0.0.0/8"}, nil, "198.51.100.1, 203.0.113.9", "203.0.113.9"},
+		{"trusted proxies in the chain are skipped", []string{"127.0.0.1", "10.0.0.0/8"}, nil, "203.0.113.9, 10.1.2.3", "203.0.113.9"},
+		{"another proxy is trusted, not the peer", []string{"10.0.0.0/8"}, nil, "203.0.113.9", "127.0.0.1"},
+		{"a trusted peer without the header", []string{"127.0.0.1"}, nil, "", "127.0.0.1"},
+		{"a DPoP forwarder names no client", nil, []string{"127.0.0.1"}, "203.0.113.9", "127.0.0.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			log := new(logtest.Buffer)
-			e := newEnv(t, withLogger(slog.New(slog.NewJSONHandler(log, nil))), withTrustedProxies(tc.proxies...))
+			e := newEnv(t, withLogger(slog.New(slog.NewJSONHandler(log, nil))), withTrustedProxies(tc.proxies...),
+				withDPoPForwarders(tc.forwarders...))
 			hdr := http.Header{"Authorization": {basic(e.Normal.ID, e.Normal.Secret)}}
 			if tc.xff != "" {
 				hdr.Set("X-Forwarded-For", tc.xff)

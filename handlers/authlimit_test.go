@@ -31,7 +31,7 @@ func (h *commandCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 
 // limitedEnv is an issuer whose failed-authentication limit (failures per
 // minute) keeps its counts in a redis-server of its own, whose commands
-// are counted, and whose log is kept.
+// are counted, and whose log is kept; opts configure it further.
 type limitedEnv struct {
 	*env
 	limitRedis *redistest.Server
@@ -39,7 +39,7 @@ type limitedEnv struct {
 	log        *logtest.Buffer
 }
 
-func newLimitedEnv(tb testing.TB, failures int) *limitedEnv {
+func newLimitedEnv(tb testing.TB, failures int, opts ...envOption) *limitedEnv {
 	tb.Helper()
 	le := &limitedEnv{limitRedis: redistest.NewServer(tb), commands: new(commandCount), log: new(logtest.Buffer)}
 	rdb := le.limitRedis.Client()
@@ -48,7 +48,7 @@ func newLimitedEnv(tb testing.TB, failures int) *limitedEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	le.env = newEnv(tb, withAuthLimiter(l), withLogger(slog.New(slog.NewJSONHandler(le.log, nil))))
+	le.env = newEnv(tb, append([]envOption{withAuthLimiter(l), withLogger(slog.New(slog.NewJSONHandler(le.log, nil)))}, opts...)...)
 	return le
 }
 

@@ -18,8 +18,8 @@ import (
 //	                      issued to its key (cnf.jkt; token_type DPoP)
 //	GET /token/validate   a bound token counts only with Authorization: DPoP
 //	                      and a proof by its key, of the request it came with:
-//	                      the original request a trusted proxy forwards
-//	                      (forwardedHeaders), else this one
+//	                      the original request a DPoP forwarder names
+//	                      (resourceRequest), else this one
 //
 // The proof's checks are package client/dpop's; its replay record is
 // Options.DPoP.Replay, which every replica must share (redisstore.Proofs).
@@ -97,15 +97,15 @@ func (s *Server) recordProof(c *gin.Context, p *dpop.Proof) error {
 func (s *Server) tokenURL() string { return s.opts.BaseURL + "/token" }
 
 // resourceRequest returns the method and URL of the request a proof sent to
-// GET /token/validate must be for. From a trusted proxy (Options.
-// TrustedProxies) that names it in the forwarded headers, it is the
+// GET /token/validate must be for. From a DPoP forwarder (Options.
+// DPoPForwarders) that names it in the forwarded headers, it is the
 // original request; from anyone else, or without them, it is this request
 // under the public URL (Options.BaseURL), so that a service may call the
-// route itself. The forwarded headers of a caller that is not trusted are
-// ignored: a client must not choose what its proof is checked against.
+// route itself. The forwarded headers of a caller that is not a forwarder
+// are ignored: a client must not choose what its proof is checked against.
 func (s *Server) resourceRequest(c *gin.Context) (method, url string, err error) {
 	h := c.Request.Header
-	if _, forwarded := h[hdrForwardedMethod]; !forwarded || !s.fromTrustedProxy(c) {
+	if _, forwarded := h[hdrForwardedMethod]; !forwarded || !s.fromForwarder(c) {
 		return c.Request.Method, s.opts.BaseURL + c.Request.URL.Path, nil
 	}
 	var v [4]string
@@ -140,15 +140,15 @@ func isToken(s string) bool {
 	return s != ""
 }
 
-// fromTrustedProxy reports whether the TCP peer is one of
-// Options.TrustedProxies.
-func (s *Server) fromTrustedProxy(c *gin.Context) bool {
+// fromForwarder reports whether the TCP peer is one of
+// Options.DPoPForwarders.
+func (s *Server) fromForwarder(c *gin.Context) bool {
 	ap, err := netip.ParseAddrPort(c.Request.RemoteAddr)
 	if err != nil {
 		return false
 	}
 	addr := ap.Addr().Unmap()
-	for _, p := range s.trusted {
+	for _, p := range s.forwarders {
 		if p.Contains(addr) {
 			return true
 		}
@@ -156,8 +156,9 @@ func (s *Server) fromTrustedProxy(c *gin.Context) bool {
 	return false
 }
 
-// parsePrefixes reads TrustedProxies as gin does: addresses and CIDRs.
-func parsePrefixes(list []string) ([]netip.Prefix, error) {
+// parsePrefixes reads the option name's list as gin reads TrustedProxies:
+// addresses and CIDRs.
+func parsePrefixes(name string, list []string) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(list))
 	for _, s := range list {
 		if p, err := netip.ParsePrefix(s); err == nil {
@@ -166,7 +167,7 @@ func parsePrefixes(list []string) ([]netip.Prefix, error) {
 		}
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("handlers: TrustedProxies: %q is neither an address nor a CIDR", s)
+			return nil, fmt.Errorf("handlers: %s: %q is neither an address nor a CIDR", name, s)
 		}
 		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
@@ -199,8 +200,8 @@ func (s *Server) checkBinding(c *gin.Context, raw string, asDPoP bool, v *token.
 		return err
 	}
 	p, err := s.checkProof(c, proof, method, url, raw)
-	if _, forwarded := c.Request.Header[hdrForwardedMethod]; (errors.Is(err, dpop.ErrURL) || errors.Is(err, dpop.ErrMethod)) && forwarded && !s.fromTrustedProxy(c) {
-		return token.Describe(err, description(err)+"; the X-Forwarded-* headers were ignored: the caller is not in SNOWTOKEN_TRUSTED_PROXIES")
+	if _, forwarded := c.Request.Header[hdrForwardedMethod]; (errors.Is(err, dpop.ErrURL) || errors.Is(err, dpop.ErrMethod)) && forwarded && !s.fromForwarder(c) {
+		return token.Describe(err, description(err)+"; the X-Forwarded-* headers were ignored: the caller is not in SNOWTOKEN_DPOP_FORWARDERS")
 	}
 	if err != nil {
 		return err

@@ -263,18 +263,19 @@ func forwarded(method, proto, host, uri string) http.Header {
 	return http.Header{"X-Forwarded-Method": {method}, "X-Forwarded-Proto": {proto}, "X-Forwarded-Host": {host}, "X-Forwarded-Uri": {uri}}
 }
 
-// TestDPoPForwarded: behind a trusted proxy, the proof is checked against
-// the original request the proxy names; from anyone else those headers are
-// ignored and the proof must name GET /token/validate itself.
+// TestDPoPForwarded: from a DPoP forwarder, the proof is checked against
+// the original request the forwarder names; from anyone else, a trusted
+// proxy (which names the client's address alone) included, those headers
+// are ignored and the proof must name GET /token/validate itself.
 func TestDPoPForwarded(t *testing.T) {
 	const api = "https://api.example/orders/17"
 	fwd := forwarded("PATCH", "https", "api.example", "/orders/17?expand=lines")
-	trusted := newEnv(t, withTrustedProxies("127.0.0.1"))
+	trusted := newEnv(t, withDPoPForwarders("127.0.0.1"))
 	k := newDPoPKey(t, "ES256")
 	tok := trusted.boundToken(t, trusted.Normal, k)
 	now := trusted.Clock.Now()
 	if r := trusted.validateDPoP(t, "DPoP", tok, []string{k.proof(t, "PATCH", api, tok, "", now, nil)}, fwd); r.Status != http.StatusOK {
-		t.Fatalf("from a trusted proxy: %d %s", r.Status, r.Body)
+		t.Fatalf("from a DPoP forwarder: %d %s", r.Status, r.Body)
 	}
 	// The proof of the validation URL is not the original request's.
 	wantDPoPChallenge(t, trusted.validateDPoP(t, "DPoP", tok, []string{k.proof(t, "GET", trusted.URL+"/token/validate", tok, "", now, nil)}, fwd), "invalid_dpop_proof")
@@ -290,16 +291,22 @@ func TestDPoPForwarded(t *testing.T) {
 		})
 	}
 
-	direct := newEnv(t) // no trusted proxies
-	k = newDPoPKey(t, "EdDSA")
-	tok = direct.boundToken(t, direct.Normal, k)
-	r := direct.validateDPoP(t, "DPoP", tok, []string{k.proof(t, "PATCH", api, tok, "", now, nil)}, fwd)
-	wantDPoPChallenge(t, r, "invalid_dpop_proof")
-	if d, _ := r.object(t)["error_description"].(string); !strings.Contains(d, "not in SNOWTOKEN_TRUSTED_PROXIES") {
-		t.Errorf("forwarded headers from a caller that is not trusted: description %q does not say they were ignored", d)
-	}
-	if r := direct.validateDPoP(t, "DPoP", tok, []string{k.proof(t, "GET", direct.URL+"/token/validate", tok, "", now, nil)}, fwd); r.Status != http.StatusOK {
-		t.Errorf("a direct call's own URL, forwarded headers ignored: %d %s", r.Status, r.Body)
+	for name, direct := range map[string]*env{
+		"no one listed":                 newEnv(t),
+		"a trusted proxy, no forwarder": newEnv(t, withTrustedProxies("127.0.0.1")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			k := newDPoPKey(t, "EdDSA")
+			tok := direct.boundToken(t, direct.Normal, k)
+			r := direct.validateDPoP(t, "DPoP", tok, []string{k.proof(t, "PATCH", api, tok, "", now, nil)}, fwd)
+			wantDPoPChallenge(t, r, "invalid_dpop_proof")
+			if d, _ := r.object(t)["error_description"].(string); !strings.Contains(d, "not in SNOWTOKEN_DPOP_FORWARDERS") {
+				t.Errorf("forwarded headers from a caller that is not a forwarder: description %q does not say they were ignored", d)
+			}
+			if r := direct.validateDPoP(t, "DPoP", tok, []string{k.proof(t, "GET", direct.URL+"/token/validate", tok, "", now, nil)}, fwd); r.Status != http.StatusOK {
+				t.Errorf("a direct call's own URL, forwarded headers ignored: %d %s", r.Status, r.Body)
+			}
+		})
 	}
 }
 

@@ -88,6 +88,7 @@ type envConfig struct {
 	log     *slog.Logger
 	limiter *authlimit.Limiter
 	proxies []string
+	fwd     []string
 	tracer  trace.TracerProvider
 	ready   func(context.Context) error
 	refused func() map[string]handlers.Refusal
@@ -121,6 +122,12 @@ func withAuthLimiter(l *authlimit.Limiter) envOption {
 // withTrustedProxies believes X-Forwarded-For from proxies.
 func withTrustedProxies(proxies ...string) envOption {
 	return func(c *envConfig) { c.proxies = proxies }
+}
+
+// withDPoPForwarders believes the original request of a DPoP proof that
+// callers at addrs name in X-Forwarded-Method, -Proto, -Host and -Uri.
+func withDPoPForwarders(addrs ...string) envOption {
+	return func(c *envConfig) { c.fwd = addrs }
 }
 
 // withTracing records spans with tp, in the handlers and the store.
@@ -216,7 +223,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	e.Server, err = handlers.NewServer(handlers.Options{
 		DPoP: cfg.dpop, DPoPNonces: cfg.nonces,
 		Service: e.Svc, Clients: e.Clients, IDs: e.IDs, BaseURL: e.URL,
-		Logger: cfg.log, AuthLimiter: cfg.limiter, TrustedProxies: cfg.proxies, Registry: e.Metrics,
+		Logger: cfg.log, AuthLimiter: cfg.limiter, TrustedProxies: cfg.proxies, DPoPForwarders: cfg.fwd, Registry: e.Metrics,
 		TracerProvider: cfg.tracer,
 		Ready:          cfg.ready,
 		Refused:        cfg.refused,

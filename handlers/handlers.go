@@ -108,9 +108,18 @@ type Options struct {
 	// bad file rolled out to every replica must not take them all out.
 	Refused func() map[string]Refusal
 	// TrustedProxies are the addresses and CIDRs of proxies whose
-	// X-Forwarded-For names the client's address (clientAddr). Nil means
-	// none: the TCP peer is the client.
+	// X-Forwarded-For names the client's address (clientAddr), for the
+	// failed-authentication limit and the audit log: a gateway in front of
+	// the clients. Nil means none: the TCP peer is the client.
 	TrustedProxies []string
+	// DPoPForwarders are the addresses and CIDRs of callers whose
+	// X-Forwarded-Method, -Proto, -Host and -Uri name the original request
+	// a DPoP proof sent to GET /token/validate is checked against
+	// (resourceRequest): a gateway's auth_request, a Remote-mode consumer.
+	// The two trusts are apart: a forwarder does not name the client's
+	// address, a trusted proxy does not name a proof's request. Nil means
+	// none: a proof is checked against the request it came with.
+	DPoPForwarders []string
 	// TracerProvider, if set, records a server span for every request,
 	// continuing the caller's trace (W3C traceparent); see package tracing.
 	// Nil means no tracing middleware at all.
@@ -164,7 +173,7 @@ type Server struct {
 	opts       Options
 	dpop       *dpop.Checker
 	nonces     *nonces        // nil without Options.DPoPNonces; made from svc's keys
-	trusted    []netip.Prefix // Options.TrustedProxies
+	forwarders []netip.Prefix // Options.DPoPForwarders
 	// now is the service's clock (token.Options.Now), which decides when a
 	// client secret has expired as it decides when a token has.
 	now func() time.Time
@@ -221,11 +230,11 @@ func NewServer(opts Options) (*Server, error) {
 	s := &Server{svc: opts.Service, clients: opts.Clients, version: opts.Version, current: new(atomic.Pointer[Server]),
 		ids: opts.IDs, log: opts.Logger, opts: opts, now: opts.Service.Options().Now}
 	s.current.Store(s)
-	trusted, err := parsePrefixes(opts.TrustedProxies)
+	forwarders, err := parsePrefixes("DPoPForwarders", opts.DPoPForwarders)
 	if err != nil {
 		return nil, err
 	}
-	s.trusted = trusted
+	s.forwarders = forwarders
 	if opts.DPoPNonces {
 		s.nonces = &nonces{key: opts.Service.Keys().Secret("dpop nonce")}
 		opts.DPoP.Nonce = func(n string, now time.Time) bool { return s.current.Load().nonces.valid(n, now) }

@@ -36,6 +36,11 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	if cfg.IssuerAsSet != "" {
 		log.Warn("SNOWTOKEN_ISSUER is taken in its canonical form, the iss of every token and the issuer of the metadata; set it so", "set", cfg.IssuerAsSet, "issuer", cfg.Issuer)
 	}
+	if cfg.DPoPForwardersDefaulted {
+		log.Warn("SNOWTOKEN_DPOP_FORWARDERS is unset: the proxies of SNOWTOKEN_TRUSTED_PROXIES also name a DPoP proof's original request; "+
+			"set it to the callers that forward proofs (a gateway's auth_request, Remote-mode consumers) or to none, "+
+			"and list in SNOWTOKEN_TRUSTED_PROXIES only the proxies in front of clients", "trusted_proxies", strings.Join(cfg.TrustedProxies, ","))
+	}
 	redis.SetLogger(redisLog{log})
 	memLimit := tuneGC(env, memlimit.FromCgroup)
 	if cfg.CacheSize > 0 {
@@ -120,7 +125,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	h, err := handlers.NewServer(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
 		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit, TrustedProxies: cfg.TrustedProxies,
 		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}, Refused: refused.load,
-		Feed: feedOf(fw.follower), DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: cfg.DPoPNonce,
+		Feed: feedOf(fw.follower), DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: cfg.DPoPNonce, DPoPForwarders: cfg.DPoPForwarders,
 		Assertions: clientauth.Options{Replay: store.Assertions(),
 			MaxLifetime: cfg.AssertionMaxLifetime, MaxWorkloadLifetime: cfg.WorkloadMaxLifetime}})
 	if err != nil {

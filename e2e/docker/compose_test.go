@@ -506,27 +506,16 @@ func TestComposeNetworkIsolation(t *testing.T) {
 
 	// Clients reach the issuer through nginx: it is a trusted proxy, so the
 	// failed-authentication limit counts each client, not nginx's one
-	// address. consumer-dpop is one too: it names the original request of a
-	// DPoP proof it forwards (X-Forwarded-*; it is not behind auth_request,
-	// see TestComposeConsumer). Nothing else is: a trusted range that held
-	// the consumer would let it (or whatever took it over) name any client
-	// address it liked. So those two have fixed addresses, outside the
-	// range Docker gives out, and the issuers trust those addresses alone.
-	var trusted []netip.Prefix
-	for _, v := range strings.Split(env(t, issuer)["SNOWTOKEN_TRUSTED_PROXIES"], ",") {
-		if v = strings.TrimSpace(v); v == "" {
-			continue
-		}
-		prefix, err := netip.ParsePrefix(v)
-		if addr, addrErr := netip.ParseAddr(v); addrErr == nil {
-			prefix, err = addr.Prefix(addr.BitLen())
-		}
-		if err != nil {
-			t.Fatalf("SNOWTOKEN_TRUSTED_PROXIES %q: %v", v, err)
-		}
-		trusted = append(trusted, prefix)
-	}
-	var fixed []netip.Prefix
+	// address; and a DPoP forwarder, since its auth_request names the
+	// original request of a DPoP proof. consumer-dpop is a DPoP forwarder
+	// alone: it names the original request of the proofs it forwards
+	// (X-Forwarded-*; it is not behind auth_request, see
+	// TestComposeConsumerDPoP), never a client's address, which would let
+	// it (or whatever took it over) make each failed login come from
+	// another address and escape the limit. Nothing else is in either
+	// list. So those two have fixed addresses, outside the range Docker
+	// gives out, and the issuers trust those addresses alone.
+	fixed := map[string]netip.Prefix{}
 	for _, name := range []string{"nginx", "consumer-dpop"} {
 		for n, nc := range service(t, p, name).Networks {
 			if _, shared := issuer.Networks[n]; !shared {
@@ -550,14 +539,51 @@ func TestComposeNetworkIsolation(t *testing.T) {
 			case dynamic.Contains(addr) || pool.Gateway == nc.Ipv4Address:
 				t.Errorf("%s's address %v is in network %s's ip_range %v (or its gateway %s): Docker may give it to another container", name, addr, n, dynamic, pool.Gateway)
 			}
-			fixed = append(fixed, netip.PrefixFrom(addr, addr.BitLen()))
+			if _, twice := fixed[name]; twice {
+				t.Errorf("%s shares more than one network with the issuers", name)
+			}
+			fixed[name] = netip.PrefixFrom(addr, addr.BitLen())
 		}
 	}
-	slices.SortFunc(trusted, netip.Prefix.Compare)
-	slices.SortFunc(fixed, netip.Prefix.Compare)
-	if len(fixed) != 2 || !slices.Equal(trusted, fixed) {
-		t.Errorf("SNOWTOKEN_TRUSTED_PROXIES %v, want nginx's and consumer-dpop's fixed addresses alone: %v", trusted, fixed)
+	ie := env(t, issuer)
+	for _, tc := range []struct {
+		name string
+		want []string // services
+	}{
+		{"SNOWTOKEN_TRUSTED_PROXIES", []string{"nginx"}},
+		{"SNOWTOKEN_DPOP_FORWARDERS", []string{"nginx", "consumer-dpop"}},
+	} {
+		got := prefixes(t, tc.name, ie[tc.name])
+		var want []netip.Prefix
+		for _, name := range tc.want {
+			want = append(want, fixed[name])
+		}
+		slices.SortFunc(want, netip.Prefix.Compare)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s %v, want the fixed addresses of %v alone: %v", tc.name, got, tc.want, want)
+		}
 	}
+}
+
+// prefixes reads the list of addresses and CIDRs of variable name, sorted.
+func prefixes(tb testing.TB, name, value string) []netip.Prefix {
+	tb.Helper()
+	var out []netip.Prefix
+	for _, v := range strings.Split(value, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		prefix, err := netip.ParsePrefix(v)
+		if addr, addrErr := netip.ParseAddr(v); addrErr == nil {
+			prefix, err = addr.Prefix(addr.BitLen())
+		}
+		if err != nil {
+			tb.Fatalf("%s %q: %v", name, v, err)
+		}
+		out = append(out, prefix)
+	}
+	slices.SortFunc(out, netip.Prefix.Compare)
+	return out
 }
 
 // pinnedImage matches an image reference pinned to an exact version: a tag
@@ -776,7 +802,8 @@ func TestComposeConsumer(t *testing.T) {
 // DPoP-bound tokens: its public URL is the gateway's and /dpop, where
 // nginx routes to it without auth_request (a proof is accepted once); it
 // asks the issuer directly (nginx's issuer routes drop X-Forwarded-*), from
-// its fixed address, which the issuers trust (TestComposeNetworkIsolation).
+// its fixed address, which the issuers list as a DPoP forwarder
+// (TestComposeNetworkIsolation).
 func TestComposeConsumerDPoP(t *testing.T) {
 	p := loadCompose(t, true)
 	c, d := service(t, p, "consumer"), service(t, p, "consumer-dpop")

@@ -190,9 +190,10 @@ func (rec *recorder) last(tb testing.TB) http.Header {
 }
 
 // testIssuer is the real issuer in-process, wired as serve.go wires it, as
-// the Compose stack configures it: it trusts the X-Forwarded-* headers of
-// nginx's address (127.0.0.1 here, 172.28.0.2 there) and checks DPoP proofs
-// against the store's shared record.
+// the Compose stack configures it: nginx's address (127.0.0.1 here,
+// 172.28.0.2 there) is both a trusted proxy (its X-Forwarded-For names the
+// client) and a DPoP forwarder (its auth_request names the original
+// request), and DPoP proofs are checked against the store's shared record.
 type testIssuer struct {
 	redis   *redistest.Redis
 	secret  string // client demo: orders:read orders:write, as `snowtoken init` makes it
@@ -242,7 +243,7 @@ func newTestIssuer(tb testing.TB, issuerURL string, dpopNonces bool) *testIssuer
 	h, err := handlers.New(handlers.Options{
 		Service: svc, Clients: clients, IDs: ids,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Feed:   feed, TrustedProxies: []string{"127.0.0.1"},
+		Feed:   feed, TrustedProxies: []string{"127.0.0.1"}, DPoPForwarders: []string{"127.0.0.1"},
 		DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: dpopNonces,
 	})
 	if err != nil {

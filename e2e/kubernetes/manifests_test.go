@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -489,10 +490,41 @@ func TestOverlayWorkloads(t *testing.T) {
 			t.Errorf("%s is not labelled snowtoken.io/client: the issuer's NetworkPolicy keeps it out", d.Name)
 		}
 	}
-	// orders validates in Remote mode, which forwards the original request.
-	if p := env(ic, "SNOWTOKEN_TRUSTED_PROXIES"); p == nil || p.Value == "" {
-		t.Error("SNOWTOKEN_TRUSTED_PROXIES is not set: the issuer would check every proof orders forwards against its own URL")
+	// orders validates in Remote mode, which forwards the original request:
+	// the issuer believes it from the pod network (SNOWTOKEN_DPOP_FORWARDERS),
+	// which must not be a trusted proxy too, or any pod there could name
+	// any client's address and escape the failed-authentication limit.
+	fwd := env(ic, "SNOWTOKEN_DPOP_FORWARDERS")
+	if fwd == nil || fwd.Value == "" || fwd.Value == "none" {
+		t.Error("SNOWTOKEN_DPOP_FORWARDERS is not set: the issuer would check every proof orders forwards against its own URL")
 	}
+	if tp := env(ic, "SNOWTOKEN_TRUSTED_PROXIES"); tp != nil && fwd != nil {
+		for _, a := range prefixes(t, tp.Value) {
+			for _, b := range prefixes(t, fwd.Value) {
+				if a.Overlaps(b) {
+					t.Errorf("SNOWTOKEN_TRUSTED_PROXIES %q overlaps SNOWTOKEN_DPOP_FORWARDERS %q: a pod that forwards proofs would name clients' addresses too", tp.Value, fwd.Value)
+				}
+			}
+		}
+	}
+}
+
+// prefixes reads a comma-separated list of addresses and CIDRs.
+func prefixes(tb testing.TB, list string) []netip.Prefix {
+	tb.Helper()
+	var out []netip.Prefix
+	for _, v := range strings.Split(list, ",") {
+		v = strings.TrimSpace(v)
+		p, err := netip.ParsePrefix(v)
+		if a, aerr := netip.ParseAddr(v); aerr == nil {
+			p, err = a.Prefix(a.BitLen())
+		}
+		if err != nil {
+			tb.Fatalf("%q is neither an address nor a CIDR: %v", v, err)
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // projects reports whether pod mounts at dir, in container c, read-only, a

@@ -17,10 +17,11 @@
 //	  -> issuer GET /token/validate   Authorization: DPoP, the proof, and the
 //	     original request in X-Forwarded-Method, -Proto, -Host and -Uri
 //
-// The issuer believes X-Forwarded-* only from its SNOWTOKEN_TRUSTED_PROXIES,
-// so the consumer's address must be one of them; and it accepts a proof
-// once, so nothing in front of the consumer may have had it checked before
-// (a gateway's auth_request to the issuer).
+// The issuer believes X-Forwarded-* only from its SNOWTOKEN_DPOP_FORWARDERS,
+// so the consumer's address must be one of them (and none of its
+// SNOWTOKEN_TRUSTED_PROXIES, which name clients' addresses); and it accepts
+// a proof once, so nothing in front of the consumer may have had it checked
+// before (a gateway's auth_request to the issuer).
 //
 // `consumer healthcheck` asks the running consumer's /healthz on loopback
 // and exits 1 unless it answers 200: the image's HEALTHCHECK (distroless
