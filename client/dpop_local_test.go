@@ -150,7 +150,7 @@ func TestDPoPWithoutPublicURL(t *testing.T) {
 	for name, tc := range map[string]struct {
 		auth, desc string
 	}{
-		"DPoP":   {"DPoP " + tok, "this service does not accept DPoP tokens (its Options.DPoP.PublicURL is not set)"},
+		"DPoP":   {"DPoP " + tok, "this service does not accept DPoP tokens"},
 		"Bearer": {"Bearer " + tok, "the token is DPoP-bound (send it with the DPoP scheme and a DPoP proof)"},
 	} {
 		rec := serve(h, "GET", "/orders", tc.auth, proofFor(t, key, "GET", "http://example.com/orders", tok, now))

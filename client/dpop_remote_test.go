@@ -32,7 +32,7 @@ type dpopIssuer struct {
 	mu         sync.Mutex
 	tokens     map[string]string // token -> its cnf.jkt, "" for a bearer token
 	nonce      string            // required in proofs, unless empty
-	untrusting bool              // ignores X-Forwarded-*, as for a peer not in SNOWTOKEN_TRUSTED_PROXIES
+	untrusting bool              // ignores X-Forwarded-*, as for a peer not in SNOWTOKEN_DPOP_FORWARDERS
 	cnf        *string           // when set, the jkt answered ("" for no cnf) whatever the token's
 	calls      []http.Header
 	jwksOf     string // serves the JWKS of this server, when set

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/snowtoken/snowtoken/client/dpop"
 )
 
 // Middleware returns a handler that lets a request through to next only with
@@ -159,15 +161,21 @@ func (v *Validator) WriteError(w http.ResponseWriter, r *http.Request, err error
 }
 
 // description is what a caller is told of err: the issuer's own description
-// when the issuer refused the token, else one phrase naming what is wrong,
-// never the chain of Go errors behind it (the debug log has that). The
-// values behind a mismatch (the token's issuer or audience and this
-// service's) are in the chain only.
+// when the issuer refused the token, what was wrong with a DPoP proof
+// (dpop.Reason), else one phrase naming what is wrong, never the chain of
+// Go errors behind it (the debug log has that). The values behind a
+// mismatch (the token's issuer or audience and this service's) are in the
+// chain only.
 func description(err error) string {
-	var rej *rejection
-	switch {
-	case errors.As(err, &rej):
+	if rej := (*rejection)(nil); errors.As(err, &rej) {
 		return rej.desc
+	}
+	if r, ok := dpop.Reason(err); ok {
+		return r
+	}
+	switch {
+	case errors.Is(err, ErrDPoPOff): // the log names the option to set
+		return "this service does not accept DPoP tokens"
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return "the token has expired"
 	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):

@@ -3,6 +3,7 @@ package handlers
 import (
 	"strings"
 
+	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -11,8 +12,9 @@ import (
 var ownPackages = [...]string{"token: ", "handlers: ", "snowflakealg: ", "bitsalloc: ", "jwtpolicy: ", "lease: ", "revfeed: ", "redisstore: ", "dpop: ", "clientauth: "}
 
 // description is what a client is told of err: the description
-// token.Describe gave it, else the details our own code wrote with the Go
-// error chain taken out. Every sentinel error of this module in the chain
+// token.Describe gave it, else what was wrong with a DPoP proof
+// (dpop.Reason), else the details our own code wrote with the Go error
+// chain taken out. Every sentinel error of this module in the chain
 // ("token: invalid token", a repeat of the error code) is dropped where
 // details follow it, and loses its package prefix where none do:
 // "token: invalid request: grant_type is required" is told as
@@ -23,6 +25,9 @@ var ownPackages = [...]string{"token: ", "handlers: ", "snowflakealg: ", "bitsal
 func description(err error) string {
 	if d, ok := token.Description(err); ok {
 		return d
+	}
+	if r, ok := dpop.Reason(err); ok {
+		return r
 	}
 	desc := err.Error()
 	for _, e := range sentinels(err, nil) {

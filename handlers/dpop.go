@@ -44,7 +44,7 @@ func proofHeader(c *gin.Context) (string, bool, error) {
 	case 1:
 		return vs[0], true, nil
 	}
-	return "", false, fmt.Errorf("%w: %d DPoP headers; send one", ErrDPoPProof, len(vs))
+	return "", false, fmt.Errorf("%w: the request has %d DPoP headers: send one DPoP proof", ErrDPoPProof, len(vs))
 }
 
 // checkProof checks proof, sent with a request of method to url that
@@ -71,7 +71,8 @@ func (s *Server) verifyProof(c *gin.Context, proof, method, url, accessToken str
 	case err == nil:
 		return p, nil
 	case errors.Is(err, dpop.ErrRequest): // the forwarded URL, a gateway's
-		return nil, fmt.Errorf("%w: %s: %w", token.ErrInvalidRequest, hdrForwardedURI, err)
+		return nil, token.Describe(fmt.Errorf("%w: %w", token.ErrInvalidRequest, err),
+			"X-Forwarded-Proto, -Host and -Uri do not make an absolute http(s) URL a DPoP proof can name")
 	case errors.Is(err, dpop.ErrUseNonce):
 		c.Header("DPoP-Nonce", s.nonces.give(now))
 		return nil, fmt.Errorf("%w: %w", ErrDPoPNonce, err)
@@ -193,7 +194,7 @@ func (s *Server) checkBinding(c *gin.Context, raw string, asDPoP bool, v *token.
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%w: no DPoP header", ErrDPoPProof)
+		return fmt.Errorf("%w: no DPoP header: a DPoP-bound token counts only with a DPoP proof of the request", ErrDPoPProof)
 	}
 	method, url, err := s.resourceRequest(c)
 	if err != nil {
@@ -207,7 +208,7 @@ func (s *Server) checkBinding(c *gin.Context, raw string, asDPoP bool, v *token.
 		return err
 	}
 	if p.Thumbprint != jkt {
-		return fmt.Errorf("%w: the proof is signed by another key than the token is bound to", ErrDPoPProof)
+		return fmt.Errorf("%w: the DPoP proof is signed by another key than the one the token is bound to (cnf.jkt)", ErrDPoPProof)
 	}
 	return nil
 }

@@ -276,13 +276,15 @@ func (e *env) do(tb testing.TB, method, path string, body io.Reader, hdr http.He
 
 // chainTexts are texts of Go errors that a description must not show: this
 // module's sentinel errors (their package prefixes) and the libraries' that
-// requests reach (golang-jwt's, net/http's, strconv's).
+// requests reach (golang-jwt's, net/http's, strconv's, the JSON and base64
+// decoders').
 var chainTexts = []string{
 	"token: ", "handlers: ", "snowflakealg: ", "bitsalloc: ", "jwtpolicy: ", "lease: ", "dpop: ",
 	jwt.ErrTokenMalformed.Error(), jwt.ErrTokenUnverifiable.Error(), jwt.ErrTokenSignatureInvalid.Error(),
 	jwt.ErrTokenRequiredClaimMissing.Error(), jwt.ErrTokenInvalidAudience.Error(), jwt.ErrTokenExpired.Error(),
 	jwt.ErrTokenUsedBeforeIssued.Error(), jwt.ErrTokenInvalidIssuer.Error(), jwt.ErrTokenNotValidYet.Error(),
 	jwt.ErrTokenInvalidClaims.Error(), "http: ", "strconv.", "invalid syntax",
+	"json: ", "jsontext: ", "cannot unmarshal", "illegal base64", "unexpected EOF",
 }
 
 // wantNoChain checks that an error description tells the client what is

@@ -101,8 +101,9 @@ import (
 
 // Errors of the package. Those returned by Check: each but ErrRequest and ErrReplayRecord (the
 // ReplayCache failed) means the proof is refused: invalid_dpop_proof (RFC
-// 9449 §7.1), except ErrUseNonce (use_dpop_nonce). Details are wrapped with
-// %w.
+// 9449 §7.1), except ErrUseNonce (use_dpop_nonce). A refusal says what was
+// wrong with the proof in RFC 9449's terms, which Reason returns for the
+// client; the other errors wrap their details with %w.
 var (
 	ErrProof       = errors.New("dpop: malformed proof")
 	ErrType        = errors.New("dpop: typ is not dpop+jwt")
@@ -309,7 +310,7 @@ func (c *Checker) Record(ctx context.Context, p *Proof, now time.Time) error {
 		return fmt.Errorf("%w: %w", ErrReplayRecord, err)
 	}
 	if seen {
-		return fmt.Errorf("%w: jti %q", ErrReplay, p.JTI)
+		return refuse(ErrReplay, "jti %.64q was used before: make a new proof, with a new jti, for each request", p.JTI)
 	}
 	return nil
 }
@@ -317,7 +318,7 @@ func (c *Checker) Record(ctx context.Context, p *Proof, now time.Time) error {
 // verify makes every check of Check but the replay check.
 func (c *Checker) verify(proof string, req Request, now time.Time) (*Proof, error) {
 	if len(proof) > c.maxLength {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrProof, len(proof), c.maxLength)
+		return nil, refuse(ErrProof, "%d bytes, more than the %d accepted", len(proof), c.maxLength)
 	}
 	parts, err := splitCompact(proof)
 	if err != nil {
@@ -334,39 +335,50 @@ func (c *Checker) verify(proof string, req Request, now time.Time) (*Proof, erro
 		c.remember(parts[0], h)
 	}
 	var cl claims
-	if err := strictUnmarshal(parts[1], &cl); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrClaims, err)
+	if err := strictUnmarshal(parts[1], partClaims, &cl); err != nil {
+		return nil, refuse(ErrClaims, "%v", err)
 	}
-	switch {
-	case cl.JTI == "" || cl.HTM == "" || cl.HTU == "" || cl.IAT == nil:
-		return nil, fmt.Errorf("%w: jti, htm, htu and iat are required", ErrClaims)
-	case len(cl.JTI) > MaxJTILength:
-		return nil, fmt.Errorf("%w: jti of %d bytes, limit %d", ErrClaims, len(cl.JTI), MaxJTILength)
+	for _, m := range [...]struct {
+		name    string
+		missing bool
+	}{{"jti", cl.JTI == ""}, {"htm", cl.HTM == ""}, {"htu", cl.HTU == ""}, {"iat", cl.IAT == nil}} {
+		if m.missing {
+			return nil, refuse(ErrClaims, "claim %s is missing (jti, htm, htu and iat are required)", m.name)
+		}
+	}
+	if len(cl.JTI) > MaxJTILength {
+		return nil, refuse(ErrClaims, "claim jti is longer than %d bytes", MaxJTILength)
 	}
 	if cl.HTM != req.Method {
-		return nil, fmt.Errorf("%w: htm %q, the request's %q", ErrMethod, cl.HTM, req.Method)
+		return nil, refuse(ErrMethod, "htm is %.16q, not the request's method %s", cl.HTM, req.Method)
 	}
 	want, err := normalURL(req.URL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: URL: %w", ErrRequest, err)
+		return nil, fmt.Errorf("%w: URL %.200q: %w", ErrRequest, req.URL, err)
 	}
 	if got, err := normalURL(cl.HTU); err != nil || got != want {
-		return nil, fmt.Errorf("%w: htu %q, the request's %q", ErrURL, cl.HTU, req.URL)
+		return nil, refuse(ErrURL, "htu is %.200q, not the request's URL %s", cl.HTU, want)
 	}
 	if c.nonce != nil && (cl.Nonce == "" || !c.nonce(cl.Nonce, now)) {
-		return nil, fmt.Errorf("%w: %q", ErrUseNonce, cl.Nonce)
+		return nil, refuse(ErrUseNonce, "it has no nonce or not the current one: send the one in the DPoP-Nonce header")
 	}
 	// A NumericDate may have a fraction (RFC 7519 §2): it counts from its
 	// whole second. One outside 0 to 2^40 s is outside every window anyway.
 	if *cl.IAT < 0 || *cl.IAT > 1<<40 {
-		return nil, fmt.Errorf("%w: iat %v", ErrIssuedAt, *cl.IAT)
+		return nil, refuse(ErrIssuedAt, "iat %v is not a time since 1970 in seconds", *cl.IAT)
 	}
 	iat := time.Unix(int64(*cl.IAT), 0)
-	if iat.After(now.Add(c.skew)) || now.After(iat.Add(c.maxAge)) {
-		return nil, fmt.Errorf("%w: iat %s at %s", ErrIssuedAt, iat.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	switch at := iat.UTC().Format(time.RFC3339); {
+	case iat.After(now.Add(c.skew)):
+		return nil, refuse(ErrIssuedAt, "iat %s is more than %s after the server's time %s", at, c.skew, now.UTC().Format(time.RFC3339))
+	case now.After(iat.Add(c.maxAge)):
+		return nil, refuse(ErrIssuedAt, "iat %s is more than %s before the server's time %s: make a fresh proof", at, c.maxAge, now.UTC().Format(time.RFC3339))
 	}
-	if req.AccessToken != "" && cl.ATH != AccessTokenHash(req.AccessToken) {
-		return nil, fmt.Errorf("%w: ath %q", ErrAccessToken, cl.ATH)
+	switch {
+	case req.AccessToken != "" && cl.ATH == "":
+		return nil, refuse(ErrAccessToken, "claim ath is missing: a proof sent with an access token carries its hash")
+	case req.AccessToken != "" && cl.ATH != AccessTokenHash(req.AccessToken):
+		return nil, refuse(ErrAccessToken, "ath is not the hash of the access token presented")
 	}
 	thumb := h.thumb
 	id := sha256.Sum256([]byte(thumb + " " + cl.JTI))
@@ -401,19 +413,19 @@ func splitCompact(s string) ([3]string, error) {
 	for i := 0; i <= len(s); i++ {
 		if i < len(s) && s[i] != '.' {
 			if !isBase64URL(s[i]) {
-				return parts, fmt.Errorf("%w: byte %#x at %d is not base64url", ErrProof, s[i], i)
+				return parts, refuse(ErrProof, "not a JWS in compact form: byte %#x at %d is not base64url", s[i], i)
 			}
 			continue
 		}
 		if n == len(parts) {
-			return parts, fmt.Errorf("%w: more than three parts", ErrProof)
+			return parts, refuse(ErrProof, "not a JWS in compact form: more than three parts")
 		}
 		parts[n] = s[start:i]
 		n++
 		start = i + 1
 	}
 	if n != len(parts) || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return parts, fmt.Errorf("%w: not a JWS compact string of three non-empty parts", ErrProof)
+		return parts, refuse(ErrProof, "not a JWS in compact form: three non-empty base64url parts joined by dots")
 	}
 	return parts, nil
 }
@@ -422,15 +434,20 @@ func isBase64URL(b byte) bool {
 	return 'A' <= b && b <= 'Z' || 'a' <= b && b <= 'z' || '0' <= b && b <= '9' || b == '-' || b == '_'
 }
 
-// strictUnmarshal decodes a base64url part holding one JSON object into v:
-// names match exactly and appear once, types match, nothing follows.
-func strictUnmarshal(part string, v any) error {
-	data, err := decodeBase64URL(part)
+// strictUnmarshal decodes seg, the base64url of part holding one JSON
+// object, into v: names match exactly and appear once, types match,
+// nothing follows. Its error says what is wrong in the protocol's words
+// (jsonReason).
+func strictUnmarshal(seg string, part jsonPart, v any) error {
+	data, err := decodeBase64URL(seg)
 	if err != nil {
-		return err
+		return errors.New(part.name + " is not base64url")
 	}
 	if len(data) == 0 || data[0] != '{' {
-		return errors.New("not a JSON object")
+		return errors.New(part.name + " is not a JSON object")
 	}
-	return jsonv2.Unmarshal(data, v)
+	if err := jsonv2.Unmarshal(data, v); err != nil {
+		return errors.New(jsonReason(part, err))
+	}
+	return nil
 }

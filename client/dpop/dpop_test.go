@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -215,7 +216,33 @@ func TestRefuses(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Check = %+v, %v; want %v", p, err, tc.want)
 			}
+			reason, ok := dpop.Reason(err)
+			if tc.want == dpop.ErrRequest { // the server's error, not the proof's
+				if ok {
+					t.Errorf("Reason(%v) = %q: a bad request description is no refusal of the proof", err, reason)
+				}
+				return
+			}
+			wantReason(t, err)
 		})
+	}
+}
+
+// wantReason checks that err, a refusal, has a Reason for the client that
+// holds none of a library's words nor the Go error chain, outside the
+// values of the proof it quotes.
+func wantReason(tb testing.TB, err error) {
+	tb.Helper()
+	reason, ok := dpop.Reason(err)
+	if !ok || !strings.HasPrefix(reason, "DPoP proof: ") {
+		tb.Errorf("Reason(%v) = %q, %v; want what was wrong with the proof", err, reason, ok)
+	}
+	ours := quotedValue.ReplaceAllString(reason, `""`)
+	for _, bad := range []string{"dpop: ", "json", "Go ", "float64", "illegal base64", "invalid character", "unexpected EOF",
+		"object member name", "within", "edwards25519", "P256", "parse"} {
+		if strings.Contains(ours, bad) {
+			tb.Errorf("Reason(%v) = %q holds %q: a library's words or the Go error chain", err, reason, bad)
+		}
 	}
 }
 
@@ -443,3 +470,6 @@ func TestHeaderCacheChecksEachProof(t *testing.T) {
 		t.Errorf("the header again: %+v, %v", p, err)
 	}
 }
+
+// quotedValue matches a value a reason quotes with %q: the client's own.
+var quotedValue = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)

@@ -39,5 +39,5 @@ func ExampleChecker_Check() {
 	fmt.Println("again:", err)
 	// Output:
 	// cnf.jkt: 9ZP03Nu8GrXPAUkbKNxHOKBzxPX83SShgFkRNK-f2lw
-	// again: dpop: proof already used: jti "Xf3Aq-91sYb2"
+	// again: dpop: proof already used: jti "Xf3Aq-91sYb2" was used before: make a new proof, with a new jti, for each request
 }

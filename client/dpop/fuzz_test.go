@@ -43,6 +43,7 @@ func FuzzCheck(f *testing.F) {
 		if err != nil {
 			for _, r := range refusals {
 				if errors.Is(err, r) {
+					wantReason(t, err) // what the client is told
 					return
 				}
 			}
@@ -110,6 +111,7 @@ func FuzzParseJWK(f *testing.F) {
 			if !errors.Is(err, dpop.ErrJWK) && !errors.Is(err, dpop.ErrPrivateKey) {
 				t.Fatalf("ParseJWK: %v, not ErrJWK nor ErrPrivateKey", err)
 			}
+			wantReason(t, err)
 			return
 		}
 		var m map[string]any

@@ -1,7 +1,6 @@
 package dpop
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -38,22 +37,28 @@ func (c *Checker) header(seg string) (*checkedHeader, bool, error) {
 		return h, true, nil
 	}
 	var raw header
-	if err := strictUnmarshal(seg, &raw); err != nil {
-		return nil, false, fmt.Errorf("%w: header: %w", ErrProof, err)
+	if err := strictUnmarshal(seg, partHeader, &raw); err != nil {
+		return nil, false, refuse(ErrProof, "%v", err)
 	}
 	// A media type, so compared without case, and "application/" may be
 	// left out of it (RFC 7515 §4.1.9).
-	if typ := strings.ToLower(raw.Typ); typ != Typ && typ != "application/"+Typ {
-		return nil, false, fmt.Errorf("%w: %q", ErrType, raw.Typ)
+	switch typ := strings.ToLower(raw.Typ); {
+	case typ == "":
+		return nil, false, refuse(ErrType, "header member typ is missing: it must be %s", Typ)
+	case typ != Typ && typ != "application/"+Typ:
+		return nil, false, refuse(ErrType, "typ is %.32q, not %s", raw.Typ, Typ)
 	}
 	if raw.Crit != nil {
-		return nil, false, fmt.Errorf("%w: crit header", ErrProof)
+		return nil, false, refuse(ErrProof, "the header has crit, which is not accepted")
 	}
-	if !slices.Contains(c.algs, raw.Alg) {
-		return nil, false, fmt.Errorf("%w: %q", ErrAlgorithm, raw.Alg)
+	switch {
+	case raw.Alg == "":
+		return nil, false, refuse(ErrAlgorithm, "header member alg is missing: sign with %s", strings.Join(c.algs, " or "))
+	case !slices.Contains(c.algs, raw.Alg):
+		return nil, false, refuse(ErrAlgorithm, "alg %.16q is not accepted: sign with %s", raw.Alg, strings.Join(c.algs, " or "))
 	}
 	if raw.JWK == nil {
-		return nil, false, fmt.Errorf("%w: no jwk header", ErrJWK)
+		return nil, false, refuse(ErrJWK, "the header has no jwk, the public key that signed the proof")
 	}
 	key, err := ParseJWK(raw.JWK)
 	if err != nil {

@@ -18,7 +18,7 @@ var defaultPorts = map[string]string{"http": "80", "https": "443"}
 func normalURL(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return "", err
+		return "", errors.New("not a URL")
 	}
 	scheme := strings.ToLower(u.Scheme)
 	def, ok := defaultPorts[scheme]

@@ -74,71 +74,79 @@ type jwkMembers struct {
 // other member, or any other flaw, ErrJWK.
 func ParseJWK(data []byte) (JWK, error) {
 	var m jwkMembers
+	if len(data) == 0 || data[0] != '{' {
+		return JWK{}, refuse(ErrJWK, "%s is not a JSON object", partJWK.name)
+	}
 	if err := jsonv2.Unmarshal(data, &m, jsonv2.RejectUnknownMembers(true)); err != nil {
-		return JWK{}, fmt.Errorf("%w: %w", ErrJWK, err)
+		return JWK{}, refuse(ErrJWK, "%s", jsonReason(partJWK, err))
 	}
 	for name, v := range map[string]jsontext.Value{"d": m.D, "p": m.P, "q": m.Q, "dp": m.DP, "dq": m.DQ, "qi": m.QI, "oth": m.Oth, "k": m.K} {
 		if v != nil {
-			return JWK{}, fmt.Errorf("%w: member %q", ErrPrivateKey, name)
+			return JWK{}, refuse(ErrPrivateKey, "the jwk holds the private key member %s: send the public key alone", name)
 		}
 	}
-	if m.Kty == nil || m.Crv == nil || m.X == nil {
-		return JWK{}, fmt.Errorf("%w: kty, crv and x are required", ErrJWK)
+	for _, req := range [...]struct {
+		name string
+		v    *string
+	}{{"kty", m.Kty}, {"crv", m.Crv}, {"x", m.X}} {
+		if req.v == nil {
+			return JWK{}, refuse(ErrJWK, "jwk member %s is missing (kty, crv and x are required)", req.name)
+		}
 	}
 	k := JWK{Kty: *m.Kty, Crv: *m.Crv, X: *m.X}
 	if m.Use != nil && *m.Use != "sig" {
-		return JWK{}, fmt.Errorf("%w: use %q, want sig", ErrJWK, *m.Use)
+		return JWK{}, refuse(ErrJWK, "jwk member use is %.16q, not sig", *m.Use)
 	}
 	for _, op := range m.KeyOps {
 		if op != "verify" {
-			return JWK{}, fmt.Errorf("%w: key_ops %q, want verify only", ErrJWK, m.KeyOps)
+			return JWK{}, refuse(ErrJWK, "jwk member key_ops holds %.16q: verify alone is accepted", op)
 		}
 	}
 	if m.Alg != nil {
 		if kt, ok := keyTypes[*m.Alg]; !ok || kt.kty != k.Kty {
-			return JWK{}, fmt.Errorf("%w: alg %q for a %s key", ErrJWK, *m.Alg, k.Kty)
+			return JWK{}, refuse(ErrJWK, "jwk member alg %.16q is not the alg of a %.16q key", *m.Alg, k.Kty)
 		}
 		k.Alg = *m.Alg
 	}
 	x, err := decodeBase64URL(k.X)
 	if err != nil {
-		return JWK{}, fmt.Errorf("%w: x: %w", ErrJWK, err)
+		return JWK{}, refuse(ErrJWK, "jwk member x is not base64url")
 	}
 	switch {
 	case k.Kty == "OKP" && k.Crv == "Ed25519":
 		if m.Y != nil {
-			return JWK{}, fmt.Errorf("%w: y in an OKP key", ErrJWK)
+			return JWK{}, refuse(ErrJWK, "jwk member y is not part of an OKP key")
 		}
 		if len(x) != ed25519.PublicKeySize {
-			return JWK{}, fmt.Errorf("%w: x of %d bytes, want %d", ErrJWK, len(x), ed25519.PublicKeySize)
+			return JWK{}, refuse(ErrJWK, "jwk member x is %d bytes, not %d", len(x), ed25519.PublicKeySize)
 		}
 		p, err := new(edwards25519.Point).SetBytes(x)
 		if err != nil {
-			return JWK{}, fmt.Errorf("%w: x: %w", ErrJWK, err)
+			return JWK{}, refuse(ErrJWK, "jwk member x is not a point on Ed25519")
 		}
 		if new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) == 1 {
-			return JWK{}, fmt.Errorf("%w: x is a point of small order", ErrJWK)
+			return JWK{}, refuse(ErrJWK, "jwk member x is a point of small order, which is no key")
 		}
 		k.pub = ed25519.PublicKey(x)
 	case k.Kty == "EC" && k.Crv == "P-256":
 		if m.Y == nil {
-			return JWK{}, fmt.Errorf("%w: y is required in an EC key", ErrJWK)
+			return JWK{}, refuse(ErrJWK, "jwk member y is missing (an EC key has one)")
 		}
 		k.Y = *m.Y
 		y, err := decodeBase64URL(k.Y)
 		if err != nil {
-			return JWK{}, fmt.Errorf("%w: y: %w", ErrJWK, err)
+			return JWK{}, refuse(ErrJWK, "jwk member y is not base64url")
 		}
 		if len(x) != 32 || len(y) != 32 {
-			return JWK{}, fmt.Errorf("%w: x and y of %d and %d bytes, want 32", ErrJWK, len(x), len(y))
+			return JWK{}, refuse(ErrJWK, "jwk members x and y are %d and %d bytes, not 32", len(x), len(y))
 		}
 		pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
 		if err != nil {
-			return JWK{}, fmt.Errorf("%w: %w", ErrJWK, err)
+			return JWK{}, refuse(ErrJWK, "jwk members x and y are not a point on P-256")
 		}
 		k.pub = pub
 	default:
-		return JWK{}, fmt.Errorf("%w: kty %q crv %q, want OKP Ed25519 or EC P-256", ErrJWK, k.Kty, k.Crv)
+		return JWK{}, refuse(ErrJWK, "jwk kty %.16q and crv %.16q: the key must be OKP Ed25519 or EC P-256", k.Kty, k.Crv)
 	}
 	return k, nil
 }
@@ -168,14 +176,14 @@ func (k JWK) Thumbprint() string {
 // verify checks the signature sig (base64url) of input made with alg.
 func (k JWK) verify(alg, input, sig string) error {
 	if kt := keyTypes[alg]; kt.kty != k.Kty || kt.crv != k.Crv {
-		return fmt.Errorf("%w: a %s %s key cannot sign %s", ErrJWK, k.Kty, k.Crv, alg)
+		return refuse(ErrJWK, "the jwk, a %s %s key, cannot make %s signatures", k.Kty, k.Crv, alg)
 	}
 	if k.Alg != "" && k.Alg != alg {
-		return fmt.Errorf("%w: jwk alg %q, proof alg %q", ErrJWK, k.Alg, alg)
+		return refuse(ErrJWK, "jwk member alg is %s, not the proof's alg %s", k.Alg, alg)
 	}
 	s, err := decodeBase64URL(sig)
 	if err != nil {
-		return fmt.Errorf("%w: signature: %w", ErrProof, err)
+		return refuse(ErrProof, "the signature is not base64url")
 	}
 	switch pub := k.pub.(type) {
 	case ed25519.PublicKey:
@@ -190,8 +198,12 @@ func (k JWK) verify(alg, input, sig string) error {
 	default:
 		return fmt.Errorf("%w: not from ParseJWK", ErrJWK)
 	}
-	return ErrSignature
+	return refuse(ErrSignature, "the signature does not verify with the jwk")
 }
+
+// errNotBase64URL is what decodeBase64URL says of anything but canonical
+// base64url without padding.
+var errNotBase64URL = errors.New("not base64url")
 
 // decodeBase64URL decodes s, base64url without padding, refusing any other
 // byte (the decoder would skip CR and LF) and non-canonical trailing bits,
@@ -199,8 +211,12 @@ func (k JWK) verify(alg, input, sig string) error {
 func decodeBase64URL(s string) ([]byte, error) {
 	for i := 0; i < len(s); i++ {
 		if !isBase64URL(s[i]) {
-			return nil, errors.New("not base64url")
+			return nil, errNotBase64URL
 		}
 	}
-	return base64.RawURLEncoding.Strict().DecodeString(s)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return nil, errNotBase64URL
+	}
+	return b, nil
 }
