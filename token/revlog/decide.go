@@ -23,6 +23,7 @@ func (f *Follower) TokenRevokedHere(jti string, exp int64) {
 	}
 	if until > now.Unix() {
 		f.st.tokens[jti] = max(f.st.tokens[jti], until)
+		f.version++
 	}
 }
 
@@ -39,6 +40,7 @@ func (f *Follower) SubjectRevokedHere(subject string) {
 		at = max(at, cur.at)
 	}
 	st.subjects[subject] = subjectEntry{at: at, seq: st.seq, local: true}
+	f.version++
 }
 
 // ClientRevokedHere records, until the log's entry comes, that this
@@ -49,6 +51,7 @@ func (f *Follower) ClientRevokedHere(client string, cutoff int64) {
 	defer f.mu.Unlock()
 	if cur, ok := f.st.clients[client]; !ok || cutoff > cur.cutoff {
 		f.st.clients[client] = clientEntry{cutoff: cutoff, at: f.opts.Now().UnixMilli()}
+		f.version++
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/internal/clocktest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/redisstore"
@@ -203,6 +204,53 @@ func TestSinceResumes(t *testing.T) {
 	if len(sn.Tokens) != 1 || len(sn.Subjects) != 1 || len(sn.Clients) != 1 || sn.Last != evs[2].ID {
 		t.Errorf("snapshot %+v, want one of each, last %s", sn, evs[2].ID)
 	}
+}
+
+// TestSnapshotVersion: Status.Version grows with every change of what
+// Snapshot holds (an entry applied, a revocation noted here, one forgotten,
+// a resync) and stays put over heartbeats, so that the feed may serve the
+// snapshot it built for a Version until the Version moves.
+func TestSnapshotVersion(t *testing.T) {
+	clock := clocktest.New(time.Now())
+	rg := sharedRig(t, Options{Now: clock.Now, Leeway: 5 * time.Second})
+	rg.start(t)
+	rg.waitFresh(t)
+	v := rg.f.Status(clock.Now()).Version
+	moved := func(what string) {
+		t.Helper()
+		if got := rg.f.Status(clock.Now()).Version; got <= v {
+			t.Fatalf("%s: Version %d, was %d", what, got, v)
+		}
+		v = rg.f.Status(clock.Now()).Version
+	}
+	for range 3 { // three reads, each with a heartbeat at least
+		select {
+		case <-rg.f.Changed():
+		case <-time.After(5 * time.Second):
+			t.Fatal("no read")
+		}
+	}
+	if got := rg.f.Status(clock.Now()).Version; got != v {
+		t.Fatalf("Version %d after heartbeats alone, was %d", got, v)
+	}
+	rg.revokeToken(t, "alice", "51", clock.Now().Add(time.Minute).Unix())
+	eventually(t, 5*time.Second, "51 followed", func() bool { return rg.f.TokenRevoked("51") })
+	moved("an entry applied")
+	rg.f.TokenRevokedHere("52", clock.Now().Add(time.Hour).Unix())
+	moved("a token revoked here")
+	rg.f.SubjectRevokedHere("bob")
+	moved("a subject revoked here")
+	rg.f.ClientRevokedHere("gw", clock.Now().UnixMilli())
+	moved("a client revoked here")
+	clock.Add(time.Minute + 7*time.Second)
+	eventually(t, 5*time.Second, "51 forgotten", func() bool { return !rg.f.TokenRevoked("51") })
+	moved("a token forgotten")
+	epoch := rg.f.Status(clock.Now()).Epoch
+	if err := rg.rdb.Del(t.Context(), rg.store.LogKey()+":epoch").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a new epoch", func() bool { return rg.f.Status(clock.Now()).Epoch != epoch })
+	moved("a resync")
 }
 
 // TestForgetsOldSubjectsAndClients: a subject's or client's entry older

@@ -49,6 +49,10 @@ type Status struct {
 	// Horizon is when the epoch began, Unix ms on Redis's clock: no
 	// revocation before it is in the log.
 	Horizon int64
+	// Version grows at every change of what Snapshot holds (an entry
+	// applied, a revocation noted here or forgotten, a resync) and at no
+	// other: the feed builds its snapshot once per Version.
+	Version uint64
 }
 
 // Snapshot is a Follower's whole state: every token it remembers, the
@@ -68,7 +72,8 @@ func (f *Follower) Status(now time.Time) Status {
 // status is Status, under f.mu.
 func (f *Follower) status(now time.Time) Status {
 	st := f.st
-	s := Status{Fresh: f.isFresh(now), Epoch: st.epoch, Last: st.epoch + "-" + st.applied.String(), Horizon: st.horizon}
+	s := Status{Fresh: f.isFresh(now), Epoch: st.epoch, Last: st.epoch + "-" + st.applied.String(), Horizon: st.horizon,
+		Version: f.version}
 	if s.Fresh {
 		s.Age = now.Sub(f.fresh.at)
 	}

@@ -96,6 +96,9 @@ type Follower struct {
 	// after it are gone from the log. Written and read by Run's goroutine.
 	lostAfter streamID
 	changed   chan struct{} // closed and replaced at every change (Changed)
+	// version is Status.Version: incremented, under mu, by whatever
+	// changes what Snapshot holds.
+	version uint64
 }
 
 // state is what the log says, and how far it was read.

@@ -21,11 +21,13 @@ func (st *state) record(ev Event, id streamID) {
 // forget drops the tokens whose time is over, and the subjects and
 // clients whose latest entry is older than retention (every token it
 // covers has expired): a scan of the maps, at most once a second of now.
-func (st *state) forget(now time.Time, retention time.Duration) {
+// It reports whether it dropped any.
+func (st *state) forget(now time.Time, retention time.Duration) bool {
 	if now.Unix() <= st.forgotAt {
-		return
+		return false
 	}
 	st.forgotAt = now.Unix()
+	n := len(st.tokens) + len(st.subjects) + len(st.clients)
 	for jti, until := range st.tokens {
 		if until <= now.Unix() {
 			delete(st.tokens, jti)
@@ -42,4 +44,5 @@ func (st *state) forget(now time.Time, retention time.Duration) {
 			delete(st.clients, c)
 		}
 	}
+	return len(st.tokens)+len(st.subjects)+len(st.clients) < n
 }

@@ -97,6 +97,7 @@ func (f *Follower) apply(res []redis.XStream, since time.Time) (full bool, reaso
 			continue
 		}
 		for _, m := range s.Messages {
+			f.version++
 			if err := f.applyEntry(st, m, now); err != nil {
 				return false, ReasonEntry, err
 			}
@@ -120,7 +121,9 @@ func (f *Follower) apply(res []redis.XStream, since time.Time) (full bool, reaso
 	if len(hbs) > 0 {
 		f.met.accepted(since, now)
 		f.fresh.at, f.heardAt = since, now
-		st.forget(now, f.opts.Retention)
+		if st.forget(now, f.opts.Retention) {
+			f.version++
+		}
 	}
 	return false, "", nil
 }

@@ -165,6 +165,7 @@ func (f *Follower) swap(st *state, now time.Time) {
 		st.subjects[sub] = e
 	}
 	f.st, f.fresh.synced = st, true
+	f.version++
 	f.notify()
 }
 
