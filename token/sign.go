@@ -120,12 +120,40 @@ var ErrEventType = errors.New("token: not a typ SignEvent signs")
 // without "application/"), so that nothing SignEvent signs validates as a
 // token.
 func (s *Service) SignEvent(typ string, claims jwt.Claims) (string, error) {
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		return "", err
+	}
+	raw, err := s.SignEventPayload(typ, b64.AppendEncode(nil, payload))
+	return string(raw), err
+}
+
+// SignEventPayload is SignEvent for claims the caller has encoded itself:
+// their JSON, base64url-encoded without padding (RFC 7515 §2), given in
+// parts that it joins. It returns the compact JWS in one buffer of its exact
+// size, the parts copied into it once: for a payload too large to copy
+// more often (the revocation feed's snapshot, whose shared part is encoded
+// once for every request).
+func (s *Service) SignEventPayload(typ string, payload ...[]byte) ([]byte, error) {
 	t := strings.TrimPrefix(strings.ToLower(typ), "application/")
 	if t == "" || t == jwtpolicy.Type {
-		return "", fmt.Errorf("%w: %.32q", ErrEventType, typ)
+		return nil, fmt.Errorf("%w: %.32q", ErrEventType, typ)
 	}
-	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
-	tok.Header["typ"] = typ
-	tok.Header["kid"] = s.keys.signer.ID
-	return tok.SignedString(s.signer.key)
+	header, err := json.Marshal(map[string]string{"alg": jwt.SigningMethodEdDSA.Alg(), "kid": s.keys.signer.ID, "typ": typ})
+	if err != nil {
+		return nil, err
+	}
+	n := b64.EncodedLen(len(header)) + 1 + 1 + b64.EncodedLen(ed25519.SignatureSize)
+	for _, p := range payload {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	out = b64.AppendEncode(out, header)
+	out = append(out, '.')
+	for _, p := range payload {
+		out = append(out, p...)
+	}
+	sig := ed25519.Sign(s.signer.key, out) // golang-jwt's EdDSA, without its copy of the input
+	out = append(out, '.')
+	return b64.AppendEncode(out, sig), nil
 }
