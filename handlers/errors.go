@@ -88,6 +88,11 @@ var answers = [...]answer{
 	{err: revfeed.ErrBusy, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
 		logMsg: "revocation feed full", logLevel: slog.LevelWarn,
 		description: "the revocation feed serves as many subscribers as it may; retry later"},
+	// Not Redis either: the snapshots served at once are at their bound
+	// (revfeed.Options.MaxSnapshots), each holding a buffer of its size.
+	{err: revfeed.ErrSnapshotsBusy, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
+		logMsg: "revocation snapshots at their bound", logLevel: slog.LevelWarn,
+		description: "the revocation feed serves as many snapshots at once as it may; retry later"},
 	// Every one counted: the log summarises repeats (internal/logsum).
 	{err: token.ErrUnavailable, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
 		logMsg: "unavailable", logLevel: slog.LevelWarn, unavailable: true,

@@ -135,9 +135,9 @@ type Options struct {
 	// BaseURL. Without Assertions.Replay, the record of used jti that
 	// every replica must share, every assertion is refused.
 	Assertions clientauth.Options
-	// FeedOptions tune the feed (Heartbeat, MaxSubscribers, WriteTimeout,
-	// Page); their zero values are revfeed's defaults. Source, Sign, Issuer,
-	// Draining and Logger are set here.
+	// FeedOptions tune the feed (Heartbeat, MaxSubscribers, MaxSnapshots,
+	// WriteTimeout, Page); their zero values are revfeed's defaults. Source,
+	// Sign, SignPayload, Issuer, Draining and Logger are set here.
 	FeedOptions revfeed.Options
 	// DPoP tunes the checks of DPoP proofs (package client/dpop; dpop.go):
 	// its zero values are dpop's defaults. Its Replay, the record of the
@@ -253,6 +253,9 @@ func NewServer(opts Options) (*Server, error) {
 		// Signed with the keys of the Server current when it signs (Swap).
 		fo.Sign = func(typ string, claims jwt.Claims) (string, error) {
 			return s.current.Load().svc.SignEvent(typ, claims)
+		}
+		fo.SignPayload = func(typ string, payload ...[]byte) ([]byte, error) {
+			return s.current.Load().svc.SignEventPayload(typ, payload...)
 		}
 		if s.feed, err = revfeed.New(fo); err != nil {
 			return nil, fmt.Errorf("handlers: %w", err)

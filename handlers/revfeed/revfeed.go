@@ -64,6 +64,16 @@
 // resumes with Last-Event-ID. Past MaxSubscribers a new one is refused
 // (ErrBusy: 503).
 //
+// # The snapshot
+//
+// GET /revocations answers the whole state: tens of MB for a few hundred
+// thousand revocations, asked for by every consumer at once after an epoch
+// rotation. Its state's part is built and encoded once per state version
+// (Status.Version) and shared; each answer adds its request's nonce and
+// times and is signed on its own. At most MaxSnapshots are served at once,
+// each holding one buffer of its size (past it ErrSnapshotsBusy: 503), and
+// each is written within 10 s plus 1 s a MiB from when its writing starts.
+//
 // Every JWT is signed by the issuer's current signing key (Options.Sign,
 // token.Service.SignEvent) and verifies with its JWKS, so the feed may pass
 // through proxies that cannot forge it. A reset is not signed: a forged one
@@ -92,7 +102,8 @@ type Source interface {
 	Changed() <-chan struct{}
 	// Status is the follower's status at now.
 	Status(now time.Time) revlog.Status
-	// Snapshot is the whole state at now.
+	// Snapshot is the whole state at now. The feed builds it once per
+	// Status.Version, which must grow at every change of what it holds.
 	Snapshot(now time.Time) revlog.Snapshot
 }
 
@@ -126,17 +137,24 @@ const (
 var (
 	// ErrBusy: MaxSubscribers follow the stream already.
 	ErrBusy = errors.New("revfeed: too many subscribers")
+	// ErrSnapshotsBusy: MaxSnapshots snapshots are served already.
+	ErrSnapshotsBusy = errors.New("revfeed: too many snapshots at once")
 	// ErrOptions: an option is missing or out of range.
 	ErrOptions = errors.New("revfeed: invalid options")
 )
 
-// Options configures a Feed. Source, Sign and Issuer are required; zero
-// values of the rest mean the defaults above.
+// Options configures a Feed. Source, Sign, SignPayload and Issuer are
+// required; zero values of the rest mean the defaults above (and
+// DefaultMaxSnapshots).
 type Options struct {
 	Source Source
 	// Sign signs claims as a JWT of type typ with the issuer's current
 	// signing key (token.Service.SignEvent).
 	Sign func(typ string, claims jwt.Claims) (string, error)
+	// SignPayload signs as Sign does a payload already base64url-encoded,
+	// in parts that it joins, into one buffer of the JWT's size
+	// (token.Service.SignEventPayload): the snapshot's.
+	SignPayload func(typ string, payload ...[]byte) ([]byte, error)
 	// Issuer is the iss of everything signed.
 	Issuer string
 	// Heartbeat is how often a heartbeat is sent while the Source is Fresh;
@@ -144,6 +162,9 @@ type Options struct {
 	Heartbeat time.Duration
 	// MaxSubscribers bounds the streams served at once.
 	MaxSubscribers int
+	// MaxSnapshots bounds the snapshots served at once; past it a snapshot
+	// is refused (ErrSnapshotsBusy: 503).
+	MaxSnapshots int
 	// WriteTimeout bounds each write of a stream (with its flush): a
 	// subscriber that does not read is dropped after it.
 	WriteTimeout time.Duration
@@ -173,23 +194,28 @@ type Feed struct {
 	stop chan struct{} // closed to stop the ticker; nil when it is not running
 
 	sets setCache
+
+	snapshots snapshots
 }
 
 // New returns a Feed.
 func New(opts Options) (*Feed, error) {
 	switch {
-	case opts.Source == nil || opts.Sign == nil || opts.Issuer == "":
-		return nil, fmt.Errorf("%w: Source, Sign and Issuer are required", ErrOptions)
+	case opts.Source == nil || opts.Sign == nil || opts.SignPayload == nil || opts.Issuer == "":
+		return nil, fmt.Errorf("%w: Source, Sign, SignPayload and Issuer are required", ErrOptions)
 	case opts.Heartbeat < 0 || opts.Heartbeat > MaxHeartbeat:
 		return nil, fmt.Errorf("%w: Heartbeat %v must be at most %v", ErrOptions, opts.Heartbeat, MaxHeartbeat)
-	case opts.MaxSubscribers < 0 || opts.WriteTimeout < 0 || opts.Page < 0 || opts.PollWait < 0:
-		return nil, fmt.Errorf("%w: MaxSubscribers, WriteTimeout, Page and PollWait must not be negative", ErrOptions)
+	case opts.MaxSubscribers < 0 || opts.MaxSnapshots < 0 || opts.WriteTimeout < 0 || opts.Page < 0 || opts.PollWait < 0:
+		return nil, fmt.Errorf("%w: MaxSubscribers, MaxSnapshots, WriteTimeout, Page and PollWait must not be negative", ErrOptions)
 	}
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = DefaultHeartbeat
 	}
 	if opts.MaxSubscribers == 0 {
 		opts.MaxSubscribers = DefaultMaxSubscribers
+	}
+	if opts.MaxSnapshots == 0 {
+		opts.MaxSnapshots = DefaultMaxSnapshots
 	}
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = DefaultWriteTimeout

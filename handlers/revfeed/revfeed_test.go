@@ -52,7 +52,7 @@ type issuer struct {
 }
 
 // newIssuer serves src (nil: no feed) with opts.
-func newIssuer(t *testing.T, src revfeed.Source, opts revfeed.Options) *issuer {
+func newIssuer(t testing.TB, src revfeed.Source, opts revfeed.Options) *issuer {
 	t.Helper()
 	key, err := token.GenerateKey()
 	if err != nil {

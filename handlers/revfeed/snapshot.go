@@ -1,25 +1,64 @@
 package revfeed
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
-// SnapshotClaims are the snapshot's claims: the whole state.
+// DefaultMaxSnapshots is Options.MaxSnapshots's default: the snapshots
+// served at once, each holding a buffer of its answer's size while it is
+// signed and written.
+const DefaultMaxSnapshots = 4
+
+// The write deadline of a snapshot's answer, set when its writing starts
+// (the server's own, set when the request was read, has run while it
+// waited and was built): snapshotWriteFloor, plus snapshotWritePerMiB for
+// each MiB of the body, a consumer reading at 1 MiB/s (8 Mbit/s).
+const (
+	snapshotWriteFloor  = 10 * time.Second
+	snapshotWritePerMiB = time.Second
+)
+
+// SnapshotClaims are the snapshot's claims: the request's own members
+// (SnapshotStamp) and the whole state (SnapshotState).
 type SnapshotClaims struct {
+	SnapshotStamp
+	SnapshotState
+}
+
+// SnapshotStamp are the members of a snapshot that are its request's own:
+// when it was signed, the request's nonce, and whether the state was fresh
+// then (the Source's Status, for the state version it holds; false when the
+// state moved on while it was built).
+type SnapshotStamp struct {
 	jwt.RegisteredClaims
-	IssuedAtMs int64           `json:"iat_ms"`
-	Nonce      string          `json:"nonce,omitempty"` // the request's
-	Epoch      string          `json:"epoch"`
-	Last       string          `json:"last"`
-	Horizon    int64           `json:"horizon"`
-	Fresh      bool            `json:"fresh"`
-	AgeMs      int64           `json:"age_ms"`
-	Tokens     []RevokedToken  `json:"tokens"`
-	Subjects   []RevokedName   `json:"subjects"`
-	Clients    []RevokedClient `json:"clients"`
+	IssuedAtMs int64  `json:"iat_ms"`
+	Nonce      string `json:"nonce,omitempty"` // the request's
+	Fresh      bool   `json:"fresh"`
+	AgeMs      int64  `json:"age_ms"`
+}
+
+// SnapshotState is the state a snapshot holds: the same in every snapshot
+// of one state version (revlog.Status.Version), which is encoded once for
+// all of them.
+type SnapshotState struct {
+	Epoch    string          `json:"epoch"`
+	Last     string          `json:"last"`
+	Horizon  int64           `json:"horizon"`
+	Tokens   []RevokedToken  `json:"tokens"`
+	Subjects []RevokedName   `json:"subjects"`
+	Clients  []RevokedClient `json:"clients"`
 }
 
 // RevokedToken is a revoked token in the snapshot: its jti and exp (Unix s,
@@ -46,40 +85,136 @@ type RevokedClient struct {
 
 // Snapshot writes the whole state as one signed JWT (application/jwt),
 // with the request's nonce. An error is returned, with nothing written, for
-// a request that is refused (a malformed nonce).
+// a request that is refused (a malformed nonce; ErrSnapshotsBusy past
+// MaxSnapshots). A HEAD request gets the headers only, and builds nothing.
+//
+// The state's part of the payload is built and base64url-encoded once per
+// state version; each request adds its own members in front of it, padded
+// with JSON whitespace (RFC 7519 §7.1 allows it) to a multiple of 3 bytes
+// so that the encodings join, and signs the whole (Options.SignPayload):
+// one buffer of the answer's size a request.
 func (f *Feed) Snapshot(w http.ResponseWriter, r *http.Request) error {
 	nonce, err := CheckNonce(r)
 	if err != nil {
 		return err
 	}
+	if f.snapshots.served.Add(1) > int64(f.opts.MaxSnapshots) {
+		f.snapshots.served.Add(-1)
+		return fmt.Errorf("%w: %d", ErrSnapshotsBusy, f.opts.MaxSnapshots)
+	}
+	defer f.snapshots.served.Add(-1)
+	h := w.Header()
+	h.Set("Content-Type", "application/jwt")
+	h.Set("Cache-Control", "no-store")
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	state, err := f.snapshots.get(f.opts.Source, f.opts.Source.Status(f.opts.Now()), f.opts.Now)
+	if err != nil {
+		return err
+	}
 	now := f.opts.Now()
-	snap := f.opts.Source.Snapshot(now)
-	cl := &SnapshotClaims{
+	stamp := SnapshotStamp{
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: f.opts.Issuer, IssuedAt: jwt.NewNumericDate(now)},
-		IssuedAtMs:       now.UnixMilli(), Nonce: nonce, Epoch: snap.Epoch, Last: snap.Last, Horizon: snap.Horizon,
-		Fresh: snap.Fresh, AgeMs: max(snap.Age.Milliseconds(), 0),
+		IssuedAtMs:       now.UnixMilli(), Nonce: nonce,
+	}
+	if st := f.opts.Source.Status(now); state.of(st) {
+		stamp.Fresh, stamp.AgeMs = st.Fresh, max(st.Age.Milliseconds(), 0)
+	}
+	head, err := json.Marshal(&stamp)
+	if err != nil {
+		return err
+	}
+	// The closing brace becomes a comma, and spaces pad the head to a
+	// multiple of 3 bytes: the state's members follow, their encoding
+	// starting where a base64 group of the payload does.
+	head[len(head)-1] = ','
+	for len(head)%3 != 0 {
+		head = append(head, ' ')
+	}
+	raw, err := f.opts.SignPayload(TypeSnapshot, b64.AppendEncode(nil, head), state.tail)
+	if err != nil {
+		return fmt.Errorf("revfeed: signing the snapshot: %w", err)
+	}
+	// Time to write the answer, from now, whatever the server's
+	// WriteTimeout left of it.
+	d := snapshotWriteFloor + time.Duration(len(raw))*snapshotWritePerMiB/(1<<20)
+	if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	h.Set("Content-Length", strconv.Itoa(len(raw)))
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(raw); err != nil {
+		f.opts.Logger.Debug("revocation feed: snapshot not written", "bytes", len(raw), "err", err)
+	}
+	return nil
+}
+
+var b64 = base64.RawURLEncoding
+
+// snapshots are the snapshots served now, and the state's part of the last
+// built.
+type snapshots struct {
+	served atomic.Int64
+	mu     sync.Mutex // held while building: the requests that need the same wait
+	last   *builtState
+}
+
+// builtState is the state's part of a snapshot payload (SnapshotState's
+// JSON without its opening brace), base64url-encoded, for a state version
+// (and its epoch and last, in case a Source's version stays put).
+type builtState struct {
+	version     uint64
+	epoch, last string
+	tail        []byte
+}
+
+// of reports whether b was built of the state st describes.
+func (b *builtState) of(st revlog.Status) bool {
+	return b.version == st.Version && b.epoch == st.Epoch && b.last == st.Last
+}
+
+// get returns the state's part of the snapshot for a state no older than
+// arrived (the Source's when the request arrived): the last built, else one
+// built now from src. Requests that arrive while it is built wait for it,
+// holding nothing, and are served it.
+func (s *snapshots) get(src Source, arrived revlog.Status, now func() time.Time) (*builtState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.last; b != nil && (b.version > arrived.Version || b.of(arrived)) {
+		return b, nil
+	}
+	s.last = nil // for the collector, unless a request still writes it
+	b, err := buildState(src.Snapshot(now()))
+	if err != nil {
+		return nil, err
+	}
+	s.last = b
+	return b, nil
+}
+
+// buildState encodes snap's state.
+func buildState(snap revlog.Snapshot) (*builtState, error) {
+	st := SnapshotState{Epoch: snap.Epoch, Last: snap.Last, Horizon: snap.Horizon,
 		Tokens:   make([]RevokedToken, 0, len(snap.Tokens)),
 		Subjects: make([]RevokedName, 0, len(snap.Subjects)),
 		Clients:  make([]RevokedClient, 0, len(snap.Clients)),
 	}
 	for _, e := range snap.Tokens {
-		cl.Tokens = append(cl.Tokens, RevokedToken{JTI: e.Key, Exp: e.Exp, At: e.At})
+		st.Tokens = append(st.Tokens, RevokedToken{JTI: e.Key, Exp: e.Exp, At: e.At})
 	}
 	for _, e := range snap.Subjects {
-		cl.Subjects = append(cl.Subjects, RevokedName{Subject: e.Key, At: e.At})
+		st.Subjects = append(st.Subjects, RevokedName{Subject: e.Key, At: e.At})
 	}
 	for _, e := range snap.Clients {
-		cl.Clients = append(cl.Clients, RevokedClient{ClientID: e.Key, Cutoff: e.Cutoff, At: e.At})
+		st.Clients = append(st.Clients, RevokedClient{ClientID: e.Key, Cutoff: e.Cutoff, At: e.At})
 	}
-	raw, err := f.opts.Sign(TypeSnapshot, cl)
+	js, err := json.Marshal(&st)
 	if err != nil {
-		return fmt.Errorf("revfeed: signing the snapshot: %w", err)
+		return nil, fmt.Errorf("revfeed: encoding the snapshot: %w", err)
 	}
-	w.Header().Set("Content-Type", "application/jwt")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write([]byte(raw))
-	}
-	return nil
+	js = js[1:] // {"epoch":…}: what follows the brace
+	return &builtState{version: snap.Version, epoch: snap.Epoch, last: snap.Last,
+		tail: b64.AppendEncode(make([]byte, 0, b64.EncodedLen(len(js))), js)}, nil
 }

@@ -7,6 +7,7 @@ package revfeedtest
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,6 +30,8 @@ type Source struct {
 	age     time.Duration
 	changed chan struct{}
 	calls   chan struct{}
+	version uint64 // Status.Version: moved by Add and NewEpoch
+	snaps   int    // Snapshot calls
 }
 
 // New returns a Source of Epoch with no events, fresh or not.
@@ -49,8 +52,31 @@ func (s *Source) Add(kind, key string, at, exp int64) revlog.Event {
 		ev.Cutoff = at
 	}
 	s.evs = append(s.evs, ev)
+	s.version++
 	s.changeLocked()
 	return ev
+}
+
+// NewLarge returns a fresh Source holding n revocations of kind, with keys
+// and times of a real log's lengths: a token's jti a Snowflake ID (18
+// digits), a subject a UUID (36 characters), a client ID of 24 characters,
+// each at a time of 13 digits (Unix ms).
+func NewLarge(kind string, n int) *Source {
+	s := New(true)
+	const at = 1795700000000
+	for i := range n {
+		var key string
+		switch kind {
+		case revlog.KindToken:
+			key = strconv.FormatInt(117811659438825472+int64(i), 10)
+		case revlog.KindSubject:
+			key = fmt.Sprintf("3f2a9c1e-7b4d-4e8a-9c0f-%012d", i)
+		case revlog.KindClient:
+			key = fmt.Sprintf("partner-service-%08d", i)
+		}
+		s.Add(kind, key, at+int64(i), 1795800000)
+	}
+	return s
 }
 
 // Events returns the events applied so far.
@@ -79,6 +105,7 @@ func (s *Source) NewEpoch(epoch string) {
 		ev.ID = fmt.Sprintf("%s-%d-%d", epoch, ev.At, i)
 		s.evs = append(s.evs, ev)
 	}
+	s.version++
 	s.changeLocked()
 }
 
@@ -142,13 +169,22 @@ func (s *Source) statusLocked() revlog.Status {
 	if len(s.evs) > 0 {
 		last = s.evs[len(s.evs)-1].ID
 	}
-	return revlog.Status{Fresh: s.fresh, Age: s.age, Epoch: s.epoch, Last: last, Horizon: Horizon}
+	return revlog.Status{Fresh: s.fresh, Age: s.age, Epoch: s.epoch, Last: last, Horizon: Horizon, Version: s.version}
+}
+
+// Snapshots is how many times Snapshot was called: how many snapshots the
+// feed built.
+func (s *Source) Snapshots() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snaps
 }
 
 // Snapshot implements revfeed.Source.
 func (s *Source) Snapshot(time.Time) revlog.Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.snaps++
 	snap := revlog.Snapshot{Status: s.statusLocked()}
 	for _, ev := range s.evs {
 		switch ev.Kind {
