@@ -87,6 +87,7 @@ var Vars = []Var{
 	{"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX", "32", "prefix length of the IPv4 network that counts as one source address for SNOWTOKEN_AUTH_FAILURES, 16 to 32; an IPv4-mapped IPv6 address counts as IPv4"},
 	{"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX", "64", "prefix length of the IPv6 network that counts as one source address for SNOWTOKEN_AUTH_FAILURES, 32 to 128; 64: every address of a customer's /64 shares one budget"},
 	{"SNOWTOKEN_CLIENT_ASSERTION_MAX_LIFETIME", "5m", "how far ahead a private_key_jwt client assertion's exp may be (its jti is kept in Redis until then), 1s to 1h"},
+	{"SNOWTOKEN_KEY_FETCH_ALLOW_NETS", "(none: public addresses only, and loopback for a URL that names it)", "comma-separated CIDRs or addresses of private networks (10.96.0.0/12: a cluster's Services) the issuer may fetch client key sets from (a jwks_uri, a workload issuer's discovery document and keys); a discovery document's jwks_uri reaches loopback only through these. Link-local (169.254.0.0/16), unspecified and multicast addresses are refused even within them"},
 	{"SNOWTOKEN_WORKLOAD_TOKEN_MAX_LIFETIME", "24h", "longest lifetime (exp − iat, and exp − now) of a workload identity token sent as a client assertion, such as a Kubernetes service-account token, 1s to 168h"},
 	{"SNOWTOKEN_TRUSTED_PROXIES", "(none: the TCP peer is the client)", "comma-separated addresses or CIDRs (10.0.0.5, 10.0.0.0/8) of the proxies in front of clients whose X-Forwarded-For names the client's address, for the failed-authentication limit and the audit log; from any other peer it is ignored. List no consumer here: see SNOWTOKEN_DPOP_FORWARDERS"},
 	{"SNOWTOKEN_DPOP_FORWARDERS", "(SNOWTOKEN_TRUSTED_PROXIES)", "comma-separated addresses or CIDRs of the callers whose X-Forwarded-Method, -Proto, -Host and -Uri name the original request a DPoP proof sent to GET /token/validate is checked against: a gateway's auth_request, a Remote-mode consumer; from any other peer they are ignored. Being one does not let a caller name the client's address. none: no one"},
@@ -145,6 +146,9 @@ type Config struct {
 	// (clientauth.Options.MaxLifetime, MaxWorkloadLifetime).
 	AssertionMaxLifetime time.Duration
 	WorkloadMaxLifetime  time.Duration
+	// KeyFetchAllowNets are the networks beyond the public ones client
+	// key sets may be fetched from (clientauth.FetchOptions.AllowNets).
+	KeyFetchAllowNets []netip.Prefix
 }
 
 // Load reads the configuration through getenv.
@@ -264,6 +268,13 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	if c.WorkloadMaxLifetime > clientauth.MaxMaxWorkloadLifetime {
 		bad("SNOWTOKEN_WORKLOAD_TOKEN_MAX_LIFETIME", c.WorkloadMaxLifetime.String(), fmt.Errorf("want at most %v", clientauth.MaxMaxWorkloadLifetime))
+	}
+	for _, n := range list(getenv("SNOWTOKEN_KEY_FETCH_ALLOW_NETS")) {
+		if p, err := parseNet(n); err != nil {
+			bad("SNOWTOKEN_KEY_FETCH_ALLOW_NETS", n, err)
+		} else {
+			c.KeyFetchAllowNets = append(c.KeyFetchAllowNets, p)
+		}
 	}
 	c.RevlogThreshold, c.RevlogPeriod = revlog.DefaultThreshold, revlog.DefaultPeriod
 	for _, r := range []struct {
@@ -439,6 +450,19 @@ func list(v string) []string {
 		}
 	}
 	return out
+}
+
+// parseNet reads a CIDR (10.0.0.0/8) or an address (10.0.0.5, as a /32).
+func parseNet(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, errors.New("want an IP address or a CIDR such as 10.96.0.0/12")
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 func or(v, def string) string {

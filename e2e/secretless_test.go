@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -29,11 +30,13 @@ import (
 )
 
 // clusterIssuer is a stand-in of a Kubernetes cluster's service-account
-// issuer: its OpenID discovery document and keys over HTTP, and the
-// projected tokens it would give a pod.
+// issuer: its OpenID discovery document and keys over TLS (its CA in
+// caFile, as a pod mounts the cluster's), and the projected tokens it
+// would give a pod.
 type clusterIssuer struct {
-	srv *httptest.Server
-	key *rsa.PrivateKey
+	srv    *httptest.Server
+	key    *rsa.PrivateKey
+	caFile string
 }
 
 func newClusterIssuer(tb testing.TB) *clusterIssuer {
@@ -44,7 +47,7 @@ func newClusterIssuer(tb testing.TB) *clusterIssuer {
 	}
 	ci := &clusterIssuer{key: key}
 	b64 := base64.RawURLEncoding
-	ci.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ci.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/.well-known/openid-configuration":
 			_ = json.NewEncoder(w).Encode(map[string]string{"issuer": ci.srv.URL, "jwks_uri": ci.srv.URL + "/openid/v1/jwks"})
@@ -56,6 +59,10 @@ func newClusterIssuer(tb testing.TB) *clusterIssuer {
 		}
 	}))
 	tb.Cleanup(ci.srv.Close)
+	ci.caFile = filepath.Join(tb.TempDir(), "cluster-ca.crt")
+	if err := os.WriteFile(ci.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ci.srv.Certificate().Raw}), 0o600); err != nil {
+		tb.Fatal(err)
+	}
 	return ci
 }
 
@@ -101,8 +108,8 @@ func TestSecretlessClients(t *testing.T) {
 	  {"id": "batch", "token_endpoint_auth_method": "private_key_jwt", "scopes": ["orders:read"], "dpop_bound_access_tokens": true,
 	   "jwks": {"keys": [{"kty": "OKP", "crv": "Ed25519", "kid": "batch-1", "x": %q}]}},
 	  {"id": "orders-caller", "scopes": ["orders:read"], "dpop_bound_access_tokens": true,
-	   "workload_identity": {"issuer": %q, "subject": "system:serviceaccount:shop:orders-caller"}}]}`,
-		base64.RawURLEncoding.EncodeToString(pub), cluster.srv.URL)
+	   "workload_identity": {"issuer": %q, "subject": "system:serviceaccount:shop:orders-caller", "ca_file": %q}}]}`,
+		base64.RawURLEncoding.EncodeToString(pub), cluster.srv.URL, cluster.caFile)
 	clientsPath := filepath.Join(dir, "clients.json")
 	if err := os.WriteFile(clientsPath, []byte(clients), 0o600); err != nil {
 		t.Fatal(err)
@@ -111,6 +118,9 @@ func TestSecretlessClients(t *testing.T) {
 		"SNOWTOKEN_ENV": "production", "SNOWTOKEN_ADDR": addr, "SNOWTOKEN_REDIS_URL": redisURL,
 		"SNOWTOKEN_SIGNING_KEYS": keyPath, "SNOWTOKEN_CLIENTS_FILE": clientsPath, "SNOWTOKEN_ISSUER": issuer,
 		"SNOWTOKEN_WORKER_ID": "4", "SNOWTOKEN_WORKER_LEASE_TTL": "1s",
+		// The cluster is on loopback: the jwks_uri its discovery document
+		// names reaches it only through the allow-list.
+		"SNOWTOKEN_KEY_FETCH_ALLOW_NETS": "127.0.0.1",
 	})
 	waitReady(t, p.url("/readyz"), waitLimit)
 

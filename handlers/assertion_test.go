@@ -7,11 +7,15 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +23,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/handlers"
@@ -34,12 +39,14 @@ import (
 //	pk      private_key_jwt, an Ed25519 key inline (jwks)
 //	pk-uri  private_key_jwt, an RS256 key at a URL (jwks_uri, served by keys)
 //	orders  workload identity: a service account of the "cluster" (an OIDC
-//	        issuer served by cluster: discovery and keys)
+//	        issuer served by cluster over TLS, its CA in clusterCA: discovery
+//	        and keys, on loopback, which SNOWTOKEN_KEY_FETCH_ALLOW_NETS allows)
 //	post    a secret, client_secret_post only
 type assertionEnv struct {
 	*env
 	pk, pkURI, sa signer
 	cluster       *httptest.Server
+	clusterCA     string       // the PEM file of cluster's certificate
 	keyHits       atomic.Int32 // requests to the jwks_uri of pk-uri
 	keys          *httptest.Server
 	postSecret    string
@@ -96,8 +103,12 @@ func newAssertionEnv(tb testing.TB, replay clientauth.ReplayCache, opts ...envOp
 		w.Write([]byte(`{"issuer":"` + a.cluster.URL + `","jwks_uri":"` + a.cluster.URL + `/openid/v1/jwks"}`))
 	})
 	mux.HandleFunc("/openid/v1/jwks", func(w http.ResponseWriter, r *http.Request) { w.Write(a.sa.jwks(tb)) })
-	a.cluster = httptest.NewServer(mux)
+	a.cluster = httptest.NewTLSServer(mux)
 	tb.Cleanup(a.cluster.Close)
+	a.clusterCA = filepath.Join(tb.TempDir(), "ca.crt")
+	if err := os.WriteFile(a.clusterCA, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.cluster.Certificate().Raw}), 0o600); err != nil {
+		tb.Fatal(err)
+	}
 
 	if replay == nil {
 		r := redistest.New(tb)
@@ -115,6 +126,10 @@ func newAssertionEnv(tb testing.TB, replay clientauth.ReplayCache, opts ...envOp
 	}
 	hs := httptest.NewUnstartedServer(nil)
 	a.URL = "http://" + hs.Listener.Addr().String()
+	a.Metrics = prometheus.NewRegistry() // the server's own: the env's has its server's series
+	// The cluster is on loopback, which its discovery document's jwks_uri
+	// reaches only through the allow-list.
+	cfg.fetch.AllowNets = append(cfg.fetch.AllowNets, netip.MustParsePrefix("127.0.0.0/8"))
 	if cfg.log == nil {
 		cfg.log = slog.New(slog.DiscardHandler)
 	}
@@ -122,7 +137,8 @@ func newAssertionEnv(tb testing.TB, replay clientauth.ReplayCache, opts ...envOp
 		cfg.dpop.Replay = a.Store.Proofs()
 	}
 	srv, err := handlers.NewServer(handlers.Options{Service: a.Svc, Clients: a.Clients, IDs: a.IDs, BaseURL: a.URL, Logger: cfg.log,
-		AuthLimiter: cfg.limiter, Assertions: clientauth.Options{Replay: replay}, DPoP: cfg.dpop, DPoPNonces: cfg.nonces})
+		AuthLimiter: cfg.limiter, DPoP: cfg.dpop, DPoPNonces: cfg.nonces, Registry: a.Metrics,
+		Assertions: clientauth.Options{Replay: replay, Fetch: cfg.fetch}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -143,7 +159,7 @@ func (a *assertionEnv) clients(tb testing.TB, postSum, jwksURI string) *token.Cl
 	cs, err := token.NewClients([]token.Client{
 		{ID: "pk", Scopes: []string{"orders:read"}, TokenEndpointAuthMethod: token.AuthPrivateKeyJWT, JWKS: a.pk.jwks(tb)},
 		{ID: "pk-uri", Scopes: []string{"orders:read"}, TokenEndpointAuthMethod: token.AuthPrivateKeyJWT, JWKSURI: jwksURI},
-		{ID: "orders", Scopes: []string{"orders:read"}, WorkloadIdentity: &clientauth.WorkloadIdentity{Issuer: a.cluster.URL, Subject: saSubject}},
+		{ID: "orders", Scopes: []string{"orders:read"}, WorkloadIdentity: &clientauth.WorkloadIdentity{Issuer: a.cluster.URL, Subject: saSubject, CAFile: a.clusterCA}},
 		{ID: "post", Scopes: []string{"orders:read"}, SecretSHA256: postSum, TokenEndpointAuthMethod: token.AuthSecretPost},
 	})
 	if err != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clientauth"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -95,6 +96,7 @@ type envConfig struct {
 	revs    token.Revocations
 	dpop    dpop.Options
 	nonces  bool
+	fetch   clientauth.FetchOptions
 }
 
 type envOption func(*envConfig)
@@ -155,6 +157,11 @@ func withRevocations(revs token.Revocations) envOption {
 // nonces makes a server nonce required (handlers.Options.DPoPNonces).
 func withDPoP(opts dpop.Options, nonces bool) envOption {
 	return func(c *envConfig) { c.dpop, c.nonces = opts, nonces }
+}
+
+// withFetch fetches client key sets with opts (assertion_test.go).
+func withFetch(opts clientauth.FetchOptions) envOption {
+	return func(c *envConfig) { c.fetch = opts }
 }
 
 // newEnv starts an issuer for tb; everything stops when tb ends.

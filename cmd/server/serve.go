@@ -127,7 +127,8 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}, Refused: refused.load,
 		Feed: feedOf(fw.follower), DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: cfg.DPoPNonce, DPoPForwarders: cfg.DPoPForwarders,
 		Assertions: clientauth.Options{Replay: store.Assertions(),
-			MaxLifetime: cfg.AssertionMaxLifetime, MaxWorkloadLifetime: cfg.WorkloadMaxLifetime}})
+			MaxLifetime: cfg.AssertionMaxLifetime, MaxWorkloadLifetime: cfg.WorkloadMaxLifetime,
+			Fetch: clientauth.FetchOptions{AllowNets: cfg.KeyFetchAllowNets}}})
 	if err != nil {
 		return err
 	}

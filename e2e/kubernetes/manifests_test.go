@@ -430,6 +430,11 @@ func TestOverlayWorkloads(t *testing.T) {
 	if !projects(ss.Spec.Template.Spec, ic, "/run/secrets/kubernetes", "", true) {
 		t.Error("the issuer has no projected API-server token and cluster CA at /run/secrets/kubernetes")
 	}
+	// kubernetes.default.svc is a Service address: private, which the
+	// issuer fetches keys from only through the allow-list.
+	if n := env(ic, "SNOWTOKEN_KEY_FETCH_ALLOW_NETS"); n == nil || n.Value == "" {
+		t.Error("SNOWTOKEN_KEY_FETCH_ALLOW_NETS is not set: the issuer would refuse to fetch the cluster's keys from kubernetes.default.svc, a Service (private) address")
+	}
 	crb := o.roleBindings["snowtoken-service-account-issuer-discovery"]
 	if crb == nil || crb.RoleRef.Kind != "ClusterRole" || crb.RoleRef.Name != "system:service-account-issuer-discovery" ||
 		len(crb.Subjects) != 1 || crb.Subjects[0].Kind != "ServiceAccount" || crb.Subjects[0].Name != "snowtoken" || crb.Subjects[0].Namespace != ss.Namespace {

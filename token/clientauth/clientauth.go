@@ -53,8 +53,9 @@ const AssertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 // pod and node), an RS256 one with a 4096-bit key 1.5 KiB.
 const MaxAssertionBytes = 8 << 10
 
-// Errors. Every one but ErrUnavailable refuses the client (invalid_client);
-// their texts name claims and kids, never key material.
+// Errors. Every one but ErrUnavailable and ErrFetch (the service's, and
+// the key server's) refuses the client (invalid_client); their texts name
+// claims and kids, never key material.
 var (
 	ErrTooLarge     = errors.New("clientauth: client assertion too large")
 	ErrMalformed    = errors.New("clientauth: malformed client assertion")
@@ -67,6 +68,7 @@ var (
 	ErrJWKS         = errors.New("clientauth: bad key set")
 	ErrPrivateKey   = errors.New("clientauth: key set holds private or secret key material")
 	ErrFetch        = errors.New("clientauth: key set cannot be fetched")
+	ErrAddress      = errors.New("clientauth: key server address refused") // with ErrFetch when fetching; see address.go
 	ErrUnavailable  = errors.New("clientauth: replay record unavailable")
 	ErrRegistration = errors.New("clientauth: bad registration")
 )
@@ -159,6 +161,14 @@ func New(opts Options) (*Verifier, error) {
 
 // Fetcher is the Verifier's cache of key sets at URLs.
 func (v *Verifier) Fetcher() *Fetcher { return v.fetcher }
+
+// Forget drops the key set fetched for reg, if its keys are fetched: the
+// next assertion fetches it again (Fetcher.Forget).
+func (v *Verifier) Forget(reg Registration) {
+	if src, err := reg.source(); err == nil && reg.Keys == nil {
+		v.fetcher.Forget(src)
+	}
+}
 
 // Subject returns the sub of an assertion, unverified: the client ID of a
 // private_key_jwt assertion sent without client_id, to find its

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -38,6 +39,12 @@ type FetchOptions struct {
 	// it again fails; then its assertions are refused (fail closed). Zero
 	// means 1 h.
 	MaxStale time.Duration
+	// AllowNets are the networks beyond the public ones a fetch may
+	// connect to: private ones (10.0.0.0/8, the Services of a cluster),
+	// and loopback for a URL a discovery document names. Nil means none:
+	// see the address rules (address.go). Link-local, unspecified and
+	// multicast addresses are refused even within one.
+	AllowNets []netip.Prefix
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 }
@@ -126,6 +133,15 @@ func (f *Fetcher) Refresh(ctx context.Context, src Source) (*KeySet, error) {
 	return f.refresh(ctx, f.entry(src), src, f.opts.Now())
 }
 
+// Forget drops src's cached set, if any: the next use fetches it again.
+// A fetch under way ends in the dropped entry, and serves only the
+// requests that were waiting for it.
+func (f *Fetcher) Forget(src Source) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.sets, src)
+}
+
 // entry returns src's cache entry, made if new.
 func (f *Fetcher) entry(src Source) *cached {
 	f.mu.Lock()
@@ -176,24 +192,24 @@ func (f *Fetcher) refresh(ctx context.Context, c *cached, src Source, now time.T
 	return nil, fmt.Errorf("%w: stale and not fetched again yet", ErrFetch)
 }
 
-// fetch reads src's key set, through its discovery document if it has no URL.
+// fetch reads src's key set, through its discovery document if it has no
+// URL. Each URL is held to the address rules (address.go): src's as one the
+// operator wrote, the document's jwks_uri as one learned.
 func (f *Fetcher) fetch(ctx context.Context, src Source) (*KeySet, error) {
 	// The fetch serves every request waiting for it: the one that started
 	// it going away must not end it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.opts.Timeout)
 	defer cancel()
-	client, err := f.client(src)
-	if err != nil {
-		return nil, err
-	}
-	defer client.CloseIdleConnections()
-	jwksURL := src.URL
+	jwksURL, rules := src.URL, f.learnedRules()
 	if jwksURL == "" {
-		if jwksURL, err = f.discover(ctx, client, src); err != nil {
+		var err error
+		if jwksURL, err = f.discover(ctx, src); err != nil {
 			return nil, err
 		}
+	} else if u, err := url.Parse(jwksURL); err == nil {
+		rules = f.writtenRules(u)
 	}
-	body, err := f.get(ctx, client, src, jwksURL)
+	body, err := f.get(ctx, src, jwksURL, rules)
 	if err != nil {
 		return nil, err
 	}
@@ -205,10 +221,14 @@ func (f *Fetcher) fetch(ctx context.Context, src Source) (*KeySet, error) {
 }
 
 // discover reads src.Issuer's OpenID discovery document and returns its
-// jwks_uri.
-func (f *Fetcher) discover(ctx context.Context, client *http.Client, src Source) (string, error) {
+// jwks_uri, once checkLearned accepts it.
+func (f *Fetcher) discover(ctx context.Context, src Source) (string, error) {
+	iss, err := url.Parse(src.Issuer)
+	if err != nil {
+		return "", fmt.Errorf("%w: issuer %.128q is not a URL", ErrFetch, src.Issuer)
+	}
 	u := strings.TrimRight(src.Issuer, "/") + "/.well-known/openid-configuration"
-	body, err := f.get(ctx, client, src, u)
+	body, err := f.get(ctx, src, u, f.writtenRules(iss))
 	if err != nil {
 		return "", err
 	}
@@ -222,14 +242,20 @@ func (f *Fetcher) discover(ctx context.Context, client *http.Client, src Source)
 	if doc.Issuer != src.Issuer {
 		return "", fmt.Errorf("%w: %s: issuer %.128q, want %q", ErrFetch, u, doc.Issuer, src.Issuer)
 	}
-	if err := CheckURL(doc.JWKSURI); err != nil {
+	if err := checkLearned(doc.JWKSURI, src.Issuer, f.learnedRules()); err != nil {
 		return "", fmt.Errorf("%w: %s: jwks_uri: %w", ErrFetch, u, err)
 	}
 	return doc.JWKSURI, nil
 }
 
-// get reads the body of u, at most MaxBytes, which must answer 200.
-func (f *Fetcher) get(ctx context.Context, client *http.Client, src Source, u string) ([]byte, error) {
+// get reads the body of u, at most MaxBytes, which must answer 200,
+// connecting only to the addresses rules allow.
+func (f *Fetcher) get(ctx context.Context, src Source, u string, rules dialRules) ([]byte, error) {
+	client, err := f.client(src, rules)
+	if err != nil {
+		return nil, err
+	}
+	defer client.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrFetch, err)
@@ -290,8 +316,9 @@ func readToken(path string) (string, error) {
 
 // client returns an HTTP client for src: bounded in time, TLS with src's
 // CA file if it has one, following a redirect only to the same host and
-// scheme.
-func (f *Fetcher) client(src Source) (*http.Client, error) {
+// scheme, connecting only to the addresses rules allow (through a proxy of
+// HTTPS_PROXY, the proxy's address is the one checked).
+func (f *Fetcher) client(src Source, rules dialRules) (*http.Client, error) {
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if src.CAFile != "" {
 		pool, err := loadCA(src.CAFile)
@@ -303,7 +330,7 @@ func (f *Fetcher) client(src Source) (*http.Client, error) {
 	t := f.opts.Timeout
 	tr := &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
-		DialContext:            (&net.Dialer{Timeout: t}).DialContext,
+		DialContext:            (&net.Dialer{Timeout: t, Control: rules.control}).DialContext,
 		TLSClientConfig:        tlsConf,
 		TLSHandshakeTimeout:    t,
 		ResponseHeaderTimeout:  t,
@@ -337,31 +364,4 @@ func loadCA(path string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("ca_file %s: no PEM certificate", path)
 	}
 	return pool, nil
-}
-
-// CheckURL accepts the URL of a key set, an issuer or a discovery
-// document: absolute https, with no user or fragment; plain http only to
-// localhost or a loopback address (tests, development).
-func CheckURL(raw string) error {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%.128q is not a URL", raw)
-	case u.Host == "" || u.User != nil || u.Fragment != "" || u.Opaque != "":
-		return fmt.Errorf("%.128q: want an absolute URL with a host, no user and no fragment", raw)
-	case u.Scheme == "https":
-		return nil
-	case u.Scheme == "http" && loopback(u.Hostname()):
-		return nil
-	}
-	return fmt.Errorf("%.128q: want https (http only to localhost)", raw)
-}
-
-// loopback reports whether host is localhost or a loopback address.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

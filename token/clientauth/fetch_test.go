@@ -3,8 +3,10 @@ package clientauth_test
 import (
 	"encoding/pem"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,13 +26,20 @@ type keyServer struct {
 	status int
 	delay  time.Duration
 	hits   atomic.Int32
+	conns  atomic.Int32 // connections accepted, whether or not a request came
 	auth   atomic.Value // the last Authorization header
 	*httptest.Server
 }
 
 func newKeyServer(t *testing.T, body []byte) *keyServer {
 	ks := &keyServer{body: body, status: http.StatusOK}
-	ks.Server = httptest.NewServer(ks)
+	ks.Server = httptest.NewUnstartedServer(ks)
+	ks.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			ks.conns.Add(1)
+		}
+	}
+	ks.Start()
 	t.Cleanup(ks.Close)
 	return ks
 }
@@ -175,7 +184,8 @@ func TestFetcherBounds(t *testing.T) {
 
 // TestFetcherDiscovery: without a URL, the keys are the issuer's discovery
 // document's jwks_uri, over TLS with the source's CA file, and the bearer
-// token file (read at each fetch) goes with both requests.
+// token file (read at each fetch) goes with both requests. The jwks_uri is
+// on loopback, which a learned URL reaches only by the allow-list.
 func TestFetcherDiscovery(t *testing.T) {
 	a := newSigner(t, clientauth.AlgRS256, "a")
 	var iss string
@@ -202,17 +212,22 @@ func TestFetcherDiscovery(t *testing.T) {
 	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600)
 	os.WriteFile(tok, []byte("first\n"), 0o600)
 	src := clientauth.Source{Issuer: iss, CAFile: ca, BearerTokenFile: tok}
+	opts := clientauth.FetchOptions{AllowNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 
-	f := clientauth.NewFetcher(clientauth.FetchOptions{})
+	f := clientauth.NewFetcher(opts)
 	ks, err := f.Keys(t.Context(), src)
 	if err != nil || ks.Len() != 1 {
 		t.Fatalf("Keys: %v", err)
 	}
 	os.WriteFile(tok, []byte("second"), 0o600)
-	if _, err := clientauth.NewFetcher(clientauth.FetchOptions{}).Keys(t.Context(), src); err != nil {
+	if _, err := clientauth.NewFetcher(opts).Keys(t.Context(), src); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"Bearer first", "Bearer first", "Bearer second", "Bearer second"}
+	// Without the allow-list, the learned URL's loopback address is refused.
+	if _, err := clientauth.NewFetcher(clientauth.FetchOptions{}).Keys(t.Context(), src); !errors.Is(err, clientauth.ErrAddress) {
+		t.Errorf("without the allow-list: %v, want %v", err, clientauth.ErrAddress)
+	}
+	want := []string{"Bearer first", "Bearer first", "Bearer second", "Bearer second", "Bearer second"}
 	if strings.Join(auths, ",") != strings.Join(want, ",") {
 		t.Errorf("Authorization headers %q, want %q", auths, want)
 	}
@@ -221,15 +236,27 @@ func TestFetcherDiscovery(t *testing.T) {
 		t.Errorf("without the CA: %v, want %v", err, clientauth.ErrFetch)
 	}
 	// A document naming another issuer.
-	if _, err := clientauth.NewFetcher(clientauth.FetchOptions{}).Keys(t.Context(), clientauth.Source{Issuer: iss + "/x", CAFile: ca}); !errors.Is(err, clientauth.ErrFetch) {
+	if _, err := clientauth.NewFetcher(opts).Keys(t.Context(), clientauth.Source{Issuer: iss + "/x", CAFile: ca}); !errors.Is(err, clientauth.ErrFetch) {
 		t.Errorf("another issuer: %v, want %v", err, clientauth.ErrFetch)
 	}
 }
 
-// TestCheckURL: https, or http to localhost only.
+// TestCheckURL: https, or http to localhost only; an address as the host
+// not one no fetch connects to (a private one is checked when fetched,
+// against the allow-list).
 func TestCheckURL(t *testing.T) {
 	for raw, ok := range map[string]bool{
 		"https://kubernetes.default.svc/openid/v1/jwks": true,
+		"https://10.96.0.1/openid/v1/jwks":              true,
+		"https://[fd00::1]/jwks":                        true,
+		"https://127.0.0.1:8443/jwks":                   true,
+		"https://169.254.169.254/latest/meta-data/":     false,
+		"http://169.254.169.254/latest/meta-data/":      false,
+		"https://[fe80::1%25eth0]/jwks":                 false,
+		"https://[::ffff:169.254.169.254]/jwks":         false,
+		"https://0.0.0.0/jwks":                          false,
+		"https://224.0.0.1/jwks":                        false,
+		"http://10.0.0.1/jwks":                          false,
 		"http://localhost:8080/jwks":                    true,
 		"http://127.0.0.1/jwks":                         true,
 		"http://[::1]/jwks":                             true,

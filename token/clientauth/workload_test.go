@@ -4,8 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
-	"net/http"
-	"net/http/httptest"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -20,22 +19,16 @@ const saSubject = "system:serviceaccount:shop:orders"
 // TestVerifyWorkload: a projected service-account token, as Kubernetes
 // makes one (RS256, kid, aud a list naming us, iat, nbf, exp, jti, and its
 // kubernetes.io claims), authenticates its client with the keys from the
-// cluster issuer's discovery document, as often as the pod sends it; every
-// flaw is refused.
+// cluster issuer's discovery document (over TLS with the cluster's CA), as
+// often as the pod sends it; every flaw is refused.
 func TestVerifyWorkload(t *testing.T) {
 	sa := newSigner(t, clientauth.AlgRS256, "k8s-key")
-	var clusterIssuer string
-	mux := http.NewServeMux()
-	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"issuer":"` + clusterIssuer + `","jwks_uri":"` + clusterIssuer + `/openid/v1/jwks","id_token_signing_alg_values_supported":["RS256"]}`))
-	})
-	mux.HandleFunc("/openid/v1/jwks", func(w http.ResponseWriter, r *http.Request) { w.Write(jwks(t, sa)) })
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	clusterIssuer = srv.URL
+	clusterIssuer, ca, _ := newTLSIssuer(t, func(iss string) string { return iss + "/openid/v1/jwks" }, jwks(t, sa))
 	clock := clocktest.New(t0)
-	v := newVerifier(t, clock, clientauth.FetchOptions{})
-	reg := clientauth.Registration{ClientID: "orders", Workload: &clientauth.WorkloadIdentity{Issuer: clusterIssuer, Subject: saSubject}}
+	// The cluster is on loopback: the allow-list lets its discovery
+	// document's jwks_uri be fetched.
+	v := newVerifier(t, clock, clientauth.FetchOptions{AllowNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	reg := clientauth.Registration{ClientID: "orders", Workload: &clientauth.WorkloadIdentity{Issuer: clusterIssuer, Subject: saSubject, CAFile: ca}}
 	claims := func(change func(jwt.MapClaims)) jwt.MapClaims {
 		c := jwt.MapClaims{"iss": clusterIssuer, "sub": saSubject, "aud": []string{issuer},
 			"iat": t0.Add(-10 * time.Minute).Unix(), "nbf": t0.Add(-10 * time.Minute).Unix(), "exp": t0.Add(50 * time.Minute).Unix(),
@@ -86,6 +79,8 @@ func TestWorkloadCheck(t *testing.T) {
 		{Issuer: "https://k8s.example", Subject: ""},
 		{Issuer: "https://k8s.example", Subject: "a\nb"},
 		{Issuer: "https://k8s.example", Subject: saSubject, JWKSURI: "http://k8s.example/jwks"},
+		{Issuer: "https://k8s.example", Subject: saSubject, JWKSURI: "https://169.254.169.254/jwks"},
+		{Issuer: "https://[fe80::1]", Subject: saSubject},
 		{Issuer: "https://k8s.example", Subject: saSubject, CAFile: "/nonexistent/ca.crt"},
 		{Issuer: "https://k8s.example", Subject: saSubject, BearerTokenFile: "/nonexistent/token"},
 	} {
