@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
+	"github.com/snowtoken/snowtoken/internal/logtest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
@@ -455,5 +457,56 @@ func TestClientAssertionKeysUnreachable(t *testing.T) {
 	wantError(t, r, http.StatusServiceUnavailable, "temporarily_unavailable")
 	if r.Header.Get("Retry-After") == "" {
 		t.Error("no Retry-After")
+	}
+}
+
+// TestClientKeysUnavailableSignal: assertions of a client whose key server
+// hangs are 503, counted per client in
+// snowtoken_client_keys_unavailable_total and logged as such, and leave
+// snowtoken_unavailable_total, the Redis and ID-generator signal, at 0
+// (issue 34 finding 7: 57 of them raised it to 57 with Redis healthy, and
+// logged "unavailable").
+func TestClientKeysUnavailableSignal(t *testing.T) {
+	t.Parallel()
+	hung := make(chan struct{})
+	keys := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hung:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(keys.Close)
+	t.Cleanup(func() { close(hung) })
+	log := new(logtest.Buffer)
+	a := newAssertionEnv(t, nil, withFetch(clientauth.FetchOptions{Timeout: 200 * time.Millisecond}),
+		withLogger(slog.New(slog.NewJSONHandler(log, nil))))
+	_, sum, _ := token.NewClientSecret()
+	a.Server.Swap(a.Svc, a.clients(t, sum, keys.URL), handlers.Version{})
+	const n = 5
+	for range n {
+		r := a.asserted(t, "pk-uri", a.assertion(t, a.pkURI, "pk-uri", nil), nil, nil)
+		wantError(t, r, http.StatusServiceUnavailable, "temporarily_unavailable")
+	}
+	m := a.metrics(t)
+	if got := m[`snowtoken_client_keys_unavailable_total{client_id="pk-uri"}`]; got != strconv.Itoa(n) {
+		t.Errorf("snowtoken_client_keys_unavailable_total{client_id=\"pk-uri\"} = %q, want %d", got, n)
+	}
+	if got := m["snowtoken_unavailable_total"]; got != "0" {
+		t.Errorf("snowtoken_unavailable_total = %q, want 0: Redis and the ID generator are fine", got)
+	}
+	var keysLogged int
+	for _, rec := range log.Records(t) {
+		switch rec["msg"] {
+		case "unavailable":
+			t.Errorf("logged as the service unavailable: %v", rec)
+		case "client keys unavailable":
+			keysLogged++
+			if rec["client_id"] != "pk-uri" || rec["level"] != "WARN" {
+				t.Errorf("record %v: want WARN with client_id pk-uri", rec)
+			}
+		}
+	}
+	if keysLogged != n {
+		t.Errorf("%d records of client keys unavailable, want %d (internal/logsum summarises them in the server)", keysLogged, n)
 	}
 }

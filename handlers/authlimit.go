@@ -9,6 +9,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clientauth"
 )
 
 // authenticateClient is Clients.Authenticate behind the failed-authentication
@@ -35,7 +36,8 @@ func (s *Server) authenticateClient(c *gin.Context, id, secret, method string) (
 // instead of a 401. If Redis cannot record the failure, the answer is 503:
 // the failing path fails closed, the succeeding one does not depend on the
 // limiter. A failure of the service itself (token.ErrUnavailable, such as
-// the record of client assertions) is not the client's: not recorded.
+// the record of client assertions) or of a client's key server
+// (clientauth.ErrFetch) is not the client's: not recorded.
 func (s *Server) limited(c *gin.Context, id string, check func() (*token.Client, error)) (*token.Client, error) {
 	l := s.opts.AuthLimiter
 	if l == nil {
@@ -50,7 +52,7 @@ func (s *Server) limited(c *gin.Context, id string, check func() (*token.Client,
 	if err == nil {
 		return client, nil
 	}
-	if errors.Is(err, token.ErrUnavailable) {
+	if errors.Is(err, token.ErrUnavailable) || errors.Is(err, clientauth.ErrFetch) {
 		return nil, err
 	}
 	s.metrics.authFailures.Inc()

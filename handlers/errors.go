@@ -16,6 +16,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clientauth"
 )
 
 // Errors of the HTTP layer itself; the rest come from package token.
@@ -93,6 +94,11 @@ var answers = [...]answer{
 	{err: revfeed.ErrSnapshotsBusy, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
 		logMsg: "revocation snapshots at their bound", logLevel: slog.LevelWarn,
 		description: "the revocation feed serves as many snapshots at once as it may; retry later"},
+	// Not Redis: a client's key set cannot be fetched (its key server is
+	// down or refused); counted and logged per client where it happens
+	// (clientKeysUnavailable), not as the service unavailable.
+	{err: clientauth.ErrFetch, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
+		description: "this client's keys cannot be fetched from its key server (jwks_uri, or its workload issuer's) now; retry later"},
 	// Every one counted: the log summarises repeats (internal/logsum).
 	{err: token.ErrUnavailable, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
 		logMsg: "unavailable", logLevel: slog.LevelWarn, unavailable: true,

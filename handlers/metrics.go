@@ -25,7 +25,11 @@ type metrics struct {
 	// requests the failed-authentication limit refused, by key kind.
 	authFailures prometheus.Counter
 	rateLimited  *prometheus.CounterVec
-	series       map[string]*byStatus // by route; read-only once serving
+	// clientKeys counts, by client, the assertions answered 503 because
+	// the client's key set could not be fetched: its key server's
+	// failure, not Redis's (redisErrors).
+	clientKeys *prometheus.CounterVec
+	series     map[string]*byStatus // by route; read-only once serving
 }
 
 // newMetrics registers the handlers' series in reg. clients returns the
@@ -54,6 +58,10 @@ func newMetrics(reg *prometheus.Registry, ids IDs, clients func() *token.Clients
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "snowtoken_auth_rate_limited_total", Help: "Requests refused (429) by the failed-authentication limit, by the key that was limited (client or address).",
 		}, []string{"limited_by"}),
+		clientKeys: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "snowtoken_client_keys_unavailable_total",
+			Help: "Client assertions answered 503 because the client's key set could not be fetched (its jwks_uri, or its workload issuer's keys), by client: the key server's failure, not Redis's.",
+		}, []string{"client_id"}),
 	}
 	waits := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "snowtoken_id_generator_waits_total", Help: "ID requests that waited for a used-up millisecond.",
@@ -61,7 +69,7 @@ func newMetrics(reg *prometheus.Registry, ids IDs, clients func() *token.Clients
 	rollbacks := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "snowtoken_id_clock_rollbacks_total", Help: "ID requests that found the clock behind the last issued ID.",
 	}, func() float64 { return float64(ids.Stats().Rollbacks) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.issued, m.validations, m.redisErrors, m.authFailures, m.rateLimited, waits, rollbacks,
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.issued, m.validations, m.redisErrors, m.authFailures, m.rateLimited, m.clientKeys, waits, rollbacks,
 		secretExpiry{clients},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {

@@ -109,7 +109,9 @@ func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, e
 // identity token's are not, so its client must send client_id). A
 // malformed request is invalid_request; every refusal of the assertion is
 // invalid_client, counted by the failed-authentication limit as a wrong
-// secret is; the replay record failing is token.ErrUnavailable (503).
+// secret is; the replay record failing is token.ErrUnavailable (503); a
+// key set that cannot be fetched is clientauth.ErrFetch (503 too, counted
+// and logged as the client's key server's failure: clientKeysUnavailable).
 func (s *Server) assertedClient(c *gin.Context, formID, typ, assertion string) (*token.Client, error) {
 	switch {
 	case typ == "" || assertion == "":
@@ -136,6 +138,9 @@ func (s *Server) assertedClient(c *gin.Context, formID, typ, assertion string) (
 			return nil, fmt.Errorf("%w: client_id is required with a workload identity token", token.ErrInvalidClient)
 		}
 		if err := s.assertions.Verify(c.Request.Context(), reg, assertion); err != nil {
+			if errors.Is(err, clientauth.ErrFetch) {
+				s.clientKeysUnavailable(id, err)
+			}
 			return nil, assertionError(err)
 		}
 		return client, nil
@@ -143,17 +148,32 @@ func (s *Server) assertedClient(c *gin.Context, formID, typ, assertion string) (
 }
 
 // assertionError is how the handlers answer clientauth's err: the replay
-// record's failure and a key set that cannot be fetched are the service's
-// (503 with Retry-After, not counted against the failed-authentication
-// limit: a key server down is no one's guess at a credential, and must not
-// push the other clients of the network into 429), the rest are the
-// client's (invalid_client) with clientauth's own text.
+// record's failure is the service's (token.ErrUnavailable: 503, counted as
+// Redis unavailable), a key set that cannot be fetched the client's key
+// server's (clientauth.ErrFetch, its own row of answers: 503 with
+// Retry-After), neither counted against the failed-authentication limit
+// (a key server down is no one's guess at a credential, and must not push
+// the other clients of the network into 429); the rest are the client's
+// (invalid_client) with clientauth's own text.
 func assertionError(err error) error {
 	switch {
-	case errors.Is(err, clientauth.ErrUnavailable), errors.Is(err, clientauth.ErrFetch):
+	case errors.Is(err, clientauth.ErrFetch):
+		return err
+	case errors.Is(err, clientauth.ErrUnavailable):
 		return fmt.Errorf("%w: %w", token.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%w: %w", token.ErrInvalidClient, err)
+}
+
+// clientKeysUnavailable counts and logs an assertion of client id refused
+// because its key set could not be fetched: its own signal
+// (snowtoken_client_keys_unavailable_total, a warning "client keys
+// unavailable" that internal/logsum summarises per key server), never
+// Redis's, which anyone could otherwise raise while some client's key
+// server is down.
+func (s *Server) clientKeysUnavailable(id string, err error) {
+	s.metrics.clientKeys.WithLabelValues(id).Inc()
+	s.log.Warn("client keys unavailable", "client_id", id, "err", err)
 }
 
 // clientForm reads the form of an OAuth2 endpoint and the client it authenticates.
