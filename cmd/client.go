@@ -52,6 +52,11 @@ var clientSubs = []clientSub{
 	{"set-dpop", "-file F -id ID -bound=true|false" + replicasSynopsis,
 		"Require a DPoP proof with every token request of a client, so that all of its tokens are\n" +
 			"bound to a key it holds (dpop_bound_access_tokens), or stop requiring it.", clientSetDPoPCmd},
+	{"refresh-keys", "-file F -id ID" + replicasSynopsis,
+		"Make the replicas drop the keys they fetched for a client whose keys are at a URL (jwks_uri,\n" +
+			"workload_identity) and fetch them again at its next assertion: for a key taken out of the\n" +
+			"set (compromised) before the cache's 5 minutes pass. It writes keys_refreshed into F; every\n" +
+			"replica that loads F drops them, which -replicas waits for.", clientRefreshKeysCmd},
 	{"list", "-file F",
 		"Check the clients file F as the issuer does and list its clients.", clientListCmd},
 	{"disable", "-file F -id ID [-revoke]" + replicasSynopsis,

@@ -62,6 +62,7 @@ func (a *authFlags) apply(cmd string, c *token.Client) (secret string, err error
 	case *a.jwksFile != "" && *a.jwksURI != "":
 		return "", usageErrorf(cmd, "give -jwks-file or -jwks-uri, not both")
 	}
+	c.KeysRefreshed = time.Time{} // of the keys the client had
 	switch {
 	case workload:
 		dropSecret(c)
@@ -140,4 +141,37 @@ func printNewClient(w io.Writer, c token.Client, secret string) {
 		return
 	}
 	fmt.Fprintf(w, "client_id: %s\n(no secret: it authenticates by %s; see docs/clients.md)\n", c.ID, c.Method())
+}
+
+// clientRefreshKeysCmd makes the replicas fetch a client's keys again: see
+// clientSubs. The entry's keys_refreshed changes (to now, or a second past
+// its value, so that two runs within a second both change it), and a
+// reload drops the fetched keys of a client whose entry changed
+// (token.Clients.KeysChanged).
+func clientRefreshKeysCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]string, now time.Time) error {
+	file, id := clientFileFlags(f)
+	replicas := addReplicaFlags(f)
+	if err := f.parse(args, "file", "id"); err != nil {
+		return err
+	}
+	var stamp time.Time
+	w, err := editClient(ctx, f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
+		c := &cf.Clients[i]
+		if c.JWKSURI == "" && c.WorkloadIdentity == nil {
+			return fmt.Errorf("%s: client %q has no keys at a URL (no jwks_uri, no workload_identity): nothing is fetched for it", f.Name(), c.ID)
+		}
+		stamp = expiry(now, 0)
+		if !stamp.After(c.KeysRefreshed) {
+			stamp = c.KeysRefreshed.Add(time.Second)
+		}
+		c.KeysRefreshed = stamp
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f.stdout, "wrote %s: client %q keys_refreshed %s: each replica that loads it drops the keys it fetched for the client, and fetches them at its next assertion\n",
+		*file, *id, stamp.Format(time.RFC3339))
+	w.report(ctx, f.stdout, replicas)
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -22,16 +23,23 @@ func run(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// jwksAndClients writes testJWKS to a file in a new directory, and names a
+// clients file beside it.
+func jwksAndClients(t *testing.T) (keys, file string) {
+	t.Helper()
+	dir := t.TempDir()
+	keys = filepath.Join(dir, "jwks.json")
+	if err := os.WriteFile(keys, []byte(testJWKS), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keys, filepath.Join(dir, "clients.json")
+}
+
 // TestClientNewAuth: `client new` makes a private_key_jwt client (keys
 // inline or at a URL) or a workload identity client, with no secret, and
 // refuses flags that do not go together.
 func TestClientNewAuth(t *testing.T) {
-	dir := t.TempDir()
-	keys := filepath.Join(dir, "jwks.json")
-	if err := os.WriteFile(keys, []byte(testJWKS), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dir, "clients.json")
+	keys, file := jwksAndClients(t)
 	for _, args := range [][]string{
 		{"-id", "pk", "-jwks-file", keys},
 		{"-id", "pk-uri", "-auth-method", "private_key_jwt", "-jwks-uri", "https://keys.example/jwks"},
@@ -89,7 +97,7 @@ func TestClientNewAuth(t *testing.T) {
 		{"-auth-method", "none"},
 		{"-workload-issuer", "https://k8s.example"},
 		{"-jwks-file", keys, "-secret-valid-for", "1h"},
-		{"-jwks-file", filepath.Join(dir, "missing.json")},
+		{"-jwks-file", filepath.Join(filepath.Dir(keys), "missing.json")},
 	} {
 		if out, err := run(t, append([]string{"client", "new", "-id", "bad", "-scopes", "a"}, bad...)...); err == nil {
 			t.Errorf("client new %v: no error; printed:\n%s", bad, out)
@@ -177,5 +185,62 @@ func TestClientDPoPBound(t *testing.T) {
 	}
 	if _, err := run(t, "client", "set-dpop", "-file", file, "-id", "b"); err == nil {
 		t.Error("set-dpop without -bound: no error")
+	}
+}
+
+// TestClientRefreshKeys: `client refresh-keys` changes a fetched-keys
+// client's keys_refreshed at every run, even twice within a second, which
+// the issuer reads; a client whose keys are in the file, or that has a
+// secret, is refused and the file left as it was; set-auth clears it.
+func TestClientRefreshKeys(t *testing.T) {
+	keys, file := jwksAndClients(t)
+	for _, args := range [][]string{
+		{"-id", "uri", "-jwks-uri", "https://keys.example/jwks"},
+		{"-id", "orders", "-workload-issuer", "https://k8s.example", "-workload-subject", "system:serviceaccount:a:b"},
+		{"-id", "inline", "-jwks-file", keys},
+		{"-id", "post", "-auth-method", "client_secret_post"},
+	} {
+		if _, err := run(t, append([]string{"client", "new", "-file", file, "-scopes", "a"}, args...)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refreshed := func(id string) time.Time {
+		t.Helper()
+		cs, err := token.LoadClients(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return byID(t, cs, id).KeysRefreshed
+	}
+	start := time.Now().UTC().Truncate(time.Second)
+	var last time.Time
+	for i := range 3 {
+		out, err := run(t, "client", "refresh-keys", "-file", file, "-id", "uri")
+		if err != nil || !strings.Contains(out, "keys_refreshed") {
+			t.Fatalf("refresh-keys: %v\n%s", err, out)
+		}
+		got := refreshed("uri")
+		if got.Before(start) || !got.After(last) {
+			t.Errorf("run %d: keys_refreshed %v after %v: want a later one each time, from %v on", i+1, got, last, start)
+		}
+		last = got
+	}
+	if _, err := run(t, "client", "refresh-keys", "-file", file, "-id", "orders"); err != nil || refreshed("orders").IsZero() {
+		t.Errorf("refresh-keys of a workload: %v, keys_refreshed %v", err, refreshed("orders"))
+	}
+	before, _ := os.ReadFile(file)
+	for _, id := range []string{"inline", "post", "nobody"} {
+		if out, err := run(t, "client", "refresh-keys", "-file", file, "-id", id); err == nil {
+			t.Errorf("refresh-keys -id %s: no error\n%s", id, out)
+		}
+	}
+	if after, _ := os.ReadFile(file); !bytes.Equal(before, after) {
+		t.Error("a refused refresh-keys changed the file")
+	}
+	if _, err := run(t, "client", "set-auth", "-file", file, "-id", "uri", "-auth-method", "client_secret_basic"); err != nil {
+		t.Fatalf("set-auth to a secret after refresh-keys: %v", err)
+	}
+	if got := refreshed("uri"); !got.IsZero() {
+		t.Errorf("set-auth kept keys_refreshed %v", got)
 	}
 }

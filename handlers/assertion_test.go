@@ -510,3 +510,72 @@ func TestClientKeysUnavailableSignal(t *testing.T) {
 		t.Errorf("%d records of client keys unavailable, want %d (internal/logsum summarises them in the server)", keysLogged, n)
 	}
 }
+
+// rotatingKeys is a jwks_uri whose key set a test replaces.
+type rotatingKeys struct {
+	set  atomic.Pointer[json.RawMessage]
+	hits atomic.Int32
+	*httptest.Server
+}
+
+func newRotatingKeys(tb testing.TB, set json.RawMessage) *rotatingKeys {
+	k := &rotatingKeys{}
+	k.set.Store(&set)
+	k.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k.hits.Add(1)
+		w.Write(*k.set.Load())
+	}))
+	tb.Cleanup(k.Close)
+	return k
+}
+
+// TestClientAssertionsReloadDropsKeys: a client's key is compromised and
+// taken out of its jwks_uri's set. A reload that changes the client's
+// entry drops the set fetched for it, so that an assertion signed with the
+// old key is refused at once, not once the cache's TTL has passed (issue
+// 34 finding 11): the jwks_uri moves to another URL and back within the
+// TTL; then, at one URL throughout, the operator changes keys_refreshed
+// alone (client refresh-keys).
+func TestClientAssertionsReloadDropsKeys(t *testing.T) {
+	t.Parallel()
+	a := newAssertionEnv(t, nil)
+	_, sum, _ := token.NewClientSecret()
+	compromised := a.pkURI
+	_, edPriv, _ := ed25519.GenerateKey(rand.Reader)
+	next := signer{jwt.SigningMethodEdDSA, "pk-uri-2", edPriv}
+	keys := newRotatingKeys(t, compromised.jwks(t))
+	a.Server.Swap(a.Svc, a.clients(t, sum, keys.URL), handlers.Version{})
+	tokenClient(t, a.asserted(t, "pk-uri", a.assertion(t, compromised, "pk-uri", nil), nil, nil))
+
+	rotated := next.jwks(t)
+	keys.set.Store(&rotated) // the compromised key is taken out
+	a.Server.Swap(a.Svc, a.clients(t, sum, keys.URL+"/v2"), handlers.Version{})
+	a.Server.Swap(a.Svc, a.clients(t, sum, keys.URL), handlers.Version{})
+	wantError(t, a.asserted(t, "pk-uri", a.assertion(t, compromised, "pk-uri", nil), nil, nil), http.StatusUnauthorized, "invalid_client")
+	tokenClient(t, a.asserted(t, "pk-uri", a.assertion(t, next, "pk-uri", nil), nil, nil))
+	if got := keys.hits.Load(); got != 2 {
+		t.Errorf("%d fetches, want 2: before the rotation, and after the reloads", got)
+	}
+
+	// The same URL throughout: the operator runs client refresh-keys,
+	// which changes the entry's keys_refreshed alone.
+	_, edPriv3, _ := ed25519.GenerateKey(rand.Reader)
+	third := signer{jwt.SigningMethodEdDSA, "pk-uri-3", edPriv3}
+	tokenClient(t, a.asserted(t, "pk-uri", a.assertion(t, next, "pk-uri", nil), nil, nil)) // cached
+	rotatedAgain := third.jwks(t)
+	keys.set.Store(&rotatedAgain)                                                          // next is taken out
+	tokenClient(t, a.asserted(t, "pk-uri", a.assertion(t, next, "pk-uri", nil), nil, nil)) // still cached, until the TTL
+	list := a.clients(t, sum, keys.URL).All()
+	for i := range list {
+		if list[i].ID == "pk-uri" {
+			list[i].KeysRefreshed = a.Clock.Now().UTC().Truncate(time.Second)
+		}
+	}
+	refreshed, err := token.NewClients(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Server.Swap(a.Svc, refreshed, handlers.Version{})
+	wantError(t, a.asserted(t, "pk-uri", a.assertion(t, next, "pk-uri", nil), nil, nil), http.StatusUnauthorized, "invalid_client")
+	tokenClient(t, a.asserted(t, "pk-uri", a.assertion(t, third, "pk-uri", nil), nil, nil))
+}

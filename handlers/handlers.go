@@ -288,8 +288,18 @@ func (s *Server) Engine() *gin.Engine { return s.engine }
 // requests that begin from now on; those under way finish with the set they
 // began with. svc must share the session store and ID generator of the
 // Service in Options (token.Service.WithKeys). Calls must not overlap.
+//
+// The key sets fetched for the clients that clients removes or whose entry
+// it changes (token.Clients.KeysChanged) are dropped first, so that no
+// request on the new set, nor one begun on the old set after this call,
+// checks an assertion against keys fetched before the change.
 func (s *Server) Swap(svc *token.Service, clients *token.Clients, v Version) {
 	n := *s.current.Load()
+	if s.assertions != nil {
+		for _, reg := range n.clients.KeysChanged(clients) {
+			s.assertions.Forget(reg)
+		}
+	}
 	n.svc, n.clients, n.version = svc, clients, v
 	if n.nonces != nil {
 		n.nonces = &nonces{key: svc.Keys().Secret("dpop nonce")}

@@ -27,6 +27,9 @@ var AuthMethods = []string{AuthSecretBasic, AuthSecretPost, AuthPrivateKeyJWT}
 // agree, and parses its inline key set.
 func (c *Client) checkMethod() error {
 	hasKeys := len(c.JWKS) > 0 || c.JWKSURI != ""
+	if !c.KeysRefreshed.IsZero() && c.JWKSURI == "" && c.WorkloadIdentity == nil {
+		return errors.New("keys_refreshed is for a client whose keys are fetched: jwks_uri or workload_identity")
+	}
 	switch m := c.TokenEndpointAuthMethod; {
 	case c.WorkloadIdentity != nil:
 		if m != "" || hasKeys {

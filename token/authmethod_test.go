@@ -29,6 +29,8 @@ func TestAuthMethods(t *testing.T) {
 		{"private_key_jwt, jwks_uri", `"token_endpoint_auth_method": "private_key_jwt", "jwks_uri": "https://keys.example/jwks"`, AuthPrivateKeyJWT, ""},
 		{"private_key_jwt, jwks_uri on localhost", `"token_endpoint_auth_method": "private_key_jwt", "jwks_uri": "http://127.0.0.1:9/jwks"`, AuthPrivateKeyJWT, ""},
 		{"workload identity", `"workload_identity": ` + testWorkload, AuthWorkloadIdentity, ""},
+		{"keys_refreshed, jwks_uri", `"token_endpoint_auth_method": "private_key_jwt", "jwks_uri": "https://keys.example/jwks", "keys_refreshed": "2026-11-28T10:00:00Z"`, AuthPrivateKeyJWT, ""},
+		{"keys_refreshed, workload identity", `"workload_identity": ` + testWorkload + `, "keys_refreshed": "2026-11-28T10:00:00Z"`, AuthWorkloadIdentity, ""},
 
 		{"no secret, no method", ``, "", "secret_sha256 is required"},
 		{"unknown method", `"secret_sha256": "` + good + `", "token_endpoint_auth_method": "tls_client_auth"`, "", "token_endpoint_auth_method"},
@@ -45,6 +47,9 @@ func TestAuthMethods(t *testing.T) {
 		{"workload identity with a secret", `"secret_sha256": "` + good + `", "workload_identity": ` + testWorkload, "", "no secret"},
 		{"workload identity with jwks", `"jwks": ` + testJWKS + `, "workload_identity": ` + testWorkload, "", "workload_identity"},
 		{"workload identity without a subject", `"workload_identity": {"issuer": "https://k8s.example"}`, "", "subject"},
+		{"keys_refreshed, inline jwks", `"token_endpoint_auth_method": "private_key_jwt", "jwks": ` + testJWKS + `, "keys_refreshed": "2026-11-28T10:00:00Z"`, "", "keys_refreshed"},
+		{"keys_refreshed, a secret", `"secret_sha256": "` + good + `", "keys_refreshed": "2026-11-28T10:00:00Z"`, "", "keys_refreshed"},
+		{"jwks_uri on the metadata address", `"token_endpoint_auth_method": "private_key_jwt", "jwks_uri": "https://169.254.169.254/latest/meta-data/"`, "", "link-local"},
 		{"workload identity, unknown field", `"workload_identity": {"issuer": "https://k8s.example", "subject": "s", "audience": "x"}`, "", "audience"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package token
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -95,6 +96,13 @@ type Client struct {
 	// Kubernetes projected service-account token: no secret, no keys of
 	// its own.
 	WorkloadIdentity *clientauth.WorkloadIdentity `json:"workload_identity,omitempty"`
+	// KeysRefreshed, for a client whose keys are fetched (JWKSURI,
+	// WorkloadIdentity), is when an operator last had them dropped
+	// (`snowtoken client refresh-keys`): a reload that finds a client's
+	// entry changed in any way, this field or another, drops the key sets
+	// fetched for it, and its next assertion fetches them again
+	// (KeysChanged). Zero means never.
+	KeysRefreshed time.Time `json:"keys_refreshed,omitzero"`
 
 	keys        *clientauth.KeySet // JWKS, parsed
 	secretSum   [sha256.Size]byte
@@ -386,6 +394,35 @@ func (cs *Clients) Dropped(next *Clients) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// KeysChanged returns the registrations, in cs, of the clients whose keys
+// are fetched (jwks_uri, workload_identity) and that next removes or whose
+// entry it changes in any way (a field of the clients file, keys_refreshed
+// among them): a reload from cs to next drops the key sets fetched for
+// them (clientauth.Verifier.Forget), so that a key taken out of a set is
+// refused at once, not once the cache's TTL has passed.
+func (cs *Clients) KeysChanged(next *Clients) []clientauth.Registration {
+	var out []clientauth.Registration
+	for id, c := range cs.byID {
+		reg, ok := c.Assertion()
+		if !ok || reg.Keys != nil {
+			continue
+		}
+		if n, ok := next.byID[id]; !ok || !sameEntry(c, n) {
+			out = append(out, reg)
+		}
+	}
+	slices.SortFunc(out, func(a, b clientauth.Registration) int { return strings.Compare(a.ClientID, b.ClientID) })
+	return out
+}
+
+// sameEntry reports whether a and b are the same entry of the clients
+// file: the same fields, as the file writes them.
+func sameEntry(a, b *Client) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // All returns a copy of every client, sorted by ID.

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/snowtoken/snowtoken/token/clientauth"
 )
 
 // SHA256Hex returns the hex SHA-256 of s, as the clients file stores a secret.
@@ -472,5 +475,49 @@ func TestClientsDropped(t *testing.T) {
 	}
 	if got := after.Dropped(after); len(got) != 0 {
 		t.Errorf("Dropped of the same set = %v, want none", got)
+	}
+}
+
+// TestClientsKeysChanged: the clients whose fetched keys a reload drops:
+// those with a jwks_uri or a workload identity that the new set removes
+// or changes in any way (keys_refreshed alone too); never one with inline
+// keys or a secret, nor one left as it was.
+func TestClientsKeysChanged(t *testing.T) {
+	uri := func(id, u string) Client {
+		return Client{ID: id, TokenEndpointAuthMethod: AuthPrivateKeyJWT, JWKSURI: u}
+	}
+	workload := func(id, sub string) Client {
+		return Client{ID: id, WorkloadIdentity: &clientauth.WorkloadIdentity{Issuer: "https://k8s.example", Subject: sub}}
+	}
+	mk := func(cs ...Client) *Clients {
+		c, err := NewClients(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	refreshed := uri("refreshed", "https://keys.example/r")
+	refreshed.KeysRefreshed = time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	scoped := uri("scoped", "https://keys.example/s")
+	scoped.Scopes = []string{"a"}
+	before := mk(uri("same", "https://keys.example/same"), uri("moved", "https://keys.example/m"), uri("refreshed", "https://keys.example/r"),
+		uri("scoped", "https://keys.example/s"), uri("removed", "https://keys.example/x"), workload("wl", "system:serviceaccount:a:b"),
+		workload("wl-same", "s"), Client{ID: "inline", TokenEndpointAuthMethod: AuthPrivateKeyJWT, JWKS: json.RawMessage(testJWKS)},
+		Client{ID: "secret", SecretSHA256: SHA256Hex("s")})
+	after := mk(uri("same", "https://keys.example/same"), uri("moved", "https://keys.example/m2"), refreshed, scoped,
+		workload("wl", "system:serviceaccount:a:c"), workload("wl-same", "s"),
+		Client{ID: "inline", TokenEndpointAuthMethod: AuthPrivateKeyJWT, JWKS: json.RawMessage(testJWKS), Scopes: []string{"b"}},
+		Client{ID: "secret", SecretSHA256: SHA256Hex("t")})
+	var got []string
+	for _, reg := range before.KeysChanged(after) {
+		got = append(got, reg.ClientID+" "+reg.JWKSURI)
+	}
+	want := []string{"moved https://keys.example/m", "refreshed https://keys.example/r", "removed https://keys.example/x",
+		"scoped https://keys.example/s", "wl "}
+	if !slices.Equal(got, want) {
+		t.Errorf("KeysChanged = %q, want %q (the registrations before)", got, want)
+	}
+	if got := after.KeysChanged(after); len(got) != 0 {
+		t.Errorf("KeysChanged of the same set = %v, want none", got)
 	}
 }
