@@ -3,6 +3,7 @@ module github.com/snowtoken/snowtoken
 go 1.26.8
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	filippo.io/edwards25519 v1.2.0
 	github.com/KimMachineGun/automemlimit v1.0.1
 	github.com/alicebob/miniredis/v2 v2.40.0
@@ -33,7 +34,6 @@ require (
 )
 
 require (
-	code.dny.dev/ssrf v0.3.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bytedance/gopkg v0.1.3 // indirect
 	github.com/bytedance/sonic v1.15.0 // indirect
