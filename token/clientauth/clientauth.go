@@ -21,7 +21,10 @@
 //	aud, exp (required), nbf, iat (with Leeway) → lifetime bound → jti (replay)
 //
 // The keys of a URL are cached by the Fetcher, which the caller keeps across
-// reloads of its clients: a set whose URL is unchanged is not fetched again.
+// reloads of its clients: a set whose URL is unchanged is not fetched again,
+// unless the reload changed the client (the caller drops its set with
+// Verifier.Forget). A fetch connects only where the address rules allow
+// (address.go): a URL the operator wrote, or one a discovery document names.
 // A set's life, per Source (URL, issuer, CA file, token file):
 //
 //	first use ──fetch──▶ fresh for TTL (5 min) ──▶ the next use fetches again
@@ -165,7 +168,7 @@ func (v *Verifier) Fetcher() *Fetcher { return v.fetcher }
 // Forget drops the key set fetched for reg, if its keys are fetched: the
 // next assertion fetches it again (Fetcher.Forget).
 func (v *Verifier) Forget(reg Registration) {
-	if src, err := reg.source(); err == nil && reg.Keys == nil {
+	if src, err := reg.source(); err == nil {
 		v.fetcher.Forget(src)
 	}
 }

@@ -67,7 +67,8 @@ type Source struct {
 
 // Fetcher fetches key sets and caches them by Source. Sources come from the
 // clients file, never from a request, so the cache holds as many sets as
-// the file names (and those it named before a reload, which are few).
+// the file names (a reload that changes or removes a client drops its set:
+// Forget).
 type Fetcher struct {
 	opts FetchOptions
 	mu   sync.Mutex
