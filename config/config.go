@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -269,13 +270,7 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.WorkloadMaxLifetime > clientauth.MaxMaxWorkloadLifetime {
 		bad("SNOWTOKEN_WORKLOAD_TOKEN_MAX_LIFETIME", c.WorkloadMaxLifetime.String(), fmt.Errorf("want at most %v", clientauth.MaxMaxWorkloadLifetime))
 	}
-	for _, n := range list(getenv("SNOWTOKEN_KEY_FETCH_ALLOW_NETS")) {
-		if p, err := parseNet(n); err != nil {
-			bad("SNOWTOKEN_KEY_FETCH_ALLOW_NETS", n, err)
-		} else {
-			c.KeyFetchAllowNets = append(c.KeyFetchAllowNets, p)
-		}
-	}
+	c.KeyFetchAllowNets = networks(getenv, "SNOWTOKEN_KEY_FETCH_ALLOW_NETS", bad)
 	c.RevlogThreshold, c.RevlogPeriod = revlog.DefaultThreshold, revlog.DefaultPeriod
 	for _, r := range []struct {
 		name string
@@ -450,19 +445,6 @@ func list(v string) []string {
 		}
 	}
 	return out
-}
-
-// parseNet reads a CIDR (10.0.0.0/8) or an address (10.0.0.5, as a /32).
-func parseNet(s string) (netip.Prefix, error) {
-	if p, err := netip.ParsePrefix(s); err == nil {
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" {
-		return netip.Prefix{}, errors.New("want an IP address or a CIDR such as 10.96.0.0/12")
-	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 func or(v, def string) string {

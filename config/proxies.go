@@ -34,11 +34,35 @@ func loadProxies(getenv func(string) string, bad func(name, v string, err error)
 func addresses(getenv func(string) string, name string, bad func(name, v string, err error)) []string {
 	out := list(getenv(name))
 	for _, p := range out {
-		if _, err := netip.ParsePrefix(p); err != nil {
-			if _, err := netip.ParseAddr(p); err != nil {
-				bad(name, p, errors.New("want an IP address or a CIDR such as 10.0.0.0/8"))
-			}
+		if _, err := parseNet(p); err != nil {
+			bad(name, p, err)
 		}
 	}
 	return out
+}
+
+// networks reads variable name as addresses does, as prefixes.
+func networks(getenv func(string) string, name string, bad func(name, v string, err error)) []netip.Prefix {
+	var out []netip.Prefix
+	for _, n := range list(getenv(name)) {
+		if p, err := parseNet(n); err != nil {
+			bad(name, n, err)
+		} else {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseNet reads a CIDR (10.0.0.0/8) or an address (10.0.0.5, as a /32).
+func parseNet(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, errors.New("want an IP address or a CIDR such as 10.0.0.0/8")
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
