@@ -773,34 +773,14 @@ func mustRead(tb testing.TB, path string) []byte {
 // the old.
 func setAudiences(tb testing.TB, path, id string, auds ...string) {
 	tb.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var file struct {
-		Clients []map[string]any `json:"clients"`
-	}
-	if err := json.Unmarshal(data, &file); err != nil {
-		tb.Fatal(err)
-	}
 	found := false
-	for _, c := range file.Clients {
+	editClients(tb, path, func(c map[string]any) {
 		if c["id"] == id {
 			c["audiences"], found = auds, true
 		}
-	}
+	})
 	if !found {
 		tb.Fatalf("no client %q in %s", id, path)
-	}
-	if data, err = json.MarshalIndent(file, "", "  "); err != nil {
-		tb.Fatal(err)
-	}
-	staged := path + ".new"
-	if err := os.WriteFile(staged, data, 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Rename(staged, path); err != nil {
-		tb.Fatal(err)
 	}
 }
 

@@ -134,7 +134,7 @@ func (s *stream) reset() error {
 
 // flush writes the buffer within WriteTimeout.
 func (s *stream) flush() error {
-	if err := s.rc.SetWriteDeadline(time.Now().Add(s.f.opts.WriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err := s.f.writeWithin(s.rc); err != nil {
 		return err
 	}
 	if _, err := s.w.Write(s.buf); err != nil {
@@ -142,4 +142,16 @@ func (s *stream) flush() error {
 	}
 	s.buf = s.buf[:0]
 	return s.rc.Flush()
+}
+
+// writeWithin gives the write that follows WriteTimeout from now: the
+// server's own write deadline (http.Server.WriteTimeout, 10 s in
+// cmd/server) was set when the request was read, and a stream or a poll
+// that waited outlives it. A writer without deadlines (httptest's
+// recorder) is left as it is.
+func (f *Feed) writeWithin(rc *http.ResponseController) error {
+	if err := rc.SetWriteDeadline(time.Now().Add(f.opts.WriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
 }

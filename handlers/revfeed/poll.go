@@ -101,17 +101,26 @@ func (f *Feed) Poll(w http.ResponseWriter, r *http.Request, body io.Reader) erro
 		}
 		defer f.subs.Add(-1)
 	}
+	rc := http.NewResponseController(w)
 	deadline := time.NewTimer(f.opts.PollWait)
 	defer deadline.Stop()
 	for {
 		changed := f.opts.Source.Changed()
 		st := f.opts.Source.Status(f.opts.Now())
 		evs, ok := f.opts.Source.Since(pos, limit+1)
+		answer := !ok || len(evs) > 0 && limit > 0 || req.ReturnImmediately || limit == 0
+		// The server's write deadline passed during a long wait: the answer
+		// gets WriteTimeout from now, as a stream's writes do.
+		if answer {
+			if err := f.writeWithin(rc); err != nil {
+				return err
+			}
+		}
 		if !ok {
 			resp.Reset = true
 			return f.writePoll(w, &resp)
 		}
-		if len(evs) > 0 && limit > 0 || req.ReturnImmediately || limit == 0 {
+		if answer {
 			if len(evs) > limit {
 				evs, resp.MoreAvailable = evs[:limit], true
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -141,4 +142,96 @@ func TestPollRefuses(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want 400", tc.ct, tc.body, resp.StatusCode, b)
 		}
 	}
+}
+
+// answered is the answer to a poll.
+type answered struct {
+	status int
+	header http.Header
+	body   []byte
+	err    error
+}
+
+// code is the OAuth2 error code of a refusal.
+func (a answered) code() string {
+	var e struct{ Error string }
+	_ = json.Unmarshal(a.body, &e)
+	return e.Error
+}
+
+// pollAsync sends POST /revocations/poll as client id with body; its answer
+// comes on the returned channel.
+func (is *issuer) pollAsync(t *testing.T, ctx context.Context, id, body string) <-chan answered {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, is.URL+"/revocations/poll", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(id, is.creds[id])
+	req.Header.Set("Content-Type", "application/json")
+	out := make(chan answered, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			out <- answered{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		out <- answered{status: resp.StatusCode, header: resp.Header, body: b, err: err}
+	}()
+	return out
+}
+
+// await waits for a poll's answer, at most wait.
+func await(t *testing.T, res <-chan answered, wait time.Duration) answered {
+	t.Helper()
+	select {
+	case a := <-res:
+		return a
+	case <-time.After(wait):
+		t.Fatalf("no answer within %v", wait)
+	}
+	return answered{}
+}
+
+// withWriteTimeout serves is again behind an http.Server with a write
+// timeout, as cmd/server's has (10 s there).
+func (is *issuer) withWriteTimeout(t *testing.T, d time.Duration) {
+	srv := httptest.NewUnstartedServer(is.server.Engine())
+	srv.Config.WriteTimeout = d
+	srv.Start()
+	t.Cleanup(srv.Close)
+	is.URL = srv.URL
+}
+
+// TestPollOutlastsWriteTimeout checks that a waiting poll is answered
+// after the server's write timeout has passed: at the end of its wait with
+// the heartbeat, and with an event that comes after it. Before the fix the server's
+// deadline, set when the request was read, made each an empty reply
+// (issue 34, finding 1; e2e's TestFeedLongPollRealServer has the real
+// server's 10 s).
+func TestPollOutlastsWriteTimeout(t *testing.T) {
+	const writeTimeout, pollWait = 200 * time.Millisecond, 600 * time.Millisecond
+	src := revfeedtest.New(true)
+	ev := add(src, revlog.KindToken, "1")
+	is := newIssuer(t, src, revfeed.Options{PollWait: pollWait})
+	is.withWriteTimeout(t, writeTimeout)
+	body := `{"ack":["` + ev.ID + `"]}`
+
+	a := await(t, is.pollAsync(t, t.Context(), "api", body), hangGuard)
+	var pr revfeed.PollResponse
+	if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &pr) != nil || len(pr.Sets) != 0 || pr.Heartbeat == "" {
+		t.Fatalf("a poll on a quiet log: %d %s %v, want 200 with no SET and the heartbeat", a.status, a.body, a.err)
+	}
+
+	res := is.pollAsync(t, t.Context(), "api", body)
+	is.waitGauge(t, 1)
+	time.Sleep(2 * writeTimeout) // what is tested: the event comes past the server's deadline
+	second := add(src, revlog.KindToken, "2")
+	a = await(t, res, hangGuard)
+	if pr = (revfeed.PollResponse{}); a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &pr) != nil || pr.Sets[second.ID] == "" {
+		t.Fatalf("an event past the write timeout: %d %s %v, want 200 with its SET", a.status, a.body, a.err)
+	}
+
 }

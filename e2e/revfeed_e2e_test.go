@@ -1,0 +1,214 @@
+package e2e
+
+// The tests in this file check the revocation feed (package revfeed,
+// docs/api.md#revocation-feed) as the real issuer serves it: the binary,
+// with the http.Server cmd/server builds (its read and write timeouts, its
+// connection cap), its follower of a redis-server of the test's own, and
+// live reloads of its clients file. The feed's own tests serve through
+// httptest, which has neither timeouts nor a cap (issue 34, findings 1 to 3).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/snowtoken/snowtoken/handlers/revfeed"
+)
+
+// startFeedIssuer starts an issuer serving the revocation feed, on a
+// redis-server of its own, with fleetCreds's clients and the feed clients
+// ids (revocation_feed), and more variables as name, value pairs. Its
+// follower's threshold is 2 s, so that a loaded machine does not make it
+// stale (a poll's heartbeat comes only while it is fresh).
+func startFeedIssuer(tb testing.TB, ids []string, more ...string) (*fleetProc, fleetCreds, map[string]fleetClient, string) {
+	tb.Helper()
+	bin := fleetBinary(tb)
+	creds := newFleetCreds(tb, bin)
+	feeds := map[string]fleetClient{}
+	for _, id := range ids {
+		out := fleetCommand(tb, bin, "client", "new", "-file", creds.clientsPath, "-id", id)
+		feeds[id] = fleetClient{id: id, secret: secretIn(tb, out)}
+	}
+	editClients(tb, creds.clientsPath, func(c map[string]any) {
+		if _, ok := feeds[c["id"].(string)]; ok {
+			c["revocation_feed"] = true
+		}
+	})
+	redisURL, _ := fleetRedis(tb)
+	more = append([]string{"SNOWTOKEN_REVLOG_THRESHOLD", "2s"}, more...)
+	p := startFleetProc(tb, bin, "issuer", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
+		fleetAddr(tb, "127.0.0.1"), "127.0.0.1", more...))
+	return p, creds, feeds, bin
+}
+
+// editClients rewrites the clients file at path with edit applied to every
+// client, as an operator edits it: a new file renamed over the old.
+func editClients(tb testing.TB, path string, edit func(c map[string]any)) {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var f struct {
+		Clients []map[string]any `json:"clients"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		tb.Fatal(err)
+	}
+	for _, c := range f.Clients {
+		edit(c)
+	}
+	if data, err = json.MarshalIndent(f, "", "  "); err != nil {
+		tb.Fatal(err)
+	}
+	staged := path + ".new"
+	if err := os.WriteFile(staged, data, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(staged, path); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// feedNonce is a request's nonce (22 to 128 base64url characters).
+func feedNonce() string { return rand.Text() }
+
+// feedLast returns the last event ID of p's revocation state, from its
+// snapshot (GET /revocations) read as c: the position a stream or poll
+// resumes from.
+func feedLast(tb testing.TB, p *fleetProc, c fleetClient) string {
+	tb.Helper()
+	status, _, body := fleetCall(tb, http.MethodGet, p.url("/revocations?nonce="+feedNonce()), &c, "", nil)
+	if status != http.StatusOK {
+		tb.Fatalf("GET /revocations as %s: %d %s", c.id, status, body)
+	}
+	var cl revfeed.SnapshotClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(string(body), &cl); err != nil || cl.Last == "" {
+		tb.Fatalf("GET /revocations: %v, last %q", err, cl.Last)
+	}
+	return cl.Last
+}
+
+// feedHTTP sends the feed's requests: no timeout (a stream and a poll are
+// long by design; the tests bound their waits), and a connection of its
+// own for each (no keep-alive), so that what a test holds is what it sees.
+var feedHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+// pollResult is the answer to a poll, or why there is none.
+type pollResult struct {
+	status int
+	header http.Header
+	body   []byte
+	err    error
+	after  time.Duration // since the poll was sent
+}
+
+// startPoll sends a poll as c that waits (returnImmediately false) from
+// last; its answer comes on the returned channel. The poll ends with tb.
+func startPoll(tb testing.TB, p *fleetProc, c fleetClient, last string) <-chan pollResult {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	body := fmt.Sprintf(`{"ack":[%q],"returnImmediately":false,"nonce":%q}`, last, feedNonce())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url("/revocations/poll"), strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.SetBasicAuth(url.QueryEscape(c.id), url.QueryEscape(c.secret))
+	req.Header.Set("Content-Type", "application/json")
+	out := make(chan pollResult, 1)
+	go func() {
+		sent := time.Now()
+		resp, err := feedHTTP.Do(req)
+		if err != nil {
+			out <- pollResult{err: err, after: time.Since(sent)}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		out <- pollResult{status: resp.StatusCode, header: resp.Header, body: b, err: err, after: time.Since(sent)}
+	}()
+	return out
+}
+
+// awaitPoll waits for a poll's answer, for at most wait.
+func awaitPoll(tb testing.TB, res <-chan pollResult, wait time.Duration) (pollResult, bool) {
+	tb.Helper()
+	select {
+	case r := <-res:
+		return r, true
+	case <-time.After(wait):
+		return pollResult{}, false
+	}
+}
+
+// code is the OAuth2 error code of a refusal.
+func (r pollResult) code() string {
+	var e struct{ Error string }
+	_ = json.Unmarshal(r.body, &e)
+	return e.Error
+}
+
+// TestFeedLongPollRealServer: a poll that waits (returnImmediately false)
+// is answered at the end of its wait on a quiet log, with no SET and the
+// heartbeat, and at once when a revocation comes 12 s into its wait. Both
+// outlast the server's 10 s WriteTimeout: before the fix the poll got no
+// answer at all ("Empty reply from server"), and a poller on a quiet log
+// never went fresh (issue 34, finding 1).
+func TestFeedLongPollRealServer(t *testing.T) {
+	t.Run("quiet", func(t *testing.T) {
+		t.Parallel()
+		p, creds, _, _ := startFeedIssuer(t, nil)
+		r, ok := awaitPoll(t, startPoll(t, p, creds.admin, feedLast(t, p, creds.admin)), revfeed.DefaultPollWait+fleetWait)
+		if !ok || r.err != nil {
+			t.Fatalf("a poll on a quiet log: no answer (%v after %v), want 200 at the end of its wait (%v)", r.err, r.after, revfeed.DefaultPollWait)
+		}
+		var pr revfeed.PollResponse
+		if r.status != http.StatusOK || json.Unmarshal(r.body, &pr) != nil || len(pr.Sets) != 0 || pr.Heartbeat == "" || pr.Reset {
+			t.Fatalf("a poll on a quiet log: %d %s, want 200 with no SET and the heartbeat", r.status, r.body)
+		}
+		if r.after < revfeed.DefaultPollWait {
+			t.Errorf("a poll on a quiet log answered after %v, want it to wait %v", r.after, revfeed.DefaultPollWait)
+		}
+	})
+	t.Run("revocation after 12s", func(t *testing.T) {
+		t.Parallel()
+		p, creds, _, _ := startFeedIssuer(t, nil)
+		tok := p.issue(t, creds.svc, "")
+		res := startPoll(t, p, creds.admin, feedLast(t, p, creds.admin))
+		// Past the server's WriteTimeout (10 s), as the finding's case: the
+		// wait is what is tested.
+		if r, ok := awaitPoll(t, res, 12*time.Second); ok {
+			t.Fatalf("the poll answered before any revocation: %d %s %v", r.status, r.body, r.err)
+		}
+		if status := p.revoke(t, creds.svc, tok); status != http.StatusOK {
+			t.Fatalf("POST /token/revoke: %d", status)
+		}
+		r, ok := awaitPoll(t, res, fleetWait)
+		if !ok || r.err != nil {
+			t.Fatalf("a poll with a revocation 12 s into its wait: no answer (%v after %v), want 200 with its SET", r.err, r.after)
+		}
+		var pr revfeed.PollResponse
+		if r.status != http.StatusOK || json.Unmarshal(r.body, &pr) != nil || len(pr.Sets) != 1 {
+			t.Fatalf("a poll with a revocation 12 s into its wait: %d %s, want 200 with one SET", r.status, r.body)
+		}
+		for _, raw := range pr.Sets {
+			var set revfeed.SETClaims
+			if _, _, err := jwt.NewParser().ParseUnverified(raw, &set); err != nil ||
+				set.Events[revfeed.EventTokenRevoked].Key != strconv.FormatInt(int64(tok.TokenID), 10) {
+				t.Errorf("the SET %+v (%v), want token %d revoked", set, err, tok.TokenID)
+			}
+		}
+	})
+}
