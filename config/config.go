@@ -58,6 +58,8 @@ var Vars = []Var{
 	{"SNOWTOKEN_METRICS_ADDR", "127.0.0.1:9464", "listen address of GET /metrics (Prometheus), apart from the API so the public port does not serve it; off: no metrics listener"},
 	{"SNOWTOKEN_PPROF", "false", "true: also serve Go's profiles (net/http/pprof) at /debug/pprof/ on SNOWTOKEN_METRICS_ADDR, never on the API's port; for profiling under load, and keep that listener private"},
 	{"SNOWTOKEN_MAX_CONNS", "(the open-file limit less 256, or half of it below 512)", "most client connections open at once on SNOWTOKEN_ADDR; more wait in the kernel's backlog until one closes, and idle keep-alive connections are closed while at the cap"},
+	{"SNOWTOKEN_FEED_MAX_SUBSCRIBERS", "(half of SNOWTOKEN_MAX_CONNS, at most 1000)", "most streams and waiting polls of the revocation feed at once, each holding a connection; below SNOWTOKEN_MAX_CONNS, so that the feed never holds every connection; past it 503"},
+	{"SNOWTOKEN_FEED_MAX_PER_CLIENT", "8", "most streams and waiting polls of the revocation feed one client may hold at once, at most SNOWTOKEN_FEED_MAX_SUBSCRIBERS; past it 429. A Follow consumer holds one stream: raise it for a service of more than four replicas sharing one feed client"},
 	{"SNOWTOKEN_ENV", "development", "development or production; production refuses every dev-mode default, and is implied by any SNOWTOKEN_REDIS_*, SNOWTOKEN_SIGNING_KEYS or SNOWTOKEN_CLIENTS_FILE"},
 	{"SNOWTOKEN_REDIS_URL", "(dev: embedded in-memory Redis)", "a single Redis: redis://[user:password@]host:port/db, rediss:// for TLS; this or another Redis deployment is required in production"},
 	{"SNOWTOKEN_REDIS_CLUSTER_URL", "(none)", "a Redis Cluster instead: redis[s]://[user:password@]host:port?addr=host2:port2&addr=host3:port3 (seed nodes)"},
@@ -150,6 +152,13 @@ type Config struct {
 	// KeyFetchAllowNets are the networks beyond the public ones client
 	// key sets may be fetched from (clientauth.FetchOptions.AllowNets).
 	KeyFetchAllowNets []netip.Prefix
+
+	// FeedMaxSubscribers and FeedMaxPerClient bound the revocation feed's
+	// streams and waiting polls, in all and of one client
+	// (revfeed.Options.MaxSubscribers, MaxPerClient). 0: derived from the
+	// connection cap, and revfeed's default (cmd/server).
+	FeedMaxSubscribers int
+	FeedMaxPerClient   int
 }
 
 // Load reads the configuration through getenv.
@@ -182,11 +191,17 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("SNOWTOKEN_PPROF", v, errors.New("the profiles are served on the metrics listener, which SNOWTOKEN_METRICS_ADDR=off turns off"))
 		}
 	}
-	if v := getenv("SNOWTOKEN_MAX_CONNS"); v != "" {
-		if n, err := strconv.Atoi(v); err != nil || n < 1 {
-			bad("SNOWTOKEN_MAX_CONNS", v, errors.New("want a positive number of connections"))
-		} else {
-			c.MaxConns = n
+	for _, v := range []struct {
+		name, what string
+		n          *int
+	}{{"SNOWTOKEN_MAX_CONNS", "connections", &c.MaxConns}, {"SNOWTOKEN_FEED_MAX_SUBSCRIBERS", "subscribers", &c.FeedMaxSubscribers},
+		{"SNOWTOKEN_FEED_MAX_PER_CLIENT", "subscribers", &c.FeedMaxPerClient}} {
+		if s := getenv(v.name); s != "" {
+			if n, err := strconv.Atoi(s); err != nil || n < 1 {
+				bad(v.name, s, fmt.Errorf("want a positive number of %s", v.what))
+			} else {
+				*v.n = n
+			}
 		}
 	}
 	if c.Issuer == "" {

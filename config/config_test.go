@@ -49,6 +49,8 @@ func TestLoadDefaults(t *testing.T) {
 		{"Addr", c.Addr, ":8080"},
 		{"MetricsAddr", c.MetricsAddr, "127.0.0.1:9464"},
 		{"MaxConns", c.MaxConns, 0},
+		{"FeedMaxSubscribers", c.FeedMaxSubscribers, 0},
+		{"FeedMaxPerClient", c.FeedMaxPerClient, 0},
 		{"Production", c.Production, false},
 		{"RedisURL", c.RedisURL, ""},
 		{"Issuer", c.Issuer, "http://localhost:8080"},
@@ -142,6 +144,8 @@ func TestLoadValues(t *testing.T) {
 
 		"SNOWTOKEN_AUTH_FAILURES_IPV4_PREFIX": "24",
 		"SNOWTOKEN_AUTH_FAILURES_IPV6_PREFIX": "48",
+		"SNOWTOKEN_FEED_MAX_SUBSCRIBERS":      "200",
+		"SNOWTOKEN_FEED_MAX_PER_CLIENT":       "16",
 	})
 	for _, tc := range []struct {
 		name      string
@@ -151,6 +155,8 @@ func TestLoadValues(t *testing.T) {
 		{"MetricsAddr", c.MetricsAddr, ":9100"},
 		{"Pprof", c.Pprof, true},
 		{"MaxConns", c.MaxConns, 500},
+		{"FeedMaxSubscribers", c.FeedMaxSubscribers, 200},
+		{"FeedMaxPerClient", c.FeedMaxPerClient, 16},
 		{"Production", c.Production, true},
 		{"RedisURL", c.RedisURL, "rediss://:pw@redis.internal:6380/2"},
 		{"Issuer", c.Issuer, "https://auth.example.com"},
@@ -237,6 +243,8 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_MAX_CONNS": "0"}, "SNOWTOKEN_MAX_CONNS"},
 		{map[string]string{"SNOWTOKEN_MAX_CONNS": "-5"}, "SNOWTOKEN_MAX_CONNS"},
 		{map[string]string{"SNOWTOKEN_MAX_CONNS": "many"}, "SNOWTOKEN_MAX_CONNS"},
+		{map[string]string{"SNOWTOKEN_FEED_MAX_SUBSCRIBERS": "0"}, "SNOWTOKEN_FEED_MAX_SUBSCRIBERS"},
+		{map[string]string{"SNOWTOKEN_FEED_MAX_PER_CLIENT": "a few"}, "SNOWTOKEN_FEED_MAX_PER_CLIENT"},
 		{map[string]string{"SNOWTOKEN_ENV": "staging"}, "SNOWTOKEN_ENV"},
 		{map[string]string{"SNOWTOKEN_REDIS_ACCEPT_RISK": "maxmemory-policy,eviction"}, "SNOWTOKEN_REDIS_ACCEPT_RISK"},
 		{map[string]string{"SNOWTOKEN_REDIS_URL": "http://x"}, "SNOWTOKEN_REDIS_URL"},

@@ -8,6 +8,7 @@ package e2e
 // httptest, which has neither timeouts nor a cap (issue 34, findings 1 to 3).
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/client"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 )
 
@@ -160,6 +162,62 @@ func (r pollResult) code() string {
 	return e.Error
 }
 
+// wantPollsRefused waits until n of the polls whose answers come on results
+// are answered, each with status, temporarily_unavailable and Retry-After;
+// what names them.
+func wantPollsRefused(tb testing.TB, results []<-chan pollResult, n, status int, what string) {
+	tb.Helper()
+	refused := 0
+	deadline := time.After(fleetWait)
+	for refused < n {
+		for i, res := range results {
+			select {
+			case r := <-res:
+				results[i] = nil
+				refused++
+				if r.err != nil || r.status != status || r.code() != "temporarily_unavailable" || r.header.Get("Retry-After") == "" {
+					tb.Fatalf("%s: %d %s %v (after %v), want %d temporarily_unavailable with Retry-After", what, r.status, r.body, r.err, r.after, status)
+				}
+			case <-deadline:
+				tb.Fatalf("%s: %d refused, want %d", what, refused, n)
+			default:
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startFollower starts a Validator following p's revocation feed as c
+// (client.Local, client.Follow), stopped when tb ends, and returns it once
+// it is fresh, as a service's readiness waits for.
+func startFollower(tb testing.TB, p *fleetProc, c fleetClient) *client.Validator {
+	tb.Helper()
+	v, err := client.New(client.Options{IssuerURL: p.url(""), Issuer: fleetIssuer, Mode: client.Local,
+		RevocationCheck: client.Follow, FeedClientID: c.id, FeedClientSecret: c.secret})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { v.Close() })
+	ctx, cancel := context.WithTimeout(tb.Context(), fleetWait)
+	defer cancel()
+	if err := v.Start(ctx); err != nil {
+		tb.Fatalf("a Follow consumer as %s: Start: %v", c.id, err)
+	}
+	return v
+}
+
+// waitSubscribers waits until p serves n streams and waiting polls.
+func waitSubscribers(tb testing.TB, p *fleetProc, n float64) {
+	tb.Helper()
+	deadline := time.Now().Add(fleetWait)
+	for p.metric(tb, "snowtoken_revfeed_subscribers") != n {
+		if time.Now().After(deadline) {
+			tb.Fatalf("snowtoken_revfeed_subscribers %v, want %v", p.metric(tb, "snowtoken_revfeed_subscribers"), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestFeedLongPollRealServer: a poll that waits (returnImmediately false)
 // is answered at the end of its wait on a quiet log, with no SET and the
 // heartbeat, and at once when a revocation comes 12 s into its wait. Both
@@ -211,4 +269,57 @@ func TestFeedLongPollRealServer(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFeedSlotsPerClient: at SNOWTOKEN_MAX_CONNS=40, one feed client that
+// sends 40 long polls gets 8 of them waiting (its bound) and the rest 429
+// at once; meanwhile POST /token is answered within a second and another
+// client's Follow consumer starts. Feed clients together fill the feed's
+// total, half the connection cap (20), past which it is 503, and POST
+// /token is still answered: the feed never holds every connection. Before
+// the fix the 40 polls held all 40 connections (issue 34, finding 2).
+func TestFeedSlotsPerClient(t *testing.T) {
+	const maxConns, polls = 40, 40
+	p, creds, feeds, _ := startFeedIssuer(t, []string{"feed2", "feed3", "feed4"}, "SNOWTOKEN_MAX_CONNS", strconv.Itoa(maxConns))
+	listening := p.waitLog(t, "listening")
+	total, perClient := listening["feed_max_subscribers"], listening["feed_max_per_client"]
+	if total != float64(maxConns/2) || perClient != float64(revfeed.DefaultMaxPerClient) {
+		t.Errorf("feed_max_subscribers %v, feed_max_per_client %v at SNOWTOKEN_MAX_CONNS=%d; want %d and %d",
+			total, perClient, maxConns, maxConns/2, revfeed.DefaultMaxPerClient)
+	}
+	last := feedLast(t, p, creds.admin)
+
+	// One client's 40 polls: its bound waits, the rest is refused at once.
+	results := make([]<-chan pollResult, polls)
+	for i := range results {
+		results[i] = startPoll(t, p, creds.admin, last)
+	}
+	wantPollsRefused(t, results, polls-revfeed.DefaultMaxPerClient, http.StatusTooManyRequests, "polls of one client past its bound")
+	waitSubscribers(t, p, float64(revfeed.DefaultMaxPerClient))
+	issue := holdConns(t, p.addr, 1)[0]
+	if _, err := issue.Write([]byte(rawTokenRequest(creds.svc))); err != nil {
+		t.Fatal(err)
+	}
+	wantToken(t, issue, bufio.NewReader(issue), fmt.Sprintf("%d long polls of one client at a connection cap of %d", polls, maxConns))
+
+	// Another client's Follow consumer starts: fresh, as a service's
+	// readiness waits for.
+	startFollower(t, p, feeds["feed2"])
+	waitSubscribers(t, p, float64(revfeed.DefaultMaxPerClient+1))
+
+	// Two more clients, 8 polls each: the total (20) takes 11 of them.
+	var more []<-chan pollResult
+	for _, id := range []string{"feed3", "feed4"} {
+		for range revfeed.DefaultMaxPerClient {
+			more = append(more, startPoll(t, p, feeds[id], last))
+		}
+	}
+	busy := revfeed.DefaultMaxPerClient + 1 + len(more) - maxConns/2
+	wantPollsRefused(t, more, busy, http.StatusServiceUnavailable, "polls past the feed's total")
+	waitSubscribers(t, p, float64(maxConns/2))
+	issue = holdConns(t, p.addr, 1)[0]
+	if _, err := issue.Write([]byte(rawTokenRequest(creds.svc))); err != nil {
+		t.Fatal(err)
+	}
+	wantToken(t, issue, bufio.NewReader(issue), fmt.Sprintf("the feed full (%d) at a connection cap of %d", maxConns/2, maxConns))
 }

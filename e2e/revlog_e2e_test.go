@@ -19,7 +19,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -816,17 +815,7 @@ func TestRevlogFeedConsumer(t *testing.T) {
 	bin := fleetBinary(t)
 	creds := newFleetCreds(t, bin)
 	f := startRevlogFleet(t, bin, creds, redistest.NewConfiguredServer(t), 2, revlogThreshold)
-	v, err := client.New(client.Options{IssuerURL: f.reps[0].url(""), Issuer: fleetIssuer, Mode: client.Local,
-		RevocationCheck: client.Follow, FeedClientID: creds.admin.id, FeedClientSecret: creds.admin.secret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { v.Close() })
-	ctx, cancel := context.WithTimeout(t.Context(), fleetWait)
-	defer cancel()
-	if err := v.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	v := startFollower(t, f.reps[0], creds.admin)
 	refused := func(tok fleetToken, why string) {
 		t.Helper()
 		for end := time.Now().Add(fleetRejectWait); ; time.Sleep(5 * time.Millisecond) {

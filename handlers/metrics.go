@@ -180,9 +180,9 @@ func (e secretExpiry) Collect(ch chan<- prometheus.Metric) {
 
 // registerFeed registers the revocation feed's series in reg:
 //
-//	snowtoken_revfeed_subscribers  gauge  streams of GET /revocations/events served now
+//	snowtoken_revfeed_subscribers  gauge  streams of GET /revocations/events and waiting polls served now
 func registerFeed(reg *prometheus.Registry, f *revfeed.Feed) error {
 	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "snowtoken_revfeed_subscribers", Help: "Streams of GET /revocations/events served now.",
+		Name: "snowtoken_revfeed_subscribers", Help: "Streams of GET /revocations/events and waiting polls of POST /revocations/poll served now.",
 	}, func() float64 { return float64(f.Subscribers()) }))
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -31,11 +32,12 @@ func (s *Server) feedClient(c *gin.Context) (*token.Client, error) {
 
 // revocationEvents serves GET /revocations/events (revfeed.Feed.Events).
 func (s *Server) revocationEvents(c *gin.Context) {
-	if _, err := s.feedClient(c); err != nil {
+	client, err := s.feedClient(c)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if err := s.feed.Events(c.Writer, c.Request); err != nil {
+	if err := s.feed.Events(c.Writer, c.Request, revfeed.Subscriber{Client: client.ID}); err != nil {
 		s.fail(c, err)
 	}
 }
@@ -54,7 +56,8 @@ func (s *Server) revocationSnapshot(c *gin.Context) {
 // revocationPoll serves POST /revocations/poll (revfeed.Feed.Poll): an RFC
 // 8936 poll, application/json, bounded by MaxBodyBytes.
 func (s *Server) revocationPoll(c *gin.Context) {
-	if _, err := s.feedClient(c); err != nil {
+	client, err := s.feedClient(c)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -68,7 +71,7 @@ func (s *Server) revocationPoll(c *gin.Context) {
 		return
 	}
 	body := http.MaxBytesReader(c.Writer, req.Body, s.opts.MaxBodyBytes)
-	if err := s.feed.Poll(c.Writer, req, body); err != nil {
+	if err := s.feed.Poll(c.Writer, req, body, revfeed.Subscriber{Client: client.ID}); err != nil {
 		s.fail(c, err)
 	}
 }

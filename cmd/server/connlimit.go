@@ -5,6 +5,9 @@ import (
 	"net"
 	"sync"
 	"syscall"
+
+	"github.com/snowtoken/snowtoken/config"
+	"github.com/snowtoken/snowtoken/handlers/revfeed"
 )
 
 // capListener is a TCP listener that holds at most max accepted connections
@@ -84,4 +87,31 @@ func MaxConnsFor(limit uint64) int {
 		return max(1, int(limit/2))
 	}
 	return int(limit - 256)
+}
+
+// feedSlots returns the revocation feed's bounds on streams and waiting
+// polls (revfeed.Options.MaxSubscribers, MaxPerClient) for a connection cap
+// of maxConns. Each of them holds a connection for as long as it lasts, so
+// that the feed must leave some for every other request: the total is
+// SNOWTOKEN_FEED_MAX_SUBSCRIBERS, which must be below the cap, else half
+// the cap, at most revfeed.DefaultMaxSubscribers; a client's share is
+// SNOWTOKEN_FEED_MAX_PER_CLIENT, at most the total, else
+// revfeed.DefaultMaxPerClient, or the total if less.
+func feedSlots(cfg config.Config, maxConns int) (total, perClient int, err error) {
+	switch total = cfg.FeedMaxSubscribers; {
+	case total >= maxConns:
+		return 0, 0, fmt.Errorf("%w: SNOWTOKEN_FEED_MAX_SUBSCRIBERS=%d: want fewer than the connection cap, SNOWTOKEN_MAX_CONNS (%d): "+
+			"each stream and waiting poll of the revocation feed holds a connection, and the feed must leave some for every other request", config.ErrConfig, total, maxConns)
+	case total == 0:
+		if total = min(maxConns/2, revfeed.DefaultMaxSubscribers); total == 0 {
+			return 0, 0, fmt.Errorf("%w: SNOWTOKEN_MAX_CONNS=%d leaves no connection for the revocation feed, which may hold half of them: want at least 2", config.ErrConfig, maxConns)
+		}
+	}
+	switch perClient = cfg.FeedMaxPerClient; {
+	case perClient > total:
+		return 0, 0, fmt.Errorf("%w: SNOWTOKEN_FEED_MAX_PER_CLIENT=%d: want at most the feed's total, SNOWTOKEN_FEED_MAX_SUBSCRIBERS (%d)", config.ErrConfig, perClient, total)
+	case perClient == 0:
+		perClient = min(revfeed.DefaultMaxPerClient, total)
+	}
+	return total, perClient, nil
 }

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/snowtoken/snowtoken/config"
+	"github.com/snowtoken/snowtoken/handlers/revfeed"
 )
 
 func TestMaxConnsFor(t *testing.T) {
@@ -121,6 +125,38 @@ func TestConnStatesLimit(t *testing.T) {
 		c.track(conns[s.conn], s.state)
 		if fmt.Sprint(got) != fmt.Sprint(s.want) {
 			t.Fatalf("step %d (conn %d %v): onFull calls %v, want %v", i, s.conn, s.state, got, s.want)
+		}
+	}
+}
+
+// TestFeedSlots: the revocation feed's bounds follow the connection cap,
+// half of it by default (at most revfeed's 1000) and below it when set, so
+// that the feed's streams and long polls never hold every connection; a
+// client's share is revfeed's default, at most the total (issue 34,
+// finding 2).
+func TestFeedSlots(t *testing.T) {
+	for _, tc := range []struct {
+		maxConns, setTotal, setPerClient int
+		total, perClient                 int
+		err                              string // in the error; empty: none
+	}{
+		{maxConns: 40, total: 20, perClient: 8},
+		{maxConns: 10, total: 5, perClient: 5},
+		{maxConns: 2, total: 1, perClient: 1},
+		{maxConns: 1 << 20, total: revfeed.DefaultMaxSubscribers, perClient: revfeed.DefaultMaxPerClient},
+		{maxConns: 40, setTotal: 39, setPerClient: 39, total: 39, perClient: 39},
+		{maxConns: 40, setTotal: 40, err: "SNOWTOKEN_FEED_MAX_SUBSCRIBERS=40: want fewer than the connection cap, SNOWTOKEN_MAX_CONNS (40)"},
+		{maxConns: 40, setTotal: 400, err: "SNOWTOKEN_FEED_MAX_SUBSCRIBERS=400"},
+		{maxConns: 40, setPerClient: 21, err: "SNOWTOKEN_FEED_MAX_PER_CLIENT=21: want at most the feed's total, SNOWTOKEN_FEED_MAX_SUBSCRIBERS (20)"},
+		{maxConns: 1, err: "SNOWTOKEN_MAX_CONNS=1 leaves no connection for the revocation feed"},
+	} {
+		cfg := config.Config{MaxConns: tc.maxConns, FeedMaxSubscribers: tc.setTotal, FeedMaxPerClient: tc.setPerClient}
+		total, perClient, err := feedSlots(cfg, tc.maxConns)
+		switch {
+		case tc.err != "" && (!errors.Is(err, config.ErrConfig) || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%+v: %v, want an error with %q", tc, err, tc.err)
+		case tc.err == "" && (err != nil || total != tc.total || perClient != tc.perClient):
+			t.Errorf("%+v: %d, %d, %v; want %d, %d", tc, total, perClient, err, tc.total, tc.perClient)
 		}
 	}
 }

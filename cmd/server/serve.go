@@ -17,6 +17,7 @@ import (
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
@@ -61,6 +62,10 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		if maxConns, err = defaultMaxConns(); err != nil {
 			return fmt.Errorf("SNOWTOKEN_MAX_CONNS: no default: %w", err)
 		}
+	}
+	feedMax, feedPerClient, err := feedSlots(cfg, maxConns)
+	if err != nil {
+		return err
 	}
 	reg := prometheus.NewRegistry()
 	metricsAddr, stopMetrics, err := serveMetrics(cfg.MetricsAddr, cfg.Pprof, reg, log)
@@ -125,7 +130,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	h, err := handlers.NewServer(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
 		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit, TrustedProxies: cfg.TrustedProxies,
 		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}, Refused: refused.load,
-		Feed: feedOf(fw.follower), DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: cfg.DPoPNonce, DPoPForwarders: cfg.DPoPForwarders,
+		Feed: feedOf(fw.follower), FeedOptions: revfeed.Options{MaxSubscribers: feedMax, MaxPerClient: feedPerClient}, DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: cfg.DPoPNonce, DPoPForwarders: cfg.DPoPForwarders,
 		Assertions: clientauth.Options{Replay: store.Assertions(),
 			MaxLifetime: cfg.AssertionMaxLifetime, MaxWorkloadLifetime: cfg.WorkloadMaxLifetime,
 			Fetch: clientauth.FetchOptions{AllowNets: cfg.KeyFetchAllowNets}}})
@@ -161,6 +166,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	})
 	ln = newCapListener(ln.(*net.TCPListener), maxConns)
 	log.Info("listening", "addr", ln.Addr().String(), "metrics_addr", metricsAddr, "max_conns", maxConns,
+		"feed_max_subscribers", feedMax, "feed_max_per_client", feedPerClient,
 		"issuer", cfg.Issuer, "worker_id", worker,
 		"bits", cfg.Bits.String(), "epoch", cfg.Epoch, "signing_kid", keys.SigningKeyID(), "production", cfg.Production,
 		"memory_limit_bytes", memLimit.bytes, "memory_limit_from", memLimit.from, "cache_size", cfg.CacheSize)

@@ -9,10 +9,10 @@ import (
 
 // Events serves the stream to an authenticated subscriber. It returns an
 // error, and writes nothing, when the request is refused (a malformed
-// Last-Event-ID or nonce, ErrBusy): the caller writes it in its own shape. Once the
-// stream has begun it returns nil, whatever ends it. A HEAD request gets
-// the headers only.
-func (f *Feed) Events(w http.ResponseWriter, r *http.Request) error {
+// Last-Event-ID or nonce, ErrClientBusy, ErrBusy): the caller writes it in
+// its own shape. Once the stream has begun it returns nil, whatever ends
+// it. A HEAD request gets the headers only.
+func (f *Feed) Events(w http.ResponseWriter, r *http.Request, who Subscriber) error {
 	last := r.Header.Get("Last-Event-ID")
 	if last != "" {
 		if err := CheckID(last); err != nil {
@@ -23,10 +23,11 @@ func (f *Feed) Events(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !f.subscribe() {
-		return fmt.Errorf("%w: %d", ErrBusy, f.opts.MaxSubscribers)
+	sub, err := f.join(who, true)
+	if err != nil {
+		return err
 	}
-	defer f.unsubscribe()
+	defer f.leave(sub)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

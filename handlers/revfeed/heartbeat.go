@@ -18,34 +18,6 @@ type beat struct {
 	next chan struct{}
 }
 
-// subscribe counts a subscriber in, starting the ticker for the first; false
-// past MaxSubscribers.
-func (f *Feed) subscribe() bool {
-	if f.subs.Add(1) > int64(f.opts.MaxSubscribers) {
-		f.subs.Add(-1)
-		return false
-	}
-	f.mu.Lock()
-	if f.stop == nil {
-		f.stop = make(chan struct{})
-		go f.tick(f.stop)
-	}
-	f.mu.Unlock()
-	return true
-}
-
-// unsubscribe counts a subscriber out, stopping the ticker after the last.
-func (f *Feed) unsubscribe() {
-	f.mu.Lock()
-	if f.subs.Add(-1) == 0 && f.stop != nil {
-		close(f.stop)
-		f.stop = nil
-		// The next subscriber must not get a heartbeat signed before the pause.
-		f.beat = &beat{next: make(chan struct{})}
-	}
-	f.mu.Unlock()
-}
-
 // tick signs a heartbeat every Heartbeat while the Source is Fresh, and
 // publishes every tick (with or without one) until stop.
 func (f *Feed) tick(stop chan struct{}) {

@@ -75,12 +75,13 @@ func parsePoll(body io.Reader) (*PollRequest, string, error) {
 	return &req, pos, nil
 }
 
-// Poll answers a poll request read from body (application/json). The
-// position is the latest ID acked; without one, or one that cannot be
-// resumed, the answer is reset. Without returnImmediately it waits, up to
-// PollWait, for an event; such a wait counts against MaxSubscribers. An
-// error is returned, with nothing written, for a request that is refused.
-func (f *Feed) Poll(w http.ResponseWriter, r *http.Request, body io.Reader) error {
+// Poll answers a poll request read from body (application/json) of an
+// authenticated subscriber. The position is the latest ID acked; without
+// one, or one that cannot be resumed, the answer is reset. Without
+// returnImmediately it waits, up to PollWait, for an event; such a wait
+// counts against MaxPerClient and MaxSubscribers. An error is returned,
+// with nothing written, for a request that is refused.
+func (f *Feed) Poll(w http.ResponseWriter, r *http.Request, body io.Reader, who Subscriber) error {
 	req, pos, err := parsePoll(body)
 	if err != nil {
 		return err
@@ -95,11 +96,11 @@ func (f *Feed) Poll(w http.ResponseWriter, r *http.Request, body io.Reader) erro
 		return f.writePoll(w, &resp)
 	}
 	if !req.ReturnImmediately && limit > 0 {
-		if f.subs.Add(1) > int64(f.opts.MaxSubscribers) {
-			f.subs.Add(-1)
-			return fmt.Errorf("%w: %d", ErrBusy, f.opts.MaxSubscribers)
+		sub, err := f.join(who, false)
+		if err != nil {
+			return err
 		}
-		defer f.subs.Add(-1)
+		defer f.leave(sub)
 	}
 	rc := http.NewResponseController(w)
 	deadline := time.NewTimer(f.opts.PollWait)

@@ -10,14 +10,15 @@
 // The handlers (package handlers) authenticate the client (HTTP Basic, a
 // client with revocation_feed or an admin) before calling any of these.
 //
-//	revfeed.go    Source, Options, Feed, New
-//	events.go     the stream (Events)
-//	snapshot.go   the snapshot (Snapshot)
-//	poll.go       the poll (Poll)
-//	heartbeat.go  the ticker that signs the shared heartbeat while anyone follows
-//	set.go        an event as a signed SET, and the cache that signs it once
-//	nonce.go      binding a stream or snapshot to its request (CheckNonce)
-//	eventid.go    event IDs: their shape (CheckID), epoch and order
+//	revfeed.go      Source, Options, Feed, New
+//	events.go       the stream (Events)
+//	snapshot.go     the snapshot (Snapshot)
+//	poll.go         the poll (Poll)
+//	subscribers.go  who holds a stream or a waiting poll: their bounds
+//	heartbeat.go    the ticker that signs the shared heartbeat while anyone follows
+//	set.go          an event as a signed SET, and the cache that signs it once
+//	nonce.go        binding a stream or snapshot to its request (CheckNonce)
+//	eventid.go      event IDs: their shape (CheckID), epoch and order
 //
 // # The stream
 //
@@ -61,8 +62,14 @@
 // A subscriber whose
 // writes do not complete within WriteTimeout is dropped: nothing is queued
 // for it (each subscriber reads the Source from where it is), and it
-// resumes with Last-Event-ID. Past MaxSubscribers a new one is refused
-// (ErrBusy: 503).
+// resumes with Last-Event-ID.
+//
+// # Who holds the feed
+//
+// Each stream and each waiting poll holds a connection, so they are
+// bounded: MaxPerClient of one client (Subscriber.Client, the
+// authenticated client ID; past it ErrClientBusy: 429), MaxSubscribers in
+// all (ErrBusy: 503), which the server keeps below its connection cap.
 //
 // # The snapshot
 //
@@ -111,8 +118,14 @@ type Source interface {
 const (
 	DefaultHeartbeat      = 25 * time.Millisecond
 	DefaultMaxSubscribers = 1000
-	DefaultWriteTimeout   = 2 * time.Second
-	DefaultPage           = 500
+	// DefaultMaxPerClient is how many streams and waiting polls one client
+	// may hold at once: a Follow consumer holds one stream (two for a moment
+	// when it reconnects before the issuer has seen the old one go), so 8
+	// serves a service of four replicas sharing one feed credential through
+	// a reconnection, all on one issuer replica.
+	DefaultMaxPerClient = 8
+	DefaultWriteTimeout = 2 * time.Second
+	DefaultPage         = 500
 	// DefaultPollWait is how long a poll without returnImmediately waits for an
 	// event, at most.
 	DefaultPollWait = 25 * time.Second
@@ -135,10 +148,13 @@ const (
 
 // Errors of the feed.
 var (
-	// ErrBusy: MaxSubscribers follow the stream already.
+	// ErrBusy: MaxSubscribers streams and waiting polls are served already.
 	ErrBusy = errors.New("revfeed: too many subscribers")
 	// ErrSnapshotsBusy: MaxSnapshots snapshots are served already.
 	ErrSnapshotsBusy = errors.New("revfeed: too many snapshots at once")
+	// ErrClientBusy: the client holds MaxPerClient streams and waiting
+	// polls already.
+	ErrClientBusy = errors.New("revfeed: too many streams and polls of this client")
 	// ErrOptions: an option is missing or out of range.
 	ErrOptions = errors.New("revfeed: invalid options")
 )
@@ -160,11 +176,15 @@ type Options struct {
 	// Heartbeat is how often a heartbeat is sent while the Source is Fresh;
 	// at most MaxHeartbeat.
 	Heartbeat time.Duration
-	// MaxSubscribers bounds the streams served at once.
+	// MaxSubscribers bounds the streams and waiting polls served at once.
 	MaxSubscribers int
 	// MaxSnapshots bounds the snapshots served at once; past it a snapshot
 	// is refused (ErrSnapshotsBusy: 503).
 	MaxSnapshots int
+	// MaxPerClient bounds those of one client (Subscriber.Client), so that
+	// one credential cannot take every place. Zero means
+	// DefaultMaxPerClient, or MaxSubscribers if that is less.
+	MaxPerClient int
 	// WriteTimeout bounds each write of a stream (with its flush): a
 	// subscriber that does not read is dropped after it.
 	WriteTimeout time.Duration
@@ -186,12 +206,15 @@ type Options struct {
 
 // Feed serves one Source. It is safe for concurrent use.
 type Feed struct {
-	opts Options
-	subs atomic.Int64
+	opts  Options
+	count atomic.Int64 // len(subs), for Subscribers
 
-	mu   sync.Mutex
-	beat *beat         // the latest tick's
-	stop chan struct{} // closed to stop the ticker; nil when it is not running
+	mu        sync.Mutex
+	subs      map[*subscriber]struct{} // streams and waiting polls
+	perClient map[string]int           // of subs, by Subscriber.Client
+	streams   int                      // of subs: the ticker runs while there is one
+	beat      *beat                    // the latest tick's
+	stop      chan struct{}            // closed to stop the ticker; nil when it is not running
 
 	sets setCache
 
@@ -205,8 +228,8 @@ func New(opts Options) (*Feed, error) {
 		return nil, fmt.Errorf("%w: Source, Sign, SignPayload and Issuer are required", ErrOptions)
 	case opts.Heartbeat < 0 || opts.Heartbeat > MaxHeartbeat:
 		return nil, fmt.Errorf("%w: Heartbeat %v must be at most %v", ErrOptions, opts.Heartbeat, MaxHeartbeat)
-	case opts.MaxSubscribers < 0 || opts.MaxSnapshots < 0 || opts.WriteTimeout < 0 || opts.Page < 0 || opts.PollWait < 0:
-		return nil, fmt.Errorf("%w: MaxSubscribers, MaxSnapshots, WriteTimeout, Page and PollWait must not be negative", ErrOptions)
+	case opts.MaxSubscribers < 0 || opts.MaxPerClient < 0 || opts.MaxSnapshots < 0 || opts.WriteTimeout < 0 || opts.Page < 0 || opts.PollWait < 0:
+		return nil, fmt.Errorf("%w: MaxSubscribers, MaxPerClient, MaxSnapshots, WriteTimeout, Page and PollWait must not be negative", ErrOptions)
 	}
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = DefaultHeartbeat
@@ -216,6 +239,12 @@ func New(opts Options) (*Feed, error) {
 	}
 	if opts.MaxSnapshots == 0 {
 		opts.MaxSnapshots = DefaultMaxSnapshots
+	}
+	switch {
+	case opts.MaxPerClient == 0:
+		opts.MaxPerClient = min(DefaultMaxPerClient, opts.MaxSubscribers)
+	case opts.MaxPerClient > opts.MaxSubscribers:
+		return nil, fmt.Errorf("%w: MaxPerClient %d is more than MaxSubscribers %d", ErrOptions, opts.MaxPerClient, opts.MaxSubscribers)
 	}
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
@@ -232,10 +261,11 @@ func New(opts Options) (*Feed, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &Feed{opts: opts, beat: &beat{next: make(chan struct{})}}
+	f := &Feed{opts: opts, beat: &beat{next: make(chan struct{})},
+		subs: map[*subscriber]struct{}{}, perClient: map[string]int{}}
 	f.sets.byID = make(map[string]string, setCacheSize)
 	return f, nil
 }
 
-// Subscribers is how many streams are served now.
-func (f *Feed) Subscribers() int { return int(f.subs.Load()) }
+// Subscribers is how many streams and waiting polls are served now.
+func (f *Feed) Subscribers() int { return int(f.count.Load()) }
