@@ -28,6 +28,11 @@ import (
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 )
 
+// feedCutOff is how soon after a replica has loaded a change to the clients
+// file that takes a client's right to the feed away its open streams and
+// waiting polls must end: docs/security.md's "within about a second".
+const feedCutOff = time.Second
+
 // startFeedIssuer starts an issuer serving the revocation feed, on a
 // redis-server of its own, with fleetCreds's clients and the feed clients
 // ids (revocation_feed), and more variables as name, value pairs. Its
@@ -100,6 +105,51 @@ func feedLast(tb testing.TB, p *fleetProc, c fleetClient) string {
 		tb.Fatalf("GET /revocations: %v, last %q", err, cl.Last)
 	}
 	return cl.Last
+}
+
+// feedStream is a stream of GET /revocations/events held open.
+type feedStream struct {
+	ended chan struct{} // closed when the stream ends
+}
+
+// openStream opens a stream as c from last, and reads it until it ends or
+// tb does.
+func openStream(tb testing.TB, p *fleetProc, c fleetClient, last string) *feedStream {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url("/revocations/events?nonce="+feedNonce()), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.SetBasicAuth(url.QueryEscape(c.id), url.QueryEscape(c.secret))
+	req.Header.Set("Last-Event-ID", last)
+	resp, err := feedHTTP.Do(req)
+	if err != nil {
+		tb.Fatalf("GET /revocations/events as %s: %v", c.id, err)
+	}
+	s := &feedStream{ended: make(chan struct{})}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tb.Fatalf("GET /revocations/events as %s: %d %s", c.id, resp.StatusCode, body)
+	}
+	go func() {
+		defer close(s.ended)
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}()
+	return s
+}
+
+// open reports whether the stream is still open.
+func (s *feedStream) open() bool {
+	select {
+	case <-s.ended:
+		return false
+	default:
+		return true
+	}
 }
 
 // feedHTTP sends the feed's requests: no timeout (a stream and a poll are
@@ -322,4 +372,82 @@ func TestFeedSlotsPerClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantToken(t, issue, bufio.NewReader(issue), fmt.Sprintf("the feed full (%d) at a connection cap of %d", maxConns/2, maxConns))
+}
+
+// TestFeedCutOffOnReload: a feed client's open stream and waiting poll end
+// within about a second of the reload that takes its right to the feed
+// away: revocation_feed taken off (an edit of the file), its secret rotated
+// with no overlap (client rotate-secret -old-valid-for 0), disabled (client
+// disable) or removed (client remove); the poll answers as a new request
+// would. Another feed client's stream and poll go on (a poll answers 200
+// when the reload revokes a dropped client's tokens: that is an event).
+// Before the fix they all went on (issue 34, finding 3).
+func TestFeedCutOffOnReload(t *testing.T) {
+	p, creds, feeds, bin := startFeedIssuer(t, []string{"keep", "stripped", "rotated", "disabled", "removed"})
+	type held struct {
+		stream *feedStream
+		poll   <-chan pollResult
+	}
+	open := map[string]*held{}
+	last := feedLast(t, p, creds.admin)
+	for id, c := range feeds {
+		open[id] = &held{openStream(t, p, c, last), startPoll(t, p, c, last)}
+	}
+	waitSubscribers(t, p, float64(2*len(open)))
+	cli := func(args ...string) func() {
+		return func() {
+			fleetCommand(t, bin, append(append([]string{"client"}, args...), "-file", creds.clientsPath, "-replicas", p.url(""))...)
+		}
+	}
+	for _, tc := range []struct {
+		id     string
+		change func()
+		status int
+		code   string
+	}{
+		{"stripped", func() {
+			editClients(t, creds.clientsPath, func(c map[string]any) {
+				if c["id"] == "stripped" {
+					delete(c, "revocation_feed")
+				}
+			})
+		}, http.StatusForbidden, "unauthorized_client"},
+		{"rotated", cli("rotate-secret", "-id", "rotated", "-old-valid-for", "0"), http.StatusUnauthorized, "invalid_client"},
+		{"disabled", cli("disable", "-id", "disabled"), http.StatusUnauthorized, "invalid_client"},
+		{"removed", cli("remove", "-id", "removed"), http.StatusUnauthorized, "invalid_client"},
+	} {
+		tc.change()
+		p.waitClientsFile(t, creds.clientsPath)
+		h := open[tc.id]
+		delete(open, tc.id)
+		select {
+		case <-h.stream.ended:
+		case <-time.After(feedCutOff):
+			t.Errorf("%s: its stream is still open %v after the replica loaded the change", tc.id, feedCutOff)
+		}
+		if r, ok := awaitPoll(t, h.poll, feedCutOff); !ok {
+			t.Errorf("%s: its poll still waits %v after the replica loaded the change", tc.id, feedCutOff)
+		} else if r.err != nil || r.status != tc.status || r.code() != tc.code {
+			t.Errorf("%s: its poll answered %d %s %v, want %d %s", tc.id, r.status, r.body, r.err, tc.status, tc.code)
+		}
+		if t.Failed() {
+			return
+		}
+		// The others are served on; a poll answered with an event waits again.
+		last := feedLast(t, p, creds.admin)
+		for id, o := range open {
+			if !o.stream.open() {
+				t.Fatalf("%s's stream ended when %s's right was taken away", id, tc.id)
+			}
+			select {
+			case r := <-o.poll:
+				if r.err != nil || r.status != http.StatusOK {
+					t.Fatalf("%s's poll answered %d %s %v when %s's right was taken away, want it to wait or 200", id, r.status, r.body, r.err, tc.id)
+				}
+				o.poll = startPoll(t, p, feeds[id], last)
+			default:
+			}
+		}
+		waitSubscribers(t, p, float64(2*len(open)))
+	}
 }

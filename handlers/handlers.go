@@ -135,9 +135,10 @@ type Options struct {
 	// BaseURL. Without Assertions.Replay, the record of used jti that
 	// every replica must share, every assertion is refused.
 	Assertions clientauth.Options
-	// FeedOptions tune the feed (Heartbeat, MaxSubscribers, MaxSnapshots,
-	// WriteTimeout, Page); their zero values are revfeed's defaults. Source,
-	// Sign, SignPayload, Issuer, Draining and Logger are set here.
+	// FeedOptions tune the feed (Heartbeat, MaxSubscribers, MaxPerClient,
+	// MaxSnapshots, WriteTimeout, Page); their zero values are revfeed's
+	// defaults. Source, Sign, SignPayload, Issuer, Draining and Logger are
+	// set here.
 	FeedOptions revfeed.Options
 	// DPoP tunes the checks of DPoP proofs (package client/dpop; dpop.go):
 	// its zero values are dpop's defaults. Its Replay, the record of the
@@ -286,8 +287,11 @@ func (s *Server) Engine() *gin.Engine { return s.engine }
 
 // Swap makes svc and clients, loaded from the files v names, the set of the
 // requests that begin from now on; those under way finish with the set they
-// began with. svc must share the session store and ID generator of the
-// Service in Options (token.Service.WithKeys). Calls must not overlap.
+// began with, except the streams and waiting polls of the revocation feed:
+// each asks again whether its client may still follow the feed
+// (revfeed.Feed.Recheck) and ends if not. svc must share the session store
+// and ID generator of the Service in Options (token.Service.WithKeys). Calls
+// must not overlap.
 //
 // The key sets fetched for the clients that clients removes or whose entry
 // it changes (token.Clients.KeysChanged) are dropped first, so that no
@@ -305,4 +309,7 @@ func (s *Server) Swap(svc *token.Service, clients *token.Clients, v Version) {
 		n.nonces = &nonces{key: svc.Keys().Secret("dpop nonce")}
 	}
 	s.current.Store(&n)
+	if s.feed != nil {
+		s.feed.Recheck()
+	}
 }

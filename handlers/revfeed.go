@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -12,32 +14,96 @@ import (
 )
 
 // feedClient authenticates a client of the revocation feed (HTTP Basic) and
-// checks that it may follow it (token.Client.MayFollowRevocations). The feed
-// must be served (Options.Feed), else ErrNotFound, before any credential is
-// looked at.
-func (s *Server) feedClient(c *gin.Context) (*token.Client, error) {
+// checks that it may follow it (mayFollow). The feed must be served
+// (Options.Feed), else ErrNotFound, before any credential is looked at. It
+// returns the client as the feed's registry keeps a stream or a waiting
+// poll of it (feedSubscriber).
+func (s *Server) feedClient(c *gin.Context) (*feedStanding, error) {
 	if s.feed == nil {
 		return nil, fmt.Errorf("%w: no revocation feed here", ErrNotFound)
 	}
-	client, err := s.basicClient(c)
+	id, secret, err := parseBasic(c.GetHeader("Authorization"))
 	if err != nil {
 		return nil, err
 	}
-	if !client.MayFollowRevocations() {
-		s.audit(c, "feed.refused", "refused the revocation feed to a client without revocation_feed", "client_id", client.ID, "route", c.FullPath())
-		return nil, fmt.Errorf("%w: the client may not follow the revocation feed (revocation_feed)", token.ErrForbidden)
+	client, err := s.authenticateClient(c, id, secret, "")
+	if err != nil {
+		return nil, err
 	}
-	return client, nil
+	if err := mayFollow(client); err != nil {
+		s.audit(c, "feed.refused", "refused the revocation feed to a client without revocation_feed", "client_id", client.ID, "route", c.FullPath())
+		return nil, err
+	}
+	return &feedStanding{s: s, clients: s.clients, id: client.ID, secret: secret, until: client.SecretExpiry(secret)}, nil
+}
+
+// mayFollow refuses a client that may not follow the revocation feed
+// (token.Client.MayFollowRevocations).
+func mayFollow(client *token.Client) error {
+	if !client.MayFollowRevocations() {
+		return fmt.Errorf("%w: the client may not follow the revocation feed (revocation_feed)", token.ErrForbidden)
+	}
+	return nil
+}
+
+// feedStanding is what a stream or a poll of the feed asks, at every
+// reload of the clients (Swap, revfeed.Feed.Recheck), to learn whether its
+// client may still follow the feed: the client is authenticated again,
+// with the secret it sent, against the clients in force (it exists, is
+// enabled, the secret still authenticates it: not rotated away nor
+// expired) and must still hold revocation_feed or admin. While the clients
+// it authenticated against are in force and its secret has not expired,
+// the answer stands without a hash: a stream's join costs a comparison.
+type feedStanding struct {
+	s       *Server
+	clients *token.Clients // those it authenticated against
+	id      string
+	secret  string    // held as long as the request holds it; never logged
+	until   time.Time // when the secret stops authenticating; zero: never
+	cut     atomic.Pointer[error]
+}
+
+// subscriber is the client as revfeed's registry keeps it.
+func (st *feedStanding) subscriber() revfeed.Subscriber {
+	return revfeed.Subscriber{Client: st.id, Standing: st.standing}
+}
+
+// standing is revfeed.Subscriber.Standing.
+func (st *feedStanding) standing() (time.Time, error) {
+	cur := st.s.current.Load()
+	now := cur.now()
+	if cur.clients == st.clients && (st.until.IsZero() || now.Before(st.until)) {
+		return st.until, nil
+	}
+	client, err := cur.clients.Authenticate(st.id, st.secret, now)
+	if err == nil {
+		err = mayFollow(client)
+	}
+	if err != nil {
+		st.cut.CompareAndSwap(nil, &err)
+		return time.Time{}, err
+	}
+	return client.SecretExpiry(st.secret), nil
+}
+
+// audit logs feed.cut_off if the client's standing ended its stream or
+// poll.
+func (st *feedStanding) audit(c *gin.Context) {
+	if err := st.cut.Load(); err != nil {
+		st.s.audit(c, "feed.cut_off", "ended a stream or poll of the revocation feed: the client may no longer follow it",
+			"client_id", st.id, "route", c.FullPath(), "reason", description(*err))
+	}
 }
 
 // revocationEvents serves GET /revocations/events (revfeed.Feed.Events).
 func (s *Server) revocationEvents(c *gin.Context) {
-	client, err := s.feedClient(c)
+	st, err := s.feedClient(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if err := s.feed.Events(c.Writer, c.Request, revfeed.Subscriber{Client: client.ID}); err != nil {
+	defer st.audit(c)
+	if err := s.feed.Events(c.Writer, c.Request, st.subscriber()); err != nil {
 		s.fail(c, err)
 	}
 }
@@ -56,11 +122,12 @@ func (s *Server) revocationSnapshot(c *gin.Context) {
 // revocationPoll serves POST /revocations/poll (revfeed.Feed.Poll): an RFC
 // 8936 poll, application/json, bounded by MaxBodyBytes.
 func (s *Server) revocationPoll(c *gin.Context) {
-	client, err := s.feedClient(c)
+	st, err := s.feedClient(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	defer st.audit(c)
 	req := c.Request
 	if ct := req.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/json") {
 		s.fail(c, fmt.Errorf("%w: content type must be application/json (RFC 8936 §2.4)", token.ErrInvalidRequest))
@@ -71,7 +138,7 @@ func (s *Server) revocationPoll(c *gin.Context) {
 		return
 	}
 	body := http.MaxBytesReader(c.Writer, req.Body, s.opts.MaxBodyBytes)
-	if err := s.feed.Poll(c.Writer, req, body, revfeed.Subscriber{Client: client.ID}); err != nil {
+	if err := s.feed.Poll(c.Writer, req, body, st.subscriber()); err != nil {
 		s.fail(c, err)
 	}
 }

@@ -367,6 +367,20 @@ func (cs *Clients) Authenticate(id, secret string, now time.Time) (*Client, erro
 	return nil, ErrInvalidClient
 }
 
+// SecretExpiry returns when secret, which authenticated c (Authenticate),
+// stops authenticating: the expiry of c's current secret or of its
+// previous one, whichever it is. Zero means never. It hashes secret only
+// for a client one of whose secrets expires.
+func (c *Client) SecretExpiry(secret string) time.Time {
+	if c.SecretExpires.IsZero() && c.PreviousSecretSHA256 == "" {
+		return time.Time{}
+	}
+	if sum := sha256.Sum256([]byte(secret)); subtle.ConstantTimeCompare(sum[:], c.secretSum[:]) == 1 {
+		return c.SecretExpires
+	}
+	return c.PreviousSecretExpires
+}
+
 // errSecretExpired is Authenticate's refusal of a right but expired secret.
 var errSecretExpired = fmt.Errorf("%w: the client secret has expired", ErrInvalidClient)
 

@@ -292,6 +292,41 @@ func TestAuthenticateSecretRotation(t *testing.T) {
 	}
 }
 
+// TestSecretExpiry: the expiry of the secret that authenticated a client
+// is that of its current secret or of its previous one, whichever it is,
+// and none for a client whose secrets do not expire.
+func TestSecretExpiry(t *testing.T) {
+	base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	previousExpires, currentExpires := base.Add(24*time.Hour), base.Add(90*24*time.Hour)
+	cs, err := NewClients([]Client{
+		{ID: "rotating", SecretSHA256: SHA256Hex("new"), SecretExpires: currentExpires,
+			PreviousSecretSHA256: SHA256Hex("old"), PreviousSecretExpires: previousExpires},
+		{ID: "overlap", SecretSHA256: SHA256Hex("new"), PreviousSecretSHA256: SHA256Hex("old"), PreviousSecretExpires: previousExpires},
+		{ID: "plain", SecretSHA256: SHA256Hex("plain")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id, secret string
+		want       time.Time
+	}{
+		{"rotating", "new", currentExpires},
+		{"rotating", "old", previousExpires},
+		{"overlap", "new", time.Time{}},
+		{"overlap", "old", previousExpires},
+		{"plain", "plain", time.Time{}},
+	} {
+		c, err := cs.Authenticate(tc.id, tc.secret, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.SecretExpiry(tc.secret); !got.Equal(tc.want) {
+			t.Errorf("%s with %q: SecretExpiry %v, want %v", tc.id, tc.secret, got, tc.want)
+		}
+	}
+}
+
 func TestNewClientSecret(t *testing.T) {
 	secret, sum, err := NewClientSecret()
 	if err != nil {

@@ -9,9 +9,10 @@ import (
 
 // Events serves the stream to an authenticated subscriber. It returns an
 // error, and writes nothing, when the request is refused (a malformed
-// Last-Event-ID or nonce, ErrClientBusy, ErrBusy): the caller writes it in
-// its own shape. Once the stream has begun it returns nil, whatever ends
-// it. A HEAD request gets the headers only.
+// Last-Event-ID or nonce, ErrClientBusy, ErrBusy, the subscriber's
+// Standing): the caller writes it in its own shape. Once the stream has
+// begun it returns nil, whatever ends it: the subscriber's Standing
+// failing (Recheck) ends it too. A HEAD request gets the headers only.
 func (f *Feed) Events(w http.ResponseWriter, r *http.Request, who Subscriber) error {
 	last := r.Header.Get("Last-Event-ID")
 	if last != "" {
@@ -28,6 +29,9 @@ func (f *Feed) Events(w http.ResponseWriter, r *http.Request, who Subscriber) er
 		return err
 	}
 	defer f.leave(sub)
+	if sub.ended() {
+		return sub.why
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -36,7 +40,7 @@ func (f *Feed) Events(w http.ResponseWriter, r *http.Request, who Subscriber) er
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
-	s := &stream{f: f, w: w, rc: http.NewResponseController(w), last: last, nonce: nonce}
+	s := &stream{f: f, sub: sub, w: w, rc: http.NewResponseController(w), last: last, nonce: nonce}
 	w.WriteHeader(http.StatusOK)
 	if err := s.run(r); err != nil {
 		f.opts.Logger.Debug("revocation feed: subscriber dropped", "err", err)
@@ -47,6 +51,7 @@ func (f *Feed) Events(w http.ResponseWriter, r *http.Request, who Subscriber) er
 // stream is one subscriber's.
 type stream struct {
 	f       *Feed
+	sub     *subscriber
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	last    string // the last event ID written
@@ -68,6 +73,9 @@ func (s *stream) run(r *http.Request) error {
 	}
 	ctx := r.Context()
 	for {
+		if s.sub.ended() { // cut off: nothing more is written
+			return nil
+		}
 		b := s.f.current() // before the events: its last is among them or before
 		changed := s.f.opts.Source.Changed()
 		for {
@@ -118,10 +126,15 @@ func (s *stream) run(r *http.Request) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-s.sub.cut:
+			return nil
 		case <-changed:
 		case <-b.next:
 			if s.f.opts.Draining != nil && s.f.opts.Draining() {
 				return nil
+			}
+			if s.sub.expired(s.f.opts.Now) {
+				s.f.check(s.sub)
 			}
 		}
 	}

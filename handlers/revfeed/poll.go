@@ -79,8 +79,11 @@ func parsePoll(body io.Reader) (*PollRequest, string, error) {
 // authenticated subscriber. The position is the latest ID acked; without
 // one, or one that cannot be resumed, the answer is reset. Without
 // returnImmediately it waits, up to PollWait, for an event; such a wait
-// counts against MaxPerClient and MaxSubscribers. An error is returned,
-// with nothing written, for a request that is refused.
+// counts against MaxPerClient and MaxSubscribers, and ends with the
+// error of the subscriber's Standing once that fails (Recheck). An error is
+// returned, with nothing written, for a request that is refused; once the
+// poll has waited, the caller has WriteTimeout to write it, as Poll has to
+// write an answer.
 func (f *Feed) Poll(w http.ResponseWriter, r *http.Request, body io.Reader, who Subscriber) error {
 	req, pos, err := parsePoll(body)
 	if err != nil {
@@ -95,62 +98,78 @@ func (f *Feed) Poll(w http.ResponseWriter, r *http.Request, body io.Reader, who 
 		resp.Reset = true
 		return f.writePoll(w, &resp)
 	}
-	if !req.ReturnImmediately && limit > 0 {
-		sub, err := f.join(who, false)
-		if err != nil {
+	wait := !req.ReturnImmediately && limit > 0
+	var sub *subscriber
+	var cut, moved <-chan struct{}
+	var expiry *time.Timer // when sub's credential expires: ask its standing again
+	if wait {
+		if sub, err = f.join(who, false); err != nil {
 			return err
 		}
 		defer f.leave(sub)
+		cut, moved = sub.cut, sub.moved
+		expiry = sub.timer(f.opts.Now())
+		defer func() { stopTimer(expiry) }()
 	}
 	rc := http.NewResponseController(w)
 	deadline := time.NewTimer(f.opts.PollWait)
 	defer deadline.Stop()
 	for {
-		changed := f.opts.Source.Changed()
-		st := f.opts.Source.Status(f.opts.Now())
-		evs, ok := f.opts.Source.Since(pos, limit+1)
-		answer := !ok || len(evs) > 0 && limit > 0 || req.ReturnImmediately || limit == 0
-		// The server's write deadline passed during a long wait: the answer
-		// gets WriteTimeout from now, as a stream's writes do.
-		if answer {
+		if sub != nil && sub.ended() {
 			if err := f.writeWithin(rc); err != nil {
 				return err
 			}
+			return sub.why
+		}
+		changed := f.opts.Source.Changed()
+		st := f.opts.Source.Status(f.opts.Now())
+		evs, ok := f.opts.Source.Since(pos, limit+1)
+		if ok && len(evs) == 0 && wait {
+			select {
+			case <-r.Context().Done():
+				return nil
+			case <-cut:
+			case <-timerC(expiry):
+				f.check(sub)
+			case <-moved:
+				stopTimer(expiry)
+				expiry = sub.timer(f.opts.Now())
+			case <-deadline.C:
+				wait = false // answer with what there is: nothing
+			case <-changed:
+				if f.opts.Draining != nil && f.opts.Draining() {
+					wait = false
+				}
+			}
+			continue
+		}
+		// The server's write deadline passed during a long wait: the answer
+		// gets WriteTimeout from now, as a stream's writes do.
+		if err := f.writeWithin(rc); err != nil {
+			return err
 		}
 		if !ok {
 			resp.Reset = true
 			return f.writePoll(w, &resp)
 		}
-		if answer {
-			if len(evs) > limit {
-				evs, resp.MoreAvailable = evs[:limit], true
-			}
-			for _, ev := range evs {
-				raw, err := f.set(ev)
-				if err != nil {
-					return err
-				}
-				resp.Sets[ev.ID] = raw
-			}
-			// The heartbeat vouches for events up to its last only if the
-			// answer holds them all.
-			if st.Fresh && !resp.MoreAvailable && sameEpoch(st.Last, pos) {
-				if resp.Heartbeat, _, err = f.signHeartbeat(st, req.Nonce); err != nil {
-					return err
-				}
-			}
-			return f.writePoll(w, &resp)
+		if len(evs) > limit {
+			evs, resp.MoreAvailable = evs[:limit], true
 		}
-		select {
-		case <-r.Context().Done():
-			return nil
-		case <-deadline.C:
-			req.ReturnImmediately = true // answer with what there is: nothing
-		case <-changed:
-			if f.opts.Draining != nil && f.opts.Draining() {
-				req.ReturnImmediately = true
+		for _, ev := range evs {
+			raw, err := f.set(ev)
+			if err != nil {
+				return err
+			}
+			resp.Sets[ev.ID] = raw
+		}
+		// The heartbeat vouches for events up to its last only if the
+		// answer holds them all.
+		if st.Fresh && !resp.MoreAvailable && sameEpoch(st.Last, pos) {
+			if resp.Heartbeat, _, err = f.signHeartbeat(st, req.Nonce); err != nil {
+				return err
 			}
 		}
+		return f.writePoll(w, &resp)
 	}
 }
 
@@ -164,4 +183,19 @@ func (f *Feed) writePoll(w http.ResponseWriter, resp *PollResponse) error {
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 	return nil
+}
+
+// timerC is t's channel; nil (never ready) without t.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
+}
+
+// stopTimer stops t, if any.
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
+	}
 }

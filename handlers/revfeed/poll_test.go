@@ -12,6 +12,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
+	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
@@ -207,7 +208,8 @@ func (is *issuer) withWriteTimeout(t *testing.T, d time.Duration) {
 
 // TestPollOutlastsWriteTimeout checks that a waiting poll is answered
 // after the server's write timeout has passed: at the end of its wait with
-// the heartbeat, and with an event that comes after it. Before the fix the server's
+// the heartbeat, with an event that comes after it, and with the refusal
+// when its client is cut off after it. Before the fix the server's
 // deadline, set when the request was read, made each an empty reply
 // (issue 34, finding 1; e2e's TestFeedLongPollRealServer has the real
 // server's 10 s).
@@ -234,4 +236,11 @@ func TestPollOutlastsWriteTimeout(t *testing.T) {
 		t.Fatalf("an event past the write timeout: %d %s %v, want 200 with its SET", a.status, a.body, a.err)
 	}
 
+	res = is.pollAsync(t, t.Context(), "api", `{"ack":["`+second.ID+`"]}`)
+	is.waitGauge(t, 1)
+	time.Sleep(2 * writeTimeout)
+	is.reload(t, "api", func(c *token.Client) bool { c.Disabled = true; return true })
+	if a = await(t, res, hangGuard); a.err != nil || a.status != http.StatusUnauthorized || a.code() != "invalid_client" {
+		t.Fatalf("cut off past the write timeout: %d %s %v, want 401 invalid_client", a.status, a.body, a.err)
+	}
 }

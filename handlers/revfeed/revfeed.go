@@ -14,7 +14,7 @@
 //	events.go       the stream (Events)
 //	snapshot.go     the snapshot (Snapshot)
 //	poll.go         the poll (Poll)
-//	subscribers.go  who holds a stream or a waiting poll: their bounds
+//	subscribers.go  who holds a stream or a waiting poll: their bounds, Recheck
 //	heartbeat.go    the ticker that signs the shared heartbeat while anyone follows
 //	set.go          an event as a signed SET, and the cache that signs it once
 //	nonce.go        binding a stream or snapshot to its request (CheckNonce)
@@ -69,7 +69,11 @@
 // Each stream and each waiting poll holds a connection, so they are
 // bounded: MaxPerClient of one client (Subscriber.Client, the
 // authenticated client ID; past it ErrClientBusy: 429), MaxSubscribers in
-// all (ErrBusy: 503), which the server keeps below its connection cap.
+// all (ErrBusy: 503), which the server keeps below its connection cap. A
+// subscriber's client is asked again whether it may still follow the feed
+// (Subscriber.Standing) at every reload of the clients (Recheck) and when
+// its credential expires: one that may not is cut off at once, its stream
+// ended and its poll answered with the error a new request would get.
 //
 // # The snapshot
 //

@@ -19,6 +19,7 @@ import (
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
+	"github.com/snowtoken/snowtoken/internal/logtest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
@@ -49,6 +50,7 @@ type issuer struct {
 	svc      *token.Service
 	clients  *token.Clients
 	key      token.Key
+	log      *logtest.Buffer // the handlers' log, JSON
 }
 
 // newIssuer serves src (nil: no feed) with opts.
@@ -62,7 +64,8 @@ func newIssuer(t testing.TB, src revfeed.Source, opts revfeed.Options) *issuer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	is := &issuer{pub: key.Private.Public().(ed25519.PublicKey), kid: key.ID, creds: map[string]string{}, registry: prometheus.NewRegistry()}
+	is := &issuer{pub: key.Private.Public().(ed25519.PublicKey), kid: key.ID, creds: map[string]string{}, registry: prometheus.NewRegistry(),
+		log: new(logtest.Buffer)}
 	var list []token.Client
 	for _, c := range []token.Client{
 		{ID: "api", Scopes: []string{}, RevocationFeed: true},
@@ -93,7 +96,7 @@ func newIssuer(t testing.TB, src revfeed.Source, opts revfeed.Options) *issuer {
 	}
 	is.svc, is.clients, is.key = svc, clients, key
 	is.server, err = handlers.NewServer(handlers.Options{Service: svc, Clients: clients, IDs: ids,
-		Logger: slog.New(slog.DiscardHandler), Registry: is.registry, Feed: src, FeedOptions: opts})
+		Logger: slog.New(slog.NewJSONHandler(is.log, nil)), Registry: is.registry, Feed: src, FeedOptions: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
