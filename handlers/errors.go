@@ -99,13 +99,14 @@ var answers = [...]answer{
 	// (clientKeysUnavailable), not as the service unavailable.
 	{err: clientauth.ErrFetch, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
 		description: "this client's keys cannot be fetched from its key server (jwks_uri, or its workload issuer's) now; retry later"},
-	// This client holds as many streams and waiting polls as one may
-	// (revfeed.Options.MaxPerClient): the client's own doing, so 429
+	// This client holds as many streams and waiting polls, or snapshots,
+	// as one may (revfeed.Options.MaxPerClient, MaxSnapshotsPerClient): the
+	// client's own doing, so 429
 	// (RFC 6585 §4), as the failed-authentication limit answers, not the
 	// 503 of a full server, and no log line (its rate is the client's);
 	// temporarily_unavailable for the reason that row gives.
 	{err: revfeed.ErrClientBusy, status: http.StatusTooManyRequests, code: "temporarily_unavailable", retry: true,
-		description: "this client holds as many streams and waiting polls of the revocation feed as one client may; retry once one has ended"},
+		description: "this client holds as many streams, waiting polls or snapshots of the revocation feed at once as one client may; retry once one has ended"},
 	// Every one counted: the log summarises repeats (internal/logsum).
 	{err: token.ErrUnavailable, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
 		logMsg: "unavailable", logLevel: slog.LevelWarn, unavailable: true,

@@ -110,11 +110,12 @@ func (s *Server) revocationEvents(c *gin.Context) {
 
 // revocationSnapshot serves GET /revocations (revfeed.Feed.Snapshot).
 func (s *Server) revocationSnapshot(c *gin.Context) {
-	if _, err := s.feedClient(c); err != nil {
+	st, err := s.feedClient(c)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if err := s.feed.Snapshot(c.Writer, c.Request); err != nil {
+	if err := s.feed.Snapshot(c.Writer, c.Request, st.id); err != nil {
 		s.fail(c, err)
 	}
 }

@@ -82,7 +82,8 @@
 // rotation. Its state's part is built and encoded once per state version
 // (Status.Version) and shared; each answer adds its request's nonce and
 // times and is signed on its own. At most MaxSnapshots are served at once,
-// each holding one buffer of its size (past it ErrSnapshotsBusy: 503), and
+// each holding one buffer of its size (past it ErrSnapshotsBusy: 503), at
+// most MaxSnapshotsPerClient of one client (ErrClientBusy: 429), and
 // each is written within 10 s plus 1 s a MiB from when its writing starts.
 //
 // Every JWT is signed by the issuer's current signing key (Options.Sign,
@@ -156,9 +157,10 @@ var (
 	ErrBusy = errors.New("revfeed: too many subscribers")
 	// ErrSnapshotsBusy: MaxSnapshots snapshots are served already.
 	ErrSnapshotsBusy = errors.New("revfeed: too many snapshots at once")
-	// ErrClientBusy: the client holds MaxPerClient streams and waiting
-	// polls already.
-	ErrClientBusy = errors.New("revfeed: too many streams and polls of this client")
+	// ErrClientBusy: the client holds as many of the feed's places as one
+	// may: MaxPerClient streams and waiting polls, or MaxSnapshotsPerClient
+	// snapshots.
+	ErrClientBusy = errors.New("revfeed: this client holds as many of the feed's places as one may")
 	// ErrOptions: an option is missing or out of range.
 	ErrOptions = errors.New("revfeed: invalid options")
 )
@@ -185,6 +187,10 @@ type Options struct {
 	// MaxSnapshots bounds the snapshots served at once; past it a snapshot
 	// is refused (ErrSnapshotsBusy: 503).
 	MaxSnapshots int
+	// MaxSnapshotsPerClient bounds those of one client; past it a snapshot
+	// is refused (ErrClientBusy: 429). Zero means
+	// DefaultMaxSnapshotsPerClient; at most MaxSnapshots.
+	MaxSnapshotsPerClient int
 	// MaxPerClient bounds those of one client (Subscriber.Client), so that
 	// one credential cannot take every place. Zero means
 	// DefaultMaxPerClient, or MaxSubscribers if that is less.
@@ -232,8 +238,8 @@ func New(opts Options) (*Feed, error) {
 		return nil, fmt.Errorf("%w: Source, Sign, SignPayload and Issuer are required", ErrOptions)
 	case opts.Heartbeat < 0 || opts.Heartbeat > MaxHeartbeat:
 		return nil, fmt.Errorf("%w: Heartbeat %v must be at most %v", ErrOptions, opts.Heartbeat, MaxHeartbeat)
-	case opts.MaxSubscribers < 0 || opts.MaxPerClient < 0 || opts.MaxSnapshots < 0 || opts.WriteTimeout < 0 || opts.Page < 0 || opts.PollWait < 0:
-		return nil, fmt.Errorf("%w: MaxSubscribers, MaxPerClient, MaxSnapshots, WriteTimeout, Page and PollWait must not be negative", ErrOptions)
+	case opts.MaxSubscribers < 0 || opts.MaxPerClient < 0 || opts.MaxSnapshots < 0 || opts.MaxSnapshotsPerClient < 0 || opts.WriteTimeout < 0 || opts.Page < 0 || opts.PollWait < 0:
+		return nil, fmt.Errorf("%w: MaxSubscribers, MaxPerClient, MaxSnapshots, MaxSnapshotsPerClient, WriteTimeout, Page and PollWait must not be negative", ErrOptions)
 	}
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = DefaultHeartbeat
@@ -243,6 +249,12 @@ func New(opts Options) (*Feed, error) {
 	}
 	if opts.MaxSnapshots == 0 {
 		opts.MaxSnapshots = DefaultMaxSnapshots
+	}
+	switch {
+	case opts.MaxSnapshotsPerClient == 0:
+		opts.MaxSnapshotsPerClient = min(DefaultMaxSnapshotsPerClient, opts.MaxSnapshots)
+	case opts.MaxSnapshotsPerClient > opts.MaxSnapshots:
+		return nil, fmt.Errorf("%w: MaxSnapshotsPerClient %d is more than MaxSnapshots %d", ErrOptions, opts.MaxSnapshotsPerClient, opts.MaxSnapshots)
 	}
 	switch {
 	case opts.MaxPerClient == 0:

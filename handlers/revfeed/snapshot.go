@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -20,6 +19,12 @@ import (
 // served at once, each holding a buffer of its answer's size while it is
 // signed and written.
 const DefaultMaxSnapshots = 4
+
+// DefaultMaxSnapshotsPerClient is Options.MaxSnapshotsPerClient's default:
+// a consumer fetches one snapshot at a time, so one client's requests (of
+// every replica of a service sharing its credential, after an epoch
+// rotation) take one place and leave the others to the other clients.
+const DefaultMaxSnapshotsPerClient = 1
 
 // The write deadline of a snapshot's answer, set when its writing starts
 // (the server's own, set when the request was read, has run while it
@@ -84,25 +89,26 @@ type RevokedClient struct {
 }
 
 // Snapshot writes the whole state as one signed JWT (application/jwt),
-// with the request's nonce. An error is returned, with nothing written, for
-// a request that is refused (a malformed nonce; ErrSnapshotsBusy past
-// MaxSnapshots). A HEAD request gets the headers only, and builds nothing.
+// with the request's nonce, to client (the authenticated client's ID). An
+// error is returned, with nothing written, for a request that is refused
+// (a malformed nonce; ErrSnapshotsBusy past MaxSnapshots, ErrClientBusy
+// past MaxSnapshotsPerClient of client's). A HEAD request gets the headers
+// only, and builds nothing.
 //
 // The state's part of the payload is built and base64url-encoded once per
 // state version; each request adds its own members in front of it, padded
 // with JSON whitespace (RFC 7519 §7.1 allows it) to a multiple of 3 bytes
 // so that the encodings join, and signs the whole (Options.SignPayload):
 // one buffer of the answer's size a request.
-func (f *Feed) Snapshot(w http.ResponseWriter, r *http.Request) error {
+func (f *Feed) Snapshot(w http.ResponseWriter, r *http.Request, client string) error {
 	nonce, err := CheckNonce(r)
 	if err != nil {
 		return err
 	}
-	if f.snapshots.served.Add(1) > int64(f.opts.MaxSnapshots) {
-		f.snapshots.served.Add(-1)
-		return fmt.Errorf("%w: %d", ErrSnapshotsBusy, f.opts.MaxSnapshots)
+	if err := f.snapshots.enter(client, f.opts.MaxSnapshots, f.opts.MaxSnapshotsPerClient); err != nil {
+		return err
 	}
-	defer f.snapshots.served.Add(-1)
+	defer f.snapshots.leave(client)
 	h := w.Header()
 	h.Set("Content-Type", "application/jwt")
 	h.Set("Cache-Control", "no-store")
@@ -156,9 +162,41 @@ var b64 = base64.RawURLEncoding
 // snapshots are the snapshots served now, and the state's part of the last
 // built.
 type snapshots struct {
-	served atomic.Int64
-	mu     sync.Mutex // held while building: the requests that need the same wait
-	last   *builtState
+	servedMu  sync.Mutex
+	served    int            // in all
+	perClient map[string]int // of served, by client; no entry for none
+
+	mu   sync.Mutex // held while building: the requests that need the same wait
+	last *builtState
+}
+
+// enter takes a place for a snapshot of client's: ErrSnapshotsBusy past max
+// in all, ErrClientBusy past perClient of client's.
+func (s *snapshots) enter(client string, max, perClient int) error {
+	s.servedMu.Lock()
+	defer s.servedMu.Unlock()
+	switch {
+	case s.served >= max:
+		return fmt.Errorf("%w: %d", ErrSnapshotsBusy, max)
+	case s.perClient[client] >= perClient:
+		return fmt.Errorf("%w: %d snapshot(s) at once", ErrClientBusy, perClient)
+	}
+	if s.perClient == nil {
+		s.perClient = map[string]int{}
+	}
+	s.served++
+	s.perClient[client]++
+	return nil
+}
+
+// leave gives back the place enter took.
+func (s *snapshots) leave(client string) {
+	s.servedMu.Lock()
+	defer s.servedMu.Unlock()
+	s.served--
+	if s.perClient[client]--; s.perClient[client] <= 0 {
+		delete(s.perClient, client)
+	}
 }
 
 // builtState is the state's part of a snapshot payload (SnapshotState's

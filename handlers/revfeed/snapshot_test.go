@@ -96,6 +96,11 @@ type result struct {
 // goSnapshot sends GET /revocations with nonce (none if empty) as the
 // client "api" and reads the answer whole onto the returned channel.
 func (is *issuer) goSnapshot(ctx context.Context, nonce string) <-chan result {
+	return is.goSnapshotAs(ctx, "api", nonce)
+}
+
+// goSnapshotAs is goSnapshot as client.
+func (is *issuer) goSnapshotAs(ctx context.Context, client, nonce string) <-chan result {
 	out := make(chan result, 1)
 	u := is.URL + "/revocations"
 	if nonce != "" {
@@ -106,7 +111,7 @@ func (is *issuer) goSnapshot(ctx context.Context, nonce string) <-chan result {
 		out <- result{err: err}
 		return out
 	}
-	req.SetBasicAuth("api", is.creds["api"])
+	req.SetBasicAuth(client, is.creds[client])
 	go func() {
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -171,6 +176,36 @@ func TestSnapshotsBounded(t *testing.T) {
 	is.snapshotOK(t, wait(t, is.goSnapshot(t.Context(), testNonce), "third answer"), testNonce)
 }
 
+// TestSnapshotsPerClient checks that one client holds at most
+// MaxSnapshotsPerClient snapshots at once: past it 429
+// temporarily_unavailable with Retry-After, while another client is still
+// served, so that one credential (every replica of a service, after an
+// epoch rotation, or a client asking in a loop) cannot take every place
+// (found in review: issue 34 finding 4, the bound was only in all).
+func TestSnapshotsPerClient(t *testing.T) {
+	src := newHeldSource(revfeedtest.NewLarge(revlog.KindSubject, 1_000))
+	is := newHeldIssuer(t, src, revfeed.Options{})
+	first := is.goSnapshot(t.Context(), testNonce)
+	wait(t, src.built, "first snapshot built") // and held there, in its place
+	r := wait(t, is.goSnapshot(t.Context(), testNonce), "an answer past the client's bound")
+	var e struct {
+		Error string `json:"error"`
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.resp.StatusCode != http.StatusTooManyRequests || r.resp.Header.Get("Retry-After") == "" ||
+		json.Unmarshal(r.body, &e) != nil || e.Error != "temporarily_unavailable" {
+		t.Fatalf("a client's second snapshot at once: %d, Retry-After %q, %s; want 429 temporarily_unavailable with Retry-After",
+			r.resp.StatusCode, r.resp.Header.Get("Retry-After"), r.body)
+	}
+	other := is.goSnapshotAs(t.Context(), "ops", testNonce) // another client: a place of its own, sharing the build
+	src.let()
+	is.snapshotOK(t, wait(t, first, "first answer"), testNonce)
+	is.snapshotOK(t, wait(t, other, "the other client's answer"), testNonce)
+	is.snapshotOK(t, wait(t, is.goSnapshot(t.Context(), testNonce), "the client's next answer"), testNonce)
+}
+
 // TestSnapshotBuiltOncePerVersion checks that the state's part of the
 // snapshot is built once per state version and shared, each answer signed
 // for its own request (its nonce, of every length modulo 3, or none), and
@@ -179,7 +214,7 @@ func TestSnapshotBuiltOncePerVersion(t *testing.T) {
 	src := revfeedtest.New(true)
 	add(src, revlog.KindToken, "117811659438825472")
 	sub := add(src, revlog.KindSubject, "alice")
-	is := newIssuer(t, src, revfeed.Options{})
+	is := newIssuer(t, src, revfeed.Options{MaxSnapshotsPerClient: revfeed.DefaultMaxSnapshots})
 	nonces := []string{testNonce[:22], testNonce[:23], testNonce[:24], strings.Repeat(testNonce, 3)[:128], ""}
 	var answers []<-chan result
 	for _, n := range nonces[:revfeed.DefaultMaxSnapshots] { // as many at once as the default bound lets in
