@@ -60,13 +60,17 @@ var clientSubs = []clientSub{
 	{"list", "-file F",
 		"Check the clients file F as the issuer does and list its clients.", clientListCmd},
 	{"disable", "-file F -id ID [-revoke]" + replicasSynopsis,
-		"Disable a client in F: once the replicas load F, it cannot authenticate and its tokens stop\n" +
-			"validating. -revoke also revokes its tokens in Redis now, as client revoke does.", clientDisableCmd},
+		"Disable a client in F: once a replica loads F, it cannot authenticate and every token it holds\n" +
+			"is revoked (the replica revokes them in Redis, and the revocation feed carries it); enabled\n" +
+			"again, it does not get them back. -revoke also revokes them now, as client revoke does,\n" +
+			"without waiting for a replica to load F.", clientDisableCmd},
 	{"enable", "-file F -id ID" + replicasSynopsis,
-		"Enable a disabled client in F. Its unexpired tokens validate again unless they were revoked.", clientEnableCmd},
+		"Enable a disabled client in F: it can authenticate and get tokens again. The tokens it held\n" +
+			"when a replica loaded F with it disabled were revoked then and stay refused.", clientEnableCmd},
 	{"remove", "-file F -id ID [-revoke]" + replicasSynopsis,
-		"Remove a client from F. -revoke also revokes its tokens in Redis, so that they stay invalid\n" +
-			"should a client of the same ID be added again.", clientRemoveCmd},
+		"Remove a client from F: once a replica loads F, every token it holds is revoked, and a client\n" +
+			"of the same ID added again does not get them back. -revoke also revokes them now, as client\n" +
+			"revoke does, without waiting for a replica to load F.", clientRemoveCmd},
 	{"revoke", "-id ID",
 		"Revoke every token of a client, in the Redis of the issuer's SNOWTOKEN_REDIS_* variables\n" +
 			"(as DELETE /clients/{id}/tokens does): for an operator who has no admin client at hand.", clientRevokeCmd},

@@ -488,11 +488,13 @@ func (p *fleetProc) until401(tb testing.TB, tok fleetToken, why string) time.Dur
 // kubelet does (a swap of ..data); a plain file in a directory that another
 // program writes every 20 ms. In each, the client's token answers 401 with
 // no restart and no SIGHUP. It logs how long that took, from the end of the
-// change (figures, not a check: time is for benchmarks).
+// change (figures, not a check: time is for benchmarks). Enabled again
+// (`snowtoken client enable`), the client gets new tokens, and the one it
+// held while disabled stays refused.
 func TestReloadLayouts(t *testing.T) {
 	bin := fleetBinary(t)
 	creds := newFleetCreds(t, bin)
-	disable := func(file string) { fleetCommand(t, bin, "client", "disable", "-file", file, "-id", creds.svc.id) }
+	command := func(sub, file string) { fleetCommand(t, bin, "client", sub, "-file", file, "-id", creds.svc.id) }
 	copyTo := func(path string) string {
 		data, err := os.ReadFile(creds.clientsPath)
 		if err != nil {
@@ -506,28 +508,29 @@ func TestReloadLayouts(t *testing.T) {
 	for i, layout := range []struct {
 		name string
 		// setup lays the clients file out and returns SNOWTOKEN_CLIENTS_FILE
-		// and the change that disables svc.
-		setup func(t *testing.T) (string, func())
+		// and the change that runs a client subcommand (disable, enable)
+		// on svc.
+		setup func(t *testing.T) (string, func(sub string))
 	}{
-		{"plain file", func(t *testing.T) (string, func()) {
+		{"plain file", func(t *testing.T) (string, func(string)) {
 			path := copyTo(filepath.Join(t.TempDir(), "clients.json"))
-			return path, func() { disable(path) }
+			return path, func(sub string) { command(sub, path) }
 		}},
-		{"symlink to a file in another directory", func(t *testing.T) (string, func()) {
+		{"symlink to a file in another directory", func(t *testing.T) (string, func(string)) {
 			target := copyTo(filepath.Join(t.TempDir(), "clients.json"))
 			link := filepath.Join(t.TempDir(), "clients.json")
 			if err := os.Symlink(target, link); err != nil {
 				t.Fatal(err)
 			}
-			return link, func() { disable(link) }
+			return link, func(sub string) { command(sub, link) }
 		}},
-		{"kubernetes ..data swap", func(t *testing.T) (string, func()) {
+		{"kubernetes ..data swap", func(t *testing.T) (string, func(string)) {
 			mount := t.TempDir()
 			staged := copyTo(filepath.Join(t.TempDir(), "clients.json"))
 			data, _ := os.ReadFile(staged)
 			watchtest.KubeletWrite(t, mount, "clients.json", data)
-			return filepath.Join(mount, "clients.json"), func() {
-				disable(staged)
+			return filepath.Join(mount, "clients.json"), func(sub string) {
+				command(sub, staged)
 				data, err := os.ReadFile(staged)
 				if err != nil {
 					t.Fatal(err)
@@ -535,7 +538,7 @@ func TestReloadLayouts(t *testing.T) {
 				watchtest.KubeletWrite(t, mount, "clients.json", data)
 			}
 		}},
-		{"plain file in a directory written every 20 ms", func(t *testing.T) (string, func()) {
+		{"plain file in a directory written every 20 ms", func(t *testing.T) (string, func(string)) {
 			dir := t.TempDir()
 			path := copyTo(filepath.Join(dir, "clients.json"))
 			ctx, stop := context.WithCancel(context.Background())
@@ -548,7 +551,7 @@ func TestReloadLayouts(t *testing.T) {
 				}
 			}()
 			t.Cleanup(func() { stop(); <-done })
-			return path, func() { disable(path) }
+			return path, func(sub string) { command(sub, path) }
 		}},
 	} {
 		t.Run(layout.name, func(t *testing.T) {
@@ -561,7 +564,7 @@ func TestReloadLayouts(t *testing.T) {
 				fleetAddr(t, ip), ip, "SNOWTOKEN_CLIENTS_FILE", clients))
 			tok := p.issue(t, creds.svc, "")
 			p.mustValidate(t, tok, p.worker(t))
-			change()
+			change("disable")
 			took := p.until401(t, tok, "after `client disable`")
 			t.Logf("%s: the disabled client's token answered 401 %v after the change", layout.name, took.Round(time.Millisecond))
 			p.waitClientsFile(t, clients)
@@ -575,6 +578,15 @@ func TestReloadLayouts(t *testing.T) {
 			if err != nil || len(entries) == 0 || entries[len(entries)-1].Values["k"] != "c" || entries[len(entries)-1].Values["i"] != creds.svc.id {
 				t.Errorf("revocation log %v (%v), want the client's entry last", entries, err)
 			}
+			// Enabled again: the client authenticates (a token, or 503
+			// until its new tokens' IDs are past the revocation), and the
+			// token it held while disabled stays revoked.
+			change("enable")
+			p.waitClientsFile(t, clients)
+			if status, _, _, body := p.tryIssue(t, creds.svc, ""); status != http.StatusOK && status != http.StatusServiceUnavailable {
+				t.Errorf("POST /token, the client enabled again: %d %s, want 200 or 503", status, body)
+			}
+			p.mustReject(t, tok, "held while its client was disabled, the client enabled again")
 		})
 	}
 }
