@@ -108,8 +108,8 @@ func TestAnswerCacheConcurrent(t *testing.T) {
 }
 
 // BenchmarkAnswerCache measures a put of a new answer and a get of a cached
-// one, with the cache at the default size empty and full (issue 19: a full
-// cache must cost about what an empty one does).
+// one, with the cache at the default size empty and full: a full
+// cache must cost about what an empty one does.
 func BenchmarkAnswerCache(b *testing.B) {
 	now := time.Now()
 	a := answer{claims: &Claims{Subject: "s"}, until: now.Add(time.Hour)}

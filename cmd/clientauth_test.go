@@ -87,8 +87,8 @@ func TestClientNewAuth(t *testing.T) {
 		{"-auth-method", "client_secret_basic", "-jwks-uri", "https://keys.example/jwks"},
 		{"-workload-issuer", "https://k8s.example", "-workload-subject", "s", "-auth-method", "private_key_jwt"},
 		{"-jwks-uri", "http://keys.example/jwks"},
-		// The cloud metadata address, over https as over http (issue 34
-		// finding 5: only http was refused).
+		// The cloud metadata address, over https as over http (only
+		// http was refused once).
 		{"-jwks-uri", "http://169.254.169.254/latest/meta-data/"},
 		{"-jwks-uri", "https://169.254.169.254/latest/meta-data/"},
 		{"-workload-issuer", "https://169.254.169.254", "-workload-subject", "s"},

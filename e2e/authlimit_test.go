@@ -34,7 +34,7 @@ func (g guesser) guess(clientID, from string) int {
 	return status
 }
 
-// spread is issue 25's measurement: 243 wrong secrets spread over 27 client
+// spread is a review's measurement: 243 wrong secrets spread over 27 client
 // IDs (9 each, below the per-client limit, so that only the address can
 // limit them), the i-th from addr(i). It returns how many answered 429.
 func (g guesser) spread(ids string, addr func(i int) string) (limited int) {

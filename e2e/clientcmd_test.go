@@ -411,9 +411,8 @@ func sha256Hex(secret string) string {
 
 // TestClientEditKeepsOwner: an edit by root keeps the clients file's owner,
 // group and mode, so the user the issuer runs as still reads it, and says
-// who can read it (issue 25, finding 11: `client disable` as root left
-// 0:0 0600, the issuer's reload was refused and the client kept its
-// tokens). Run as a user who can neither keep the owner nor is the owner,
+// who can read it (`client disable` as root once left 0:0 0600, the
+// issuer's reload was refused and the client kept its tokens). Run as a user who can neither keep the owner nor is the owner,
 // an edit is refused, naming the problem, and writes nothing.
 func TestClientEditKeepsOwner(t *testing.T) {
 	setpriv := needRoot(t)
@@ -481,8 +480,8 @@ func TestClientEditKeepsOwner(t *testing.T) {
 }
 
 // TestClientEditsAtOnce: edits by two commands started together both land
-// (issue 25, finding 12: in 50 rounds of disable and new at once, several
-// of each were lost while both said they succeeded). Each round runs the
+// (in 50 rounds of disable and new at once, several of each were once
+// lost while both said they succeeded). Each round runs the
 // real binary twice: disable -id aN and new -id bN; then every aN is
 // disabled and every bN is in the file.
 func TestClientEditsAtOnce(t *testing.T) {
@@ -611,8 +610,8 @@ func fileOwner(tb testing.TB, path string) (uid, gid int, mode os.FileMode) {
 
 // TestClientEditReplicas: with -replicas, an edit waits until each named
 // replica's /readyz shows the file it wrote, and names those that did not
-// take it, exiting 0 since the file is written (issue 25, finding 3: the CLI
-// warns when the running replicas did not take its change). Replica a
+// take it, exiting 0 since the file is written (the CLI warns when the
+// running replicas did not take its change). Replica a
 // reads the file; replica b reads a copy that the edit does not change;
 // the third is not there. keys rotate does the same for keys.json.
 func TestClientEditReplicas(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 )
 
 // DPoP (RFC 9449) between the real program and a client that shares no code
-// with it (issue 28's interoperability target): every proof here is made
+// with it (interoperability with other stacks): every proof here is made
 // with go-jose, the way a client of another stack makes them, signed by a
 // key whose public half go-jose embeds (EmbedJWK); none goes through
 // client/dpop. Two replicas on one Redis: a proof is accepted once across

@@ -23,8 +23,8 @@ import (
 // compromised and taken out of its jwks_uri's set. The replica keeps
 // accepting it from its cache, until the operator runs `client
 // refresh-keys -replicas`: once that says the replica loaded the change,
-// the key is refused, long before the cache's 5 minutes (issue 34 finding
-// 11: only the TTL dropped it, and a reload kept it).
+// the key is refused, long before the cache's 5 minutes (once only the
+// TTL dropped it, and a reload kept it).
 func TestClientRefreshKeysReplicas(t *testing.T) {
 	srv := redistest.NewServer(t)
 	dir := t.TempDir()

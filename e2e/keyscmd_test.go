@@ -9,7 +9,7 @@ import (
 )
 
 // TestKeysRotateAtOnce: two `keys rotate` started together on a new
-// directory run one after the other (issue 25, finding 12): the first
+// directory run one after the other: the first
 // creates the active key, the second adds a next key, and no key file is
 // left that the manifest does not name. Each round runs the real binary
 // twice.

@@ -22,7 +22,7 @@ import (
 	"unicode"
 )
 
-// The house's limits (issue 27): a newcomer reads it as a few units on a few
+// The house's limits: a newcomer reads it as a few units on a few
 // levels, and no file of code is too long to read at once.
 const (
 	maxUnits       = 16
@@ -316,7 +316,7 @@ func houseLevels(units map[string]map[string]bool) (levels map[string]int, back 
 }
 
 // TestLayoutImports draws the house from its imports (go list of every
-// module of the repository) and holds it to issue 27's limits: at most 16
+// module of the repository) and holds it to the house's limits: at most 16
 // units on at most 6 levels, at most one import that runs back up, and no
 // file of code over 500 lines. The drawing is in the log (go test -v).
 func TestLayoutImports(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/snowtoken/snowtoken/token"
 )
 
-// TestOperationsOnTwoReplicas runs the operator's changes of issue 13 on
+// TestOperationsOnTwoReplicas runs an operator's everyday changes on
 // two replicas that share one Redis, one keys directory and one clients
 // file, with the commands an operator runs, while loads issue at one replica
 // and validate at the other (and at a consumer verifying locally): a client

@@ -706,7 +706,7 @@ func deployValidateStatus(p *fleetProc, tok fleetToken) (int, error) {
 }
 
 // TestRedisSentinelFailoverLosesWrites: a Sentinel failover that loses
-// writes the master acknowledged (issue 26, item 1). The master drops its
+// writes the master acknowledged. The master drops its
 // replica's link (a frozen replica overruns the master's output buffer
 // limit for it), then acknowledges a token's and a subject's revocation
 // that the replica never gets, and dies; the sentinels promote the

@@ -5,7 +5,7 @@ package e2e
 // with the http.Server cmd/server builds (its read and write timeouts, its
 // connection cap), its follower of a redis-server of the test's own, and
 // live reloads of its clients file. The feed's own tests serve through
-// httptest, which has neither timeouts nor a cap (issue 34, findings 1 to 3).
+// httptest, which has neither timeouts nor a cap.
 
 import (
 	"bufio"
@@ -273,7 +273,7 @@ func waitSubscribers(tb testing.TB, p *fleetProc, n float64) {
 // heartbeat, and at once when a revocation comes 12 s into its wait. Both
 // outlast the server's 10 s WriteTimeout: before the fix the poll got no
 // answer at all ("Empty reply from server"), and a poller on a quiet log
-// never went fresh (issue 34, finding 1).
+// never went fresh.
 func TestFeedLongPollRealServer(t *testing.T) {
 	t.Run("quiet", func(t *testing.T) {
 		t.Parallel()
@@ -327,7 +327,7 @@ func TestFeedLongPollRealServer(t *testing.T) {
 // client's Follow consumer starts. Feed clients together fill the feed's
 // total, half the connection cap (20), past which it is 503, and POST
 // /token is still answered: the feed never holds every connection. Before
-// the fix the 40 polls held all 40 connections (issue 34, finding 2).
+// the fix the 40 polls held all 40 connections.
 func TestFeedSlotsPerClient(t *testing.T) {
 	const maxConns, polls = 40, 40
 	p, creds, feeds, _ := startFeedIssuer(t, []string{"feed2", "feed3", "feed4"}, "SNOWTOKEN_MAX_CONNS", strconv.Itoa(maxConns))
@@ -381,7 +381,7 @@ func TestFeedSlotsPerClient(t *testing.T) {
 // disable) or removed (client remove); the poll answers as a new request
 // would. Another feed client's stream and poll go on (a poll answers 200
 // when the reload revokes a dropped client's tokens: that is an event).
-// Before the fix they all went on (issue 34, finding 3).
+// Before the fix they all went on.
 func TestFeedCutOffOnReload(t *testing.T) {
 	p, creds, feeds, bin := startFeedIssuer(t, []string{"keep", "stripped", "rotated", "disabled", "removed"})
 	type held struct {

@@ -389,7 +389,7 @@ func TestClientAssertionsReload(t *testing.T) {
 // BenchmarkIssueByAssertion is POST /token through the engine (no network,
 // the real Redis) for a client with a secret and for private_key_jwt
 // clients (EdDSA inline, RS256 from a cached jwks_uri): the assertion's
-// check is what private_key_jwt adds (issue 28's target: within 1.3× of
+// check is what private_key_jwt adds (the target: within 1.3× of
 // the secret's issue plus one verification; clientauth's BenchmarkSignature
 // is the verification). Assertions are made outside the timer.
 //
@@ -464,8 +464,8 @@ func TestClientAssertionKeysUnreachable(t *testing.T) {
 // hangs are 503, counted per client in
 // snowtoken_client_keys_unavailable_total and logged as such, and leave
 // snowtoken_unavailable_total, the Redis and ID-generator signal, at 0
-// (issue 34 finding 7: 57 of them raised it to 57 with Redis healthy, and
-// logged "unavailable").
+// (57 of them once raised it to 57 with Redis healthy, and logged
+// "unavailable").
 func TestClientKeysUnavailableSignal(t *testing.T) {
 	t.Parallel()
 	hung := make(chan struct{})
@@ -532,8 +532,7 @@ func newRotatingKeys(tb testing.TB, set json.RawMessage) *rotatingKeys {
 // TestClientAssertionsReloadDropsKeys: a client's key is compromised and
 // taken out of its jwks_uri's set. A reload that changes the client's
 // entry drops the set fetched for it, so that an assertion signed with the
-// old key is refused at once, not once the cache's TTL has passed (issue
-// 34 finding 11): the jwks_uri moves to another URL and back within the
+// old key is refused at once, not once the cache's TTL has passed: the jwks_uri moves to another URL and back within the
 // TTL; then, at one URL throughout, the operator changes keys_refreshed
 // alone (client refresh-keys).
 func TestClientAssertionsReloadDropsKeys(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 // BenchmarkVerifiedCache measures the cache at the default size, empty and
 // full of live entries: a put of a new token and a get of a cached one, from
 // as many goroutines as GOMAXPROCS. A full cache must cost about what an
-// empty one does (issue 19).
+// empty one does.
 func BenchmarkVerifiedCache(b *testing.B) {
 	now := time.Now()
 	live := &Verified{cacheUntil: now.Add(time.Hour)}

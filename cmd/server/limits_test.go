@@ -132,8 +132,7 @@ func TestConnStatesLimit(t *testing.T) {
 // TestFeedSlots: the revocation feed's bounds follow the connection cap,
 // half of it by default (at most revfeed's 1000) and below it when set, so
 // that the feed's streams and long polls never hold every connection; a
-// client's share is revfeed's default, at most the total (issue 34,
-// finding 2).
+// client's share is revfeed's default, at most the total.
 func TestFeedSlots(t *testing.T) {
 	for _, tc := range []struct {
 		maxConns, setTotal, setPerClient int

@@ -211,8 +211,7 @@ func (is *issuer) withWriteTimeout(t *testing.T, d time.Duration) {
 // the heartbeat, with an event that comes after it, and with the refusal
 // when its client is cut off after it. Before the fix the server's
 // deadline, set when the request was read, made each an empty reply
-// (issue 34, finding 1; e2e's TestFeedLongPollRealServer has the real
-// server's 10 s).
+// (e2e's TestFeedLongPollRealServer has the real server's 10 s).
 func TestPollOutlastsWriteTimeout(t *testing.T) {
 	const writeTimeout, pollWait = 200 * time.Millisecond, 600 * time.Millisecond
 	src := revfeedtest.New(true)

@@ -181,7 +181,7 @@ func TestSnapshotsBounded(t *testing.T) {
 // temporarily_unavailable with Retry-After, while another client is still
 // served, so that one credential (every replica of a service, after an
 // epoch rotation, or a client asking in a loop) cannot take every place
-// (found in review: issue 34 finding 4, the bound was only in all).
+// (the bound was only in all).
 func TestSnapshotsPerClient(t *testing.T) {
 	src := newHeldSource(revfeedtest.NewLarge(revlog.KindSubject, 1_000))
 	is := newHeldIssuer(t, src, revfeed.Options{})

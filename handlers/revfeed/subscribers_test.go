@@ -42,7 +42,7 @@ func (is *issuer) reload(t *testing.T, id string, edit func(c *token.Client) boo
 // MaxPerClient streams and waiting polls (past it 429 with Retry-After,
 // in the OAuth2 shape), which leaves the others their places up to
 // MaxSubscribers (503), and that a poll answered at once is not counted.
-// Before the fix one client could take every place (issue 34, finding 2).
+// Before the fix one client could take every place.
 func TestSubscribersPerClient(t *testing.T) {
 	src := revfeedtest.New(true)
 	ev := add(src, revlog.KindToken, "1")
@@ -106,8 +106,8 @@ func TestSubscribersPerClient(t *testing.T) {
 // that takes a client's right to the feed away ends its stream and its
 // waiting poll at once, the poll answering as a new request would, and
 // that one that leaves it the right ends neither: they get the next event
-// and the heartbeat after it. Before the fix none ended (issue 34,
-// finding 3; e2e's TestFeedCutOffOnReload reloads a real clients file).
+// and the heartbeat after it. Before the fix none ended (e2e's
+// TestFeedCutOffOnReload reloads a real clients file).
 func TestCutOffOnReload(t *testing.T) {
 	_, rotated, err := token.NewClientSecret()
 	if err != nil {

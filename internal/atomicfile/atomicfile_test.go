@@ -34,8 +34,8 @@ func TestReplace(t *testing.T) {
 
 // TestReplaceKeepsOwner: a file of another user, replaced by root, keeps
 // its owner, group and mode, and that user (or a member of that group)
-// still reads it: issue 25's finding 11, where the issuer running as uid
-// 12345 could no longer read a clients file that root edited. ReplaceLike
+// still reads it: the issuer running as uid 12345 once could no longer
+// read a clients file that root edited. ReplaceLike
 // gives a new file the owner, group and mode of the file it names, and
 // Lock its lock file.
 func TestReplaceKeepsOwner(t *testing.T) {

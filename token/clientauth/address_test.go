@@ -47,8 +47,8 @@ func newTLSIssuer(t *testing.T, jwksURI func(iss string) string, keys []byte) (i
 // operator trusts names, as its jwks_uri, a URL on another host or port
 // (an admin route on loopback, the cloud metadata address, a private
 // address), or one over plain http: the issuer requests none of them,
-// and refuses without trying to connect (issue 34 finding 5: the issuer
-// GET the admin route, and tried to connect to the others).
+// and refuses without trying to connect (the issuer once requested the
+// admin route, and tried to connect to the others).
 func TestDiscoveryJWKSURIElsewhere(t *testing.T) {
 	a := newSigner(t, clientauth.AlgES256, "a")
 	for name, uri := range map[string]func(iss string, target *url.URL) string{
@@ -133,8 +133,8 @@ func TestAddressRules(t *testing.T) {
 }
 
 // TestFetchRefusesAddresses: a URL the operator wrote is held to the same
-// address rules, before connecting (issue 34 finding 5: a jwks_uri of
-// https://169.254.169.254/ was accepted where http://169.254.169.254/ was
+// address rules, before connecting (a jwks_uri of
+// https://169.254.169.254/ was once accepted where http://169.254.169.254/ was
 // not); and a learned URL on the issuer's own host, by a name that
 // resolves to loopback, is refused when dialled.
 func TestFetchRefusesAddresses(t *testing.T) {

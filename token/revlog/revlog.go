@@ -47,7 +47,7 @@
 // rotates the epoch, so that every other replica hears of it too. A token
 // issued before the epoch began (plus the leeway, the bound on clock skew
 // the service already has) is never decided from the log, only by Redis's
-// records, as before the log existed (issue 11's data-loss rules). Not
+// records, as before the log existed (Redis's data-loss rules, docs/redis.md). Not
 // detected: entries lost before any follower read them (a crash within
 // the milliseconds between Redis's acknowledgement and the followers'
 // reads: the records lost the same writes), a loss while every replica

@@ -19,7 +19,7 @@ import (
 	"github.com/snowtoken/snowtoken/token/clientauth"
 )
 
-// The private_key_jwt row (issue 28): tokens issued to a client that
+// The private_key_jwt row: tokens issued to a client that
 // authenticates with a client assertion (RFC 7523 §2.2) signed by its
 // Ed25519 key, registered inline (jwks) in the clients file, instead of a
 // secret. Each request carries an assertion of its own, as a client makes

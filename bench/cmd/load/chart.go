@@ -53,7 +53,7 @@ type bar struct {
 	kind       barKind
 	cpu, floor time.Duration // server CPU per request, and the row's floor in the same round
 	floorName  string        // floorBare, floorSign, ... (floor.go)
-	target     float64       // issue 16's bound on cpu ÷ floor (0: none)
+	target     float64       // the target: the bound on cpu ÷ floor (0: none)
 }
 
 // chartBars are the bars of the wrk table's rows, the bare handler first.

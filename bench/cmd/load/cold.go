@@ -7,7 +7,7 @@ import (
 	"github.com/snowtoken/snowtoken/token"
 )
 
-// Never-seen validation (issues 16 and 19): JWTs that no request has
+// Never-seen validation: JWTs that no request has
 // validated before, with the issuer's verified-token cache full, so that
 // every request parses and verifies its token afresh and the cache evicts
 // an entry for it, as in a deployment whose services see a steady stream of

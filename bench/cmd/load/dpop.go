@@ -19,7 +19,7 @@ import (
 	"github.com/snowtoken/snowtoken/client/dpop"
 )
 
-// DPoP rows (issue 28): a DPoP-bound token validated again and again (hot),
+// DPoP rows: a DPoP-bound token validated again and again (hot),
 // each request with a proof of its own, as a client sends them (a fresh
 // jti, iat now, ath the hash of the token), once with an Ed25519 key and
 // once with a P-256 one; and tokens issued against a proof. Their floors

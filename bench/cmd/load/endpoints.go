@@ -29,7 +29,7 @@ type endpoint struct {
 	req        httpReq
 	pid, redis int // of the server, and of Redis if the server uses it (else 0)
 	floor      string
-	target     float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
+	target     float64 // the target: the bound on server CPU/req ÷ floor (0: none)
 	cmdsTarget float64 // the bound on Redis commands per request (0: none)
 	// fresh, if set, puts a value of its own in each request: a DPoP proof
 	// (dpop.go), a client assertion (assertion.go).
@@ -53,7 +53,7 @@ const jwtIssueName = "POST /token (JWT)"
 const hotJWT = 2
 
 // endpoints are the rows of both tables, the bare handler first, with
-// issue 16's targets; each validation and introspection uses one token
+// their targets (BENCHMARKS.md); each validation and introspection uses one token
 // issued now, again and again (hot).
 func (s servers) endpoints() ([]endpoint, error) {
 	hotToken, err := issue(s.issuerURL, s.basic)

@@ -15,14 +15,14 @@ import (
 )
 
 // A row's floor is the least server CPU per request that its work needs,
-// measured on this machine in the same round (issue 16): the bare handler's
+// measured on this machine in the same round: the bare handler's
 // server CPU per request, plus one Ed25519 signature for a JWT issued, or
 // one verification for a JWT never seen before, or one verification of a
-// DPoP proof's algorithm, Ed25519 or ECDSA P-256 (issue 28), and both a
+// DPoP proof's algorithm, Ed25519 or ECDSA P-256, and both a
 // signature and a verification for a token issued against a DPoP proof.
 // A private_key_jwt issue's floor is the secret-based JWT issue row's
 // server CPU per request in the same round, plus one Ed25519 verification
-// (of the client assertion; issue 28). Redis's own CPU is not in it (each
+// (of the client assertion). Redis's own CPU is not in it (each
 // table shows Redis CPU per request beside it).
 const (
 	floorBare         = "bare"
@@ -110,7 +110,7 @@ func (c sigCosts) String() string {
 	return fmt.Sprintf("Ed25519 signature %s, verification %s; ES256 verification %s", us(c.sign), us(c.verify), us(c.verifyES256))
 }
 
-// vsFloor is server CPU per request ÷ floor, with issue 16's target for
+// vsFloor is server CPU per request ÷ floor, with the target for
 // the row beside it, as "1.52× (≤1.6)"; target 0 means none.
 func vsFloor(cpu, floor time.Duration, target float64) string {
 	s := fmt.Sprintf("%.2f×", float64(cpu)/float64(floor))

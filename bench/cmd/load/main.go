@@ -12,7 +12,7 @@
 // (64 connections) against the bare handler and each endpoint (endpoints.go)
 // and prints a table of requests/s, latency and the ratio to the bare
 // handler, and each row's server CPU per request against its floor with
-// issue 16's target (floor.go): the bare handler's CPU per request, plus
+// its target (floor.go, BENCHMARKS.md): the bare handler's CPU per request, plus
 // the signatures and verifications the row needs (Ed25519; ES256 for a
 // DPoP proof) measured in this process, in the same round, and the Redis
 // commands per request of each row that uses
@@ -20,11 +20,11 @@
 // counted; the issuer's lease renewals and revocation-log heartbeats count,
 // amortised; the target for hot validation is ≤ 0.01). Its never-seen row
 // validates JWTs that no request has used, a fresh pool each round
-// (cold.go, pool.go); its DPoP rows (dpop.go, issue 28) send a DPoP-bound
+// (cold.go, pool.go); its DPoP rows (dpop.go) send a DPoP-bound
 // token with a proof of its own in each request, from such a pool too, and
-// are held to issue 28's target of 1.3× the bare handler plus one
+// are held to a target of 1.3× the bare handler plus one
 // verification of the proof's algorithm. Its private_key_jwt row
-// (assertion.go, issue 28) issues tokens to a client that authenticates
+// (assertion.go) issues tokens to a client that authenticates
 // with a client assertion of its own in each request, from such a pool,
 // held to 1.3× the secret-based JWT issue row of the same round plus one
 // verification. With -pprof DIR the issuer serves its
@@ -40,7 +40,7 @@
 // coordinated omission), and CPU against the floor and Redis commands per
 // request again (rate.go). Unless -sessions is 0, it then grows Redis to
 // that many live sessions and measures again (sessions.go). With
-// -production it then runs the production-volume round of issue 19 (production.go): the verified-token cache filled past its
+// -production it then runs the production-volume round (production.go): the verified-token cache filled past its
 // size, among the -sessions live sessions, each path and a mix at a
 // constant rate against its floor, on the issuer and through a consumer
 // that validates with client.Validator in remote mode (cmd/consumer).

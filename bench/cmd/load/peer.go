@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The peer (issue 16): a go-oauth2/oauth2 v4 server with its Redis token
+// The peer: a go-oauth2/oauth2 v4 server with its Redis token
 // store (cmd/peer), the library a user would pick instead, measured in the
 // same run as snowtoken and the bare handler, on the same redis-server in a
 // db of its own.

@@ -10,7 +10,7 @@ import (
 )
 
 var (
-	production = flag.Bool("production", false, "also run the production-volume round (issue 19): the verified-token cache filled past its size, "+
+	production = flag.Bool("production", false, "also run the production-volume round: the verified-token cache filled past its size, "+
 		"then each path alone and a steady mix at -production-rate, among the -sessions live sessions, on the issuer and through a "+
 		"client.Validator in remote mode (adds about 5 minutes at the defaults)")
 	productionRate = flag.Int("production-rate", 2000, "requests/s of the production-volume round")

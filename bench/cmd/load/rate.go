@@ -204,7 +204,7 @@ type loadPath struct {
 	prepare func(round int) error
 	path    func(i int) int // the path of the i-th request of a mix, as mixPath (nil: not a mix)
 	floor   string
-	target  float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
+	target  float64 // the target: the bound on server CPU/req ÷ floor (0: none)
 	// cmdsTarget is the bound on Redis commands per request (0: none).
 	cmdsTarget float64
 	runs       []pathRun

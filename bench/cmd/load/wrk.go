@@ -35,7 +35,7 @@ type row struct {
 	name, url, script string
 	server, redis     int     // pids whose CPU time the run measures (redis 0: none)
 	floor             string  // floorBare, floorSign, ... (floor.go)
-	target            float64 // issue 16's bound on server CPU/req ÷ floor (0: none)
+	target            float64 // the target: the bound on server CPU/req ÷ floor (0: none)
 	cmdsTarget        float64 // the bound on Redis commands per request (0: none)
 	// prepare, if set, writes the row's script for a round, before the
 	// round's run and unmeasured (the never-seen pool), and check checks

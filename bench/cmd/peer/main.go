@@ -1,7 +1,7 @@
 // Command peer is the load benchmark's peer: an OAuth2 server written as a user
 // of a well-known Go OAuth2 library would write it, so that the load tool can
 // put "snowtoken vs a library a user would pick instead" as ratios from one
-// run (issue 16). It follows the library's own example server and README, with
+// run. It follows the library's own example server and README, with
 // no tuning a user would not do:
 //
 //   - github.com/go-oauth2/oauth2/v4 (v4.5.4): manage.NewDefaultManager and
