@@ -76,7 +76,7 @@ var Vars = []Var{
 	{"SNOWTOKEN_AUDIENCE", "(none)", "aud of the tokens of clients that list no audiences, and the one audience they may ask for; 1 to 256 printable ASCII bytes, no space, quote or backslash"},
 	{"SNOWTOKEN_TOKEN_TTL", "1h", "lifetime of a token when the client does not ask"},
 	{"SNOWTOKEN_MAX_TOKEN_TTL", "24h", "longest lifetime any token may have"},
-	{"SNOWTOKEN_CACHE_SIZE", "100000", "verified tokens remembered so that their signature is not checked again (at most 720 bytes of heap each); 0 turns the cache off"},
+	{"SNOWTOKEN_CACHE_SIZE", "100000", "verified tokens remembered so that their signature is not checked again (at most 720 bytes of heap each); off turns the cache off (0, which did, is refused)"},
 	{"SNOWTOKEN_CLIENTS_FILE", "(dev: one generated client)", "JSON clients file; required in production"},
 	{"SNOWTOKEN_SIGNING_KEYS", "(dev: a generated key)", "a keys directory (keys.json says which key is next, active or retired; snowtoken keys rotate), or comma-separated Ed25519 PEM files: the first signs, all verify; reloaded on change and on SIGHUP; required in production"},
 	{"SNOWTOKEN_WORKER_ID", "(last octet of the IPv4 address)", "explicit Snowflake worker ID"},
@@ -118,7 +118,7 @@ type Config struct {
 	Audience        string
 	TokenTTL        time.Duration
 	MaxTokenTTL     time.Duration
-	CacheSize       int      // verified-token cache entries; 0: off
+	CacheSize       int      // verified-token cache entries (token.Options.CacheSize): token.CacheOff for off
 	ClientsFile     string   // empty in dev: a generated client
 	SigningKeys     []string // empty in dev: a generated key
 	WorkerID        int64
@@ -312,10 +312,18 @@ func Load(getenv func(string) string) (Config, error) {
 	c.TokenTTL = durationVar("SNOWTOKEN_TOKEN_TTL", token.DefaultTTL)
 	c.MaxTokenTTL = durationVar("SNOWTOKEN_MAX_TOKEN_TTL", token.DefaultMaxTTL)
 	c.CacheSize = token.DefaultCacheSize
-	if v := getenv("SNOWTOKEN_CACHE_SIZE"); v != "" {
+	switch v := getenv("SNOWTOKEN_CACHE_SIZE"); v {
+	case "":
+	case "off":
+		c.CacheSize = token.CacheOff
+	case "0":
+		// 0 meant off; refused, so that it does not silently become the
+		// default, 100000 entries, in a container sized for no cache.
+		bad("SNOWTOKEN_CACHE_SIZE", v, errors.New("0 no longer turns the cache off: write SNOWTOKEN_CACHE_SIZE=off, or leave it unset for the default"))
+	default:
 		n, err := strconv.Atoi(v)
-		if err == nil && (n < 0 || n > 100_000_000) {
-			err = errors.New("want 0 (off) to 100000000 entries")
+		if err == nil && (n < 1 || n > 100_000_000) {
+			err = errors.New("want off, or 1 to 100000000 entries")
 		}
 		if err != nil {
 			bad("SNOWTOKEN_CACHE_SIZE", v, err)

@@ -531,11 +531,17 @@ func TestLoadEnvUnknownNames(t *testing.T) {
 	}
 }
 
+// TestLoadCacheSize: SNOWTOKEN_CACHE_SIZE is token.Options.CacheSize, off
+// a named value (token.CacheOff); 0, which meant off, is refused naming
+// off rather than silently meaning the default.
 func TestLoadCacheSize(t *testing.T) {
-	for v, want := range map[string]int{"": token.DefaultCacheSize, "0": 0, "500": 500} {
+	for v, want := range map[string]int{"": token.DefaultCacheSize, "off": token.CacheOff, "500": 500} {
 		if got := mustLoad(t, map[string]string{"SNOWTOKEN_CACHE_SIZE": v}).CacheSize; got != want {
 			t.Errorf("SNOWTOKEN_CACHE_SIZE=%q: CacheSize %d, want %d", v, got, want)
 		}
+	}
+	if _, err := Load(envOf(map[string]string{"SNOWTOKEN_CACHE_SIZE": "0"})); err == nil || !strings.Contains(err.Error(), "SNOWTOKEN_CACHE_SIZE=off") {
+		t.Errorf("SNOWTOKEN_CACHE_SIZE=0: %v, want an error naming SNOWTOKEN_CACHE_SIZE=off", err)
 	}
 }
 

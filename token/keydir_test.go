@@ -175,7 +175,7 @@ func TestLoadKeyDirRefuses(t *testing.T) {
 // so that only the key's drop can fail it; the verified-token cache is off,
 // as it would keep such a token (Service.verifies).
 func TestRetiredKeyDropped(t *testing.T) {
-	e := newEnv(t, Options{CacheSize: -1})
+	e := newEnv(t, Options{CacheSize: CacheOff})
 	old, cur := e.keys.SigningKey(), MustKey(t)
 	issued := e.issue(t, e.svc, "svc", IssueRequest{})
 	v := mustValidate(t, e.svc, issued.AccessToken)
@@ -258,7 +258,7 @@ func TestWithKeys(t *testing.T) {
 // ErrKeysUndecided only when it cannot be told: a plain list, a set made in
 // memory, a keys.json changed (a reload pending or refused) or unreadable.
 func TestRevokeUnknownKid(t *testing.T) {
-	e := newEnv(t, Options{CacheSize: -1})
+	e := newEnv(t, Options{CacheSize: CacheOff})
 	now := e.clock.Now()
 	f := newKeyDirFixture(t, now)
 	gone := MustKey(t)

@@ -147,7 +147,7 @@ func TestSecondSubjectRevokeAfterLoss(t *testing.T) {
 // token it covers, whatever the revoking replica's own maximum lifetime.
 func TestSubjectRevokeByReplicaWithShorterMaxTTL(t *testing.T) {
 	e := newEnv(t, Options{MaxTTL: time.Hour})
-	short := e.newService(t, e.keys, e.ids, Options{TTL: time.Second, MaxTTL: time.Second, Leeway: -1})
+	short := e.newService(t, e.keys, e.ids, Options{TTL: time.Second, MaxTTL: time.Second, Leeway: NoLeeway})
 	ctx := t.Context()
 	iss := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice", ExpiresIn: time.Hour})
 	if err := short.RevokeSubject(ctx, "alice"); err != nil {

@@ -39,10 +39,11 @@ type Options struct {
 	// MaxTTL caps every lifetime. Zero means DefaultMaxTTL.
 	MaxTTL time.Duration
 	// Leeway allows for clock skew on exp and iat. Zero means DefaultLeeway;
-	// negative means none.
+	// NoLeeway means none; any other negative is an error.
 	Leeway time.Duration
 	// CacheSize is how many verified tokens Validate remembers. Zero means
-	// DefaultCacheSize; negative turns the cache off.
+	// DefaultCacheSize; CacheOff turns the cache off; any other negative is
+	// an error.
 	CacheSize int
 	// Now reads the clock. Nil means time.Now.
 	Now func() time.Time
@@ -81,6 +82,9 @@ type Service struct {
 func NewService(keys *KeySet, store Store, ids IDs, opts Options) (*Service, error) {
 	if opts.Issuer == "" {
 		return nil, fmt.Errorf("%w: an issuer is required", ErrOptions)
+	}
+	if opts.CacheSize < 0 && opts.CacheSize != CacheOff || opts.Leeway < 0 && opts.Leeway != NoLeeway {
+		return nil, fmt.Errorf("%w: a negative CacheSize or Leeway other than CacheOff or NoLeeway", ErrOptions)
 	}
 	if opts.TTL == 0 {
 		opts.TTL = DefaultTTL

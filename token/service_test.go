@@ -657,13 +657,34 @@ func TestCacheRejectsTamperedCopy(t *testing.T) {
 }
 
 func TestCacheOff(t *testing.T) {
-	e := newEnv(t, Options{CacheSize: -1})
+	e := newEnv(t, Options{CacheSize: CacheOff})
 	if e.svc.HasCache() {
-		t.Fatal("CacheSize -1 made a cache")
+		t.Fatal("CacheSize CacheOff made a cache")
 	}
 	iss := e.issue(t, e.svc, "svc", IssueRequest{})
 	mustValidate(t, e.svc, iss.AccessToken)
 	mustValidate(t, e.svc, iss.AccessToken)
+}
+
+// TestOptionsNegative: zero means the default and off is a named value
+// (CacheOff, NoLeeway); any other negative CacheSize or Leeway is an
+// error, not a silent "none".
+func TestOptionsNegative(t *testing.T) {
+	e := newEnv(t, Options{})
+	for _, opts := range []Options{
+		{CacheSize: -2}, {CacheSize: -100_000}, {Leeway: -time.Second}, {Leeway: -2},
+	} {
+		opts.Issuer = testIssuer
+		if _, err := NewService(e.keys, e.store, e.ids, opts); !errors.Is(err, ErrOptions) {
+			t.Errorf("CacheSize %d, Leeway %v: err = %v, want ErrOptions", opts.CacheSize, opts.Leeway, err)
+		}
+	}
+	for _, opts := range []Options{{}, {CacheSize: CacheOff}, {Leeway: NoLeeway}, {CacheSize: 1, Leeway: time.Second}} {
+		opts.Issuer = testIssuer
+		if _, err := NewService(e.keys, e.store, e.ids, opts); err != nil {
+			t.Errorf("CacheSize %d, Leeway %v: %v", opts.CacheSize, opts.Leeway, err)
+		}
+	}
 }
 
 // seenKey is the dedupe key of the revocation of the token jti, as

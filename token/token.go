@@ -117,6 +117,15 @@ const (
 	MaxTokenLen = 4096
 )
 
+// Named values of Options where zero is the default: any other negative
+// value is an error (ErrOptions).
+const (
+	// CacheOff, as Options.CacheSize, turns the verified-token cache off.
+	CacheOff = -1
+	// NoLeeway, as Options.Leeway, allows no clock skew.
+	NoLeeway time.Duration = -1
+)
+
 // Limits on what a client asks for, checked before any work that grows
 // with it. Subjects, client IDs and each scope are 1 to 128 bytes.
 const (

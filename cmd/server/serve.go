@@ -105,7 +105,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	fw := &following{cfg: cfg, rdb: rdb, reg: reg, log: log}
 	svc, store, err := redisstore.NewService(rdb, redisstore.Options{Timeout: cfg.RedisTimeout, TracerProvider: tp}, keys, ids, token.Options{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,
-		CacheSize: cacheSize(cfg.CacheSize),
+		CacheSize: cfg.CacheSize,
 	}, fw.start)
 	if err != nil {
 		fw.stop()
@@ -230,13 +230,4 @@ func printDevBanner(w io.Writer, cfg config.Config, addr, kid string, worker int
 `, kid, devClient.ID, strings.Join(devClient.Scopes, " "), base, cfg.Issuer,
 		worker, cfg.Bits, cfg.Epoch.Format(time.RFC3339),
 		devClient.ID, secret, base, base)
-}
-
-// cacheSize is token.Options.CacheSize for SNOWTOKEN_CACHE_SIZE, where 0
-// means off (the Options' zero means its default).
-func cacheSize(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
 }

@@ -33,11 +33,3 @@ func TestWorkerIDOnIPv6OnlyHost(t *testing.T) {
 		t.Errorf("with SNOWTOKEN_WORKER_ID=7: %d, %v", w, err)
 	}
 }
-
-func TestCacheSizeOff(t *testing.T) {
-	for n, want := range map[int]int{0: -1, 1: 1, 100_000: 100_000} {
-		if got := cacheSize(n); got != want {
-			t.Errorf("cacheSize(%d) = %d, want %d (0 is off: token.Options' negative)", n, got, want)
-		}
-	}
-}
