@@ -60,17 +60,14 @@ var clientSubs = []clientSub{
 	{"list", "-file F",
 		"Check the clients file F as the issuer does and list its clients.", clientListCmd},
 	{"disable", "-file F -id ID [-revoke]" + replicasSynopsis,
-		"Disable a client in F: once a replica loads F, it cannot authenticate and every token it holds\n" +
-			"is revoked (the replica revokes them in Redis, and the revocation feed carries it); enabled\n" +
-			"again, it does not get them back. -revoke also revokes them now, as client revoke does,\n" +
-			"without waiting for a replica to load F.", clientDisableCmd},
+		"Disable a client in F: once a replica loads F, it cannot authenticate and its tokens are revoked\n" +
+			"for good (enabled again, it does not get them back). -revoke also revokes them now.", clientDisableCmd},
 	{"enable", "-file F -id ID" + replicasSynopsis,
 		"Enable a disabled client in F: it can authenticate and get tokens again. The tokens it held\n" +
 			"when a replica loaded F with it disabled were revoked then and stay refused.", clientEnableCmd},
 	{"remove", "-file F -id ID [-revoke]" + replicasSynopsis,
-		"Remove a client from F: once a replica loads F, every token it holds is revoked, and a client\n" +
-			"of the same ID added again does not get them back. -revoke also revokes them now, as client\n" +
-			"revoke does, without waiting for a replica to load F.", clientRemoveCmd},
+		"Remove a client from F: once a replica loads F, its tokens are revoked for good (a client of\n" +
+			"the same ID added again does not get them back). -revoke also revokes them now.", clientRemoveCmd},
 	{"revoke", "-id ID",
 		"Revoke every token of a client, in the Redis of the issuer's SNOWTOKEN_REDIS_* variables\n" +
 			"(as DELETE /clients/{id}/tokens does): for an operator who has no admin client at hand.", clientRevokeCmd},
