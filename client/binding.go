@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/client/dpop"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
 // DPoP configures how a Validator accepts DPoP-bound tokens (RFC 9449):
@@ -97,22 +98,15 @@ type presentation struct {
 
 // authorization reads the token of Authorization: Bearer (RFC 6750 §2.1)
 // or Authorization: DPoP (RFC 9449 §7.1), the only place it is taken
-// from, and reports whether it came with DPoP.
+// from, and reports whether it came with DPoP: jwtpolicy.Presented, the
+// issuer's rule too. Several Authorization headers are ErrInvalidRequest.
 func authorization(h http.Header) (raw string, isDPoP bool, err error) {
-	vals := h.Values("Authorization")
+	raw, isDPoP, err = jwtpolicy.Presented(h)
 	switch {
-	case len(vals) == 0 || vals[0] == "":
-		return "", false, ErrNoToken
-	case len(vals) > 1:
-		return "", false, fmt.Errorf("%w: more than one Authorization header", ErrInvalidToken)
-	}
-	scheme, raw, _ := strings.Cut(vals[0], " ")
-	isDPoP = strings.EqualFold(scheme, "DPoP")
-	if !isDPoP && !strings.EqualFold(scheme, "Bearer") {
-		return "", false, fmt.Errorf("%w: Authorization is neither Bearer nor DPoP", ErrNoToken)
-	}
-	if raw = strings.TrimSpace(raw); raw == "" {
-		return "", false, fmt.Errorf("%w: empty token", ErrNoToken)
+	case errors.Is(err, jwtpolicy.ErrAuthorizations):
+		return "", false, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	case err != nil:
+		return "", false, fmt.Errorf("%w: %w", ErrNoToken, err)
 	}
 	return raw, isDPoP, nil
 }

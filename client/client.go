@@ -108,10 +108,15 @@ import (
 
 // Errors returned by this package, wrapped with detail; match them with
 // errors.Is. The middleware answers ErrNoToken and ErrInvalidToken with 401,
-// ErrInsufficientScope with 403 and ErrUnavailable with 503.
+// ErrInvalidRequest with 400, ErrInsufficientScope with 403 and
+// ErrUnavailable with 503.
 var (
-	ErrNoToken           = errors.New("client: no bearer token")
-	ErrInvalidToken      = errors.New("client: invalid token")
+	ErrNoToken      = errors.New("client: no bearer token")
+	ErrInvalidToken = errors.New("client: invalid token")
+	// ErrInvalidRequest is a malformed request: more than one
+	// Authorization header (jwtpolicy.ErrAuthorizations), which the issuer
+	// refuses alike: 400 invalid_request (RFC 6750 §3.1).
+	ErrInvalidRequest    = errors.New("client: invalid request")
 	ErrInsufficientScope = errors.New("client: insufficient scope")
 	ErrUnavailable       = errors.New("client: token issuer unavailable")
 	ErrBadScope          = errors.New("client: malformed required scope")

@@ -20,6 +20,7 @@ import (
 //
 //	no token                      401  WWW-Authenticate: Bearer realm="..."
 //	                                   (and DPoP realm="...", algs="..." with DPoP on)
+//	two Authorization headers     400  ... error="invalid_request"
 //	invalid, expired, revoked     401  ... error="invalid_token"
 //	lacking a scope               403  ... error="insufficient_scope", scope="..."
 //	bad DPoP proof                401  DPoP realm="...", algs="...", error="invalid_dpop_proof"
@@ -107,6 +108,8 @@ func (v *Validator) WriteError(w http.ResponseWriter, r *http.Request, err error
 	switch {
 	case errors.Is(err, ErrInsufficientScope):
 		body.Error = "insufficient_scope"
+	case errors.Is(err, ErrInvalidRequest):
+		body.Error = "invalid_request"
 	case errors.Is(err, ErrInvalidProof):
 		body.Error = "invalid_dpop_proof"
 	}
@@ -136,7 +139,7 @@ func (v *Validator) WriteError(w http.ResponseWriter, r *http.Request, err error
 			challenge += `, scope="` + strings.Join(se.required, " ") + `"` // checkScopes let no quote through
 		}
 		h.Set("WWW-Authenticate", challenge)
-	case errors.Is(err, ErrInvalidToken), errors.Is(err, ErrInvalidProof):
+	case errors.Is(err, ErrInvalidToken), errors.Is(err, ErrInvalidProof), errors.Is(err, ErrInvalidRequest):
 		if errors.Is(err, ErrDPoPOff) {
 			v.opts.Logger.Warn("snowtoken client: a DPoP token was refused: set Options.DPoP.PublicURL to accept them", "path", r.URL.Path)
 		}
@@ -192,9 +195,10 @@ func description(err error) string {
 	// Our own errors read "client: <kind>: <phrase>[: <detail>...]": the
 	// phrase alone.
 	msg := err.Error()
-	for _, sentinel := range []error{ErrInvalidToken, ErrInsufficientScope, ErrNoToken, ErrInvalidProof} {
+	for _, sentinel := range []error{ErrInvalidToken, ErrInsufficientScope, ErrNoToken, ErrInvalidProof, ErrInvalidRequest} {
 		if rest, ok := strings.CutPrefix(msg, sentinel.Error()+": "); ok {
 			rest, _ = strings.CutPrefix(rest, "dpop: ") // a refusal of package dpop
+			rest, _ = strings.CutPrefix(rest, "jwtpolicy: ")
 			phrase, _, _ := strings.Cut(rest, ": ")
 			return phrase
 		}

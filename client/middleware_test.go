@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
 // TestWriteErrorDescriptions: a refused token is described in one phrase,
@@ -27,7 +28,7 @@ func TestWriteErrorDescriptions(t *testing.T) {
 		{fmt.Errorf("%w: %w", client.ErrInvalidToken, fmt.Errorf("%w: %w", jwt.ErrTokenInvalidClaims, jwt.ErrTokenExpired)), "the token has expired"},
 		{fmt.Errorf("%w: %w", client.ErrInvalidToken, fmt.Errorf("%w: %w", jwt.ErrTokenSignatureInvalid, errors.New("ed25519: verification error"))), "the signature does not verify"},
 		{fmt.Errorf("%w: audience mismatch: the token is for %q, this service is %q", client.ErrInvalidToken, "a", "b"), "audience mismatch"},
-		{fmt.Errorf("%w: more than one Authorization header", client.ErrInvalidToken), "more than one Authorization header"},
+		{fmt.Errorf("%w: %w", client.ErrInvalidRequest, jwtpolicy.ErrAuthorizations), "more than one Authorization header"},
 		{fmt.Errorf("%w: %w", client.ErrInvalidToken, errors.New("something: deep: inside")), "something"},
 	} {
 		rec := httptest.NewRecorder()

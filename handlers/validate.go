@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,33 +10,26 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )
 
 // bearer reads the token from Authorization: Bearer, or DPoP (RFC 9449
-// §7.1), and reports whether it came as DPoP. A token in the URL (q, the
-// request's query) is refused: URLs end up in logs.
+// §7.1), and reports whether it came as DPoP: jwtpolicy.Presented, the rule
+// the client module's middleware follows too. Several Authorization headers
+// are a malformed request (400 invalid_request, RFC 6750 §3.1). A token in
+// the URL (q, the request's query) is refused: URLs end up in logs.
 func bearer(c *gin.Context, q url.Values) (raw string, asDPoP bool, err error) {
 	if q.Has("access_token") {
 		return "", false, fmt.Errorf("%w: a token in the URL is refused (URLs are logged); use Authorization: Bearer", token.ErrInvalidRequest)
 	}
-	h := c.GetHeader("Authorization")
-	if h == "" {
-		return "", false, fmt.Errorf("%w: send Authorization: Bearer <token>", ErrNoToken)
-	}
-	scheme, raw, ok := strings.Cut(h, " ")
+	raw, asDPoP, err = jwtpolicy.Presented(c.Request.Header)
 	switch {
-	case !ok:
-		return "", false, fmt.Errorf("%w: Authorization must use the Bearer or the DPoP scheme", ErrNoToken)
-	case strings.EqualFold(scheme, "DPoP"):
-		asDPoP = true
-	case !strings.EqualFold(scheme, "Bearer"):
-		return "", false, fmt.Errorf("%w: Authorization must use the Bearer or the DPoP scheme", ErrNoToken)
-	}
-	raw = strings.TrimSpace(raw)
-	if raw == "" {
-		return "", false, fmt.Errorf("%w: empty bearer token", ErrNoToken)
+	case errors.Is(err, jwtpolicy.ErrAuthorizations):
+		return "", false, fmt.Errorf("%w: %w", token.ErrInvalidRequest, err)
+	case err != nil:
+		return "", false, fmt.Errorf("%w: %w", ErrNoToken, err)
 	}
 	return raw, asDPoP, nil
 }
