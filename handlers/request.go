@@ -76,7 +76,10 @@ func (s *Server) form(c *gin.Context) (url.Values, error) {
 // client whose token_endpoint_auth_method names one secret method may use
 // only that one.
 func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, error) {
-	h := c.GetHeader("Authorization")
+	h, err := authorization(c)
+	if err != nil {
+		return nil, err
+	}
 	formID, formSecret := form.Get("client_id"), form.Get("client_secret")
 	if form.Has("client_assertion") || form.Has("client_assertion_type") {
 		if h != "" || formSecret != "" {
@@ -213,11 +216,33 @@ func (s *Server) tokenForm(c *gin.Context) (string, *token.Client, error) {
 // Basic only, for every client with a secret (there is no form to send it
 // in, nor an assertion).
 func (s *Server) basicClient(c *gin.Context) (*token.Client, error) {
-	id, secret, err := parseBasic(c.GetHeader("Authorization"))
+	id, secret, err := basicCredentials(c)
 	if err != nil {
 		return nil, err
 	}
 	return s.authenticateClient(c, id, secret, "")
+}
+
+// authorization is the request's one Authorization header, "" for none
+// (jwtpolicy.Authorization, the rule of every route and of the client
+// module alike): several are a malformed request, 400 invalid_request,
+// whichever comes first.
+func authorization(c *gin.Context) (string, error) {
+	h, err := jwtpolicy.Authorization(c.Request.Header)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", token.ErrInvalidRequest, err)
+	}
+	return h, nil
+}
+
+// basicCredentials are the id and secret of the request's HTTP Basic
+// Authorization header (parseBasic).
+func basicCredentials(c *gin.Context) (id, secret string, err error) {
+	h, err := authorization(c)
+	if err != nil {
+		return "", "", err
+	}
+	return parseBasic(h)
 }
 
 func parseBasic(h string) (id, secret string, err error) {

@@ -22,7 +22,7 @@ func (s *Server) feedClient(c *gin.Context) (*feedStanding, error) {
 	if s.feed == nil {
 		return nil, fmt.Errorf("%w: no revocation feed here", ErrNotFound)
 	}
-	id, secret, err := parseBasic(c.GetHeader("Authorization"))
+	id, secret, err := basicCredentials(c)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ func TestIssueClientAuthentication(t *testing.T) {
 	tests := []struct {
 		name   string
 		auth   string // Authorization header, "" for none
+		again  string // a second Authorization header, "" for none
 		body   string
 		status int
 		code   string // error code, "" on success
@@ -48,6 +49,10 @@ func TestIssueClientAuthentication(t *testing.T) {
 		{name: "post id without secret", body: grant + "&client_id=" + e.Normal.ID, status: 401, code: "invalid_client"},
 		{name: "no credentials", body: grant, status: 401, code: "invalid_client"},
 		{name: "both methods", auth: basic(e.Normal.ID, e.Normal.Secret), body: grant + "&client_id=" + e.Normal.ID + "&client_secret=" + e.Normal.Secret, status: 400, code: "invalid_request"},
+		// Several Authorization headers: none is taken (jwtpolicy.Authorization).
+		{name: "basic twice", auth: basic(e.Normal.ID, e.Normal.Secret), again: basic(e.Normal.ID, e.Normal.Secret), body: grant, status: 400, code: "invalid_request"},
+		{name: "basic, then another client's", auth: basic(e.Normal.ID, e.Normal.Secret), again: basic(e.Admin.ID, e.Admin.Secret), body: grant, status: 400, code: "invalid_request"},
+		{name: "empty, then basic", auth: " ", again: basic(e.Normal.ID, e.Normal.Secret), body: grant, status: 400, code: "invalid_request"},
 		{name: "basic and another client_id", auth: basic(e.Normal.ID, e.Normal.Secret), body: grant + "&client_id=" + e.Admin.ID, status: 400, code: "invalid_request"},
 	}
 	for _, tt := range tests {
@@ -55,6 +60,9 @@ func TestIssueClientAuthentication(t *testing.T) {
 			hdr := http.Header{"Content-Type": {formType}}
 			if tt.auth != "" {
 				hdr.Set("Authorization", tt.auth)
+			}
+			if tt.again != "" {
+				hdr.Add("Authorization", tt.again)
 			}
 			r := e.do(t, http.MethodPost, "/token", strings.NewReader(tt.body), hdr)
 			if tt.code != "" {
