@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/internal/edverify"
 )
 
@@ -134,12 +135,13 @@ func GenerateKey() (Key, error) {
 	return Key{ID: Thumbprint(pub), Public: pub, Private: priv}, nil
 }
 
-// Thumbprint returns the RFC 7638 JWK thumbprint of an Ed25519 public key: the
-// base64url SHA-256 of {"crv":"Ed25519","kty":"OKP","x":"..."} (members in
-// lexicographic order, no spaces).
+// Thumbprint returns the RFC 7638 JWK thumbprint of an Ed25519 public key,
+// the key's ID: dpop.JWK.Thumbprint, the one thumbprint of the issuer and
+// the client module (a DPoP key's, cnf.jkt), of the key's JWK
+// {"crv":"Ed25519","kty":"OKP","x":"..."}.
 func Thumbprint(pub ed25519.PublicKey) string {
-	sum := sha256.Sum256([]byte(`{"crv":"Ed25519","kty":"OKP","x":"` + base64.RawURLEncoding.EncodeToString(pub) + `"}`))
-	return base64.RawURLEncoding.EncodeToString(sum[:])
+	j, _ := dpop.PublicJWK(pub) // an Ed25519 key always has a JWK
+	return j.Thumbprint()
 }
 
 // MarshalPEM encodes the private key as a PKCS #8 "PRIVATE KEY" PEM block, or a

@@ -39,23 +39,13 @@ type proofHeader struct {
 // other key is ErrKey.
 func NewProver(key crypto.Signer) (*Prover, error) {
 	var p Prover
-	var j JWK
-	switch pub := key.Public().(type) {
-	case ed25519.PublicKey:
+	j, err := PublicJWK(key.Public())
+	if err != nil {
+		return nil, err
+	}
+	p.alg = AlgES256
+	if j.Kty == "OKP" {
 		p.alg = AlgEdDSA
-		j = JWK{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(pub)}
-	case *ecdsa.PublicKey:
-		if pub.Curve != elliptic.P256() {
-			return nil, fmt.Errorf("%w: ECDSA on %s", ErrKey, pub.Curve.Params().Name)
-		}
-		raw, err := pub.Bytes() // 0x04 || X || Y
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrKey, err)
-		}
-		p.alg = AlgES256
-		j = JWK{Kty: "EC", Crv: "P-256", X: base64.RawURLEncoding.EncodeToString(raw[1:33]), Y: base64.RawURLEncoding.EncodeToString(raw[33:])}
-	default:
-		return nil, fmt.Errorf("%w: %T", ErrKey, pub)
 	}
 	// The key goes through ParseJWK, as a checker reads it: a key it would
 	// refuse (an Ed25519 point of small order) makes no Prover.
@@ -72,6 +62,27 @@ func NewProver(key crypto.Signer) (*Prover, error) {
 	}
 	p.key, p.header = key, base64.RawURLEncoding.EncodeToString(h)
 	return &p, nil
+}
+
+// PublicJWK returns the JWK of pub, an ed25519.PublicKey (OKP Ed25519) or
+// an *ecdsa.PublicKey on P-256 (EC P-256), with the members kty, crv, x
+// (and y): what its Thumbprint hashes. Any other key is ErrKey. The point
+// is not checked: ParseJWK checks a JWK read from elsewhere.
+func PublicJWK(pub crypto.PublicKey) (JWK, error) {
+	switch pub := pub.(type) {
+	case ed25519.PublicKey:
+		return JWK{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(pub)}, nil
+	case *ecdsa.PublicKey:
+		if pub.Curve != elliptic.P256() {
+			return JWK{}, fmt.Errorf("%w: ECDSA on %s", ErrKey, pub.Curve.Params().Name)
+		}
+		raw, err := pub.Bytes() // 0x04 || X || Y
+		if err != nil {
+			return JWK{}, fmt.Errorf("%w: %w", ErrKey, err)
+		}
+		return JWK{Kty: "EC", Crv: "P-256", X: base64.RawURLEncoding.EncodeToString(raw[1:33]), Y: base64.RawURLEncoding.EncodeToString(raw[33:])}, nil
+	}
+	return JWK{}, fmt.Errorf("%w: %T", ErrKey, pub)
 }
 
 // GenerateProver returns a Prover with a fresh Ed25519 key from
