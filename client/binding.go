@@ -192,10 +192,10 @@ func checkBinding(c *Claims, proof *dpop.Proof) error {
 func (v *Validator) setForwarded(req *http.Request, raw string, p *presentation) {
 	req.Header.Set("Authorization", "DPoP "+raw)
 	req.Header.Set("DPoP", p.proof)
-	req.Header.Set("X-Forwarded-Method", p.method)
-	req.Header.Set("X-Forwarded-Proto", v.dpop.proto)
-	req.Header.Set("X-Forwarded-Host", v.dpop.host)
-	req.Header.Set("X-Forwarded-Uri", p.uri)
+	req.Header.Set(dpop.HeaderForwardedMethod, p.method)
+	req.Header.Set(dpop.HeaderForwardedProto, v.dpop.proto)
+	req.Header.Set(dpop.HeaderForwardedHost, v.dpop.host)
+	req.Header.Set(dpop.HeaderForwardedURI, p.uri)
 }
 
 // isNonce accepts a DPoP-Nonce value as RFC 9449 §8.1 defines it,

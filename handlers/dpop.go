@@ -24,16 +24,6 @@ import (
 // The proof's checks are package client/dpop's; its replay record is
 // Options.DPoP.Replay, which every replica must share (redisstore.Proofs).
 
-// The original request's headers a gateway sets on its call to GET
-// /token/validate, as Traefik's ForwardAuth names them; nginx and Envoy are
-// configured to send the same (docs/api.md).
-const (
-	hdrForwardedMethod = "X-Forwarded-Method"
-	hdrForwardedProto  = "X-Forwarded-Proto"
-	hdrForwardedHost   = "X-Forwarded-Host"
-	hdrForwardedURI    = "X-Forwarded-Uri"
-)
-
 // proofHeader returns the request's DPoP header, and whether it has one;
 // more than one is refused (RFC 9449 §4.3, step 1).
 func proofHeader(c *gin.Context) (string, bool, error) {
@@ -99,18 +89,19 @@ func (s *Server) tokenURL() string { return s.opts.BaseURL + "/token" }
 
 // resourceRequest returns the method and URL of the request a proof sent to
 // GET /token/validate must be for. From a DPoP forwarder (Options.
-// DPoPForwarders) that names it in the forwarded headers, it is the
+// DPoPForwarders) that names it in the forwarded headers
+// (dpop.HeaderForwardedMethod, -Proto, -Host and -URI), it is the
 // original request; from anyone else, or without them, it is this request
 // under the public URL (Options.BaseURL), so that a service may call the
 // route itself. The forwarded headers of a caller that is not a forwarder
 // are ignored: a client must not choose what its proof is checked against.
 func (s *Server) resourceRequest(c *gin.Context) (method, url string, err error) {
 	h := c.Request.Header
-	if _, forwarded := h[hdrForwardedMethod]; !forwarded || !s.fromForwarder(c) {
+	if _, forwarded := h[dpop.HeaderForwardedMethod]; !forwarded || !s.fromForwarder(c) {
 		return c.Request.Method, s.opts.BaseURL + c.Request.URL.Path, nil
 	}
 	var v [4]string
-	for i, name := range [...]string{hdrForwardedMethod, hdrForwardedProto, hdrForwardedHost, hdrForwardedURI} {
+	for i, name := range [...]string{dpop.HeaderForwardedMethod, dpop.HeaderForwardedProto, dpop.HeaderForwardedHost, dpop.HeaderForwardedURI} {
 		vs := h.Values(name)
 		if len(vs) != 1 || vs[0] == "" {
 			return "", "", fmt.Errorf("%w: a forwarded request needs exactly one %s", token.ErrInvalidRequest, name)
@@ -120,11 +111,11 @@ func (s *Server) resourceRequest(c *gin.Context) (method, url string, err error)
 	method, proto, host, uri := v[0], strings.ToLower(v[1]), v[2], v[3]
 	switch {
 	case !isToken(method):
-		return "", "", fmt.Errorf("%w: %s %.32q is not a method", token.ErrInvalidRequest, hdrForwardedMethod, method)
+		return "", "", fmt.Errorf("%w: %s %.32q is not a method", token.ErrInvalidRequest, dpop.HeaderForwardedMethod, method)
 	case proto != "http" && proto != "https":
-		return "", "", fmt.Errorf("%w: %s %.32q is not http or https", token.ErrInvalidRequest, hdrForwardedProto, proto)
+		return "", "", fmt.Errorf("%w: %s %.32q is not http or https", token.ErrInvalidRequest, dpop.HeaderForwardedProto, proto)
 	case strings.ContainsAny(host, "/?#@ ") || !strings.HasPrefix(uri, "/"):
-		return "", "", fmt.Errorf("%w: %s and %s must be a host and an absolute path", token.ErrInvalidRequest, hdrForwardedHost, hdrForwardedURI)
+		return "", "", fmt.Errorf("%w: %s and %s must be a host and an absolute path", token.ErrInvalidRequest, dpop.HeaderForwardedHost, dpop.HeaderForwardedURI)
 	}
 	return method, proto + "://" + host + uri, nil
 }
@@ -201,7 +192,7 @@ func (s *Server) checkBinding(c *gin.Context, raw string, asDPoP bool, v *token.
 		return err
 	}
 	p, err := s.checkProof(c, proof, method, url, raw)
-	if _, forwarded := c.Request.Header[hdrForwardedMethod]; (errors.Is(err, dpop.ErrURL) || errors.Is(err, dpop.ErrMethod)) && forwarded && !s.fromForwarder(c) {
+	if _, forwarded := c.Request.Header[dpop.HeaderForwardedMethod]; (errors.Is(err, dpop.ErrURL) || errors.Is(err, dpop.ErrMethod)) && forwarded && !s.fromForwarder(c) {
 		return token.Describe(err, description(err)+"; the X-Forwarded-* headers were ignored: the caller is not in SNOWTOKEN_DPOP_FORWARDERS")
 	}
 	if err != nil {

@@ -132,6 +132,20 @@ var (
 // Typ is the JOSE header typ of a DPoP proof.
 const Typ = "dpop+jwt"
 
+// The headers that name the original request of a proof on a call that
+// forwards it to another party to check: a resource server (the client
+// module's Validator) or a gateway calling the issuer's GET
+// /token/validate, which believes them only from its DPoP forwarders
+// (SNOWTOKEN_DPOP_FORWARDERS). They are Traefik's ForwardAuth names;
+// nginx and Envoy are configured to send the same. Proto, Host and URI
+// (path and query) make the proof's htu, Method its htm.
+const (
+	HeaderForwardedMethod = "X-Forwarded-Method"
+	HeaderForwardedProto  = "X-Forwarded-Proto"
+	HeaderForwardedHost   = "X-Forwarded-Host"
+	HeaderForwardedURI    = "X-Forwarded-Uri"
+)
+
 // MaxJTILength is the longest jti, in bytes, that Check accepts.
 const MaxJTILength = 256
 
