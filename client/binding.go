@@ -160,28 +160,26 @@ func (v *Validator) recordProof(ctx context.Context, proof *dpop.Proof) error {
 }
 
 // checkBinding checks that c is bound to the key of proof, and that a
-// token presented without a proof (proof nil) is bound to none (RFC 9449
-// §7.2: a bound token sent as a bearer token is refused).
-//
-// A token without cnf presented with the DPoP scheme is refused too,
-// though a resource could accept it (its proof checks out): the scheme
-// claims a binding the token does not have, the issuer names DPoP only
-// tokens it bound, and refusing costs an honest client nothing but the
-// scheme's name (Bearer), where accepting would hide a token that lost
-// its binding on the way (a tampered or misissued one) behind a valid
-// proof.
+// token presented without a proof (proof nil) is bound to none:
+// jwtpolicy.CheckBinding, the issuer's rule too. A bound token as Bearer
+// is ErrTokenBound (RFC 9449 §7.2), a token without cnf as DPoP
+// ErrInvalidToken (jwtpolicy.ErrNotBound says why), a proof of another key
+// ErrInvalidProof, as the issuer answers it.
 func checkBinding(c *Claims, proof *dpop.Proof) error {
-	switch {
-	case proof == nil && c.JKT != "":
-		return ErrTokenBound
-	case proof == nil:
-		return nil
-	case c.JKT == "":
-		return fmt.Errorf("%w: the token is not DPoP-bound (send it as Bearer)", ErrInvalidToken)
-	case c.JKT != proof.Thumbprint:
-		return fmt.Errorf("%w: the DPoP proof is not signed by the key the token is bound to", ErrInvalidToken)
+	thumb := ""
+	if proof != nil {
+		thumb = proof.Thumbprint
 	}
-	return nil
+	err := jwtpolicy.CheckBinding(c.JKT, proof != nil, thumb)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jwtpolicy.ErrBound):
+		return ErrTokenBound
+	case errors.Is(err, jwtpolicy.ErrProofKey):
+		return fmt.Errorf("%w: %w", ErrInvalidProof, err)
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidToken, err)
 }
 
 // setForwarded makes req, a call to the issuer about a DPoP request,

@@ -127,7 +127,7 @@ var (
 	ErrInvalidProof = errors.New("client: invalid DPoP proof")
 	// ErrTokenBound is a DPoP-bound token presented without its proof: as
 	// a bearer token, or to Validate. It is an ErrInvalidToken.
-	ErrTokenBound = fmt.Errorf("%w: the token is DPoP-bound (send it with the DPoP scheme and a DPoP proof)", ErrInvalidToken)
+	ErrTokenBound = fmt.Errorf("%w: %w", ErrInvalidToken, jwtpolicy.ErrBound)
 	// ErrDPoPOff is Authorization: DPoP at a Validator without
 	// Options.DPoP.PublicURL, which cannot check a proof. It is an
 	// ErrInvalidToken.

@@ -112,7 +112,8 @@ func TestLocalDPoP(t *testing.T) {
 		{"proof for another token", "DPoP " + tok, []string{proofFor(t, key, "GET", url, bearer, now)}, "invalid_dpop_proof"},
 		{"proof too old", "DPoP " + tok, []string{proofFor(t, key, "GET", url, tok, old)}, "invalid_dpop_proof"},
 		{"replayed proof", "DPoP " + tok, []string{replayed}, "invalid_dpop_proof"},
-		{"proof of another key", "DPoP " + tok, []string{proofFor(t, other, "GET", url, tok, now)}, "invalid_token"},
+		// The issuer's answer too (jwtpolicy.ErrProofKey): a refused proof.
+		{"proof of another key", "DPoP " + tok, []string{proofFor(t, other, "GET", url, tok, now)}, "invalid_dpop_proof"},
 		{"unbound token as DPoP", "DPoP " + bearer, []string{proofFor(t, key, "GET", url, bearer, now)}, "invalid_token"},
 	} {
 		wantRefused(t, tc.name, serve(h, "GET", "/orders?id=7", tc.auth, tc.proofs...), tc.code)

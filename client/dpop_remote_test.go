@@ -189,9 +189,12 @@ func TestRemoteDPoP(t *testing.T) {
 	wantRefused(t, "bound token as Bearer", serve(h, "GET", "/orders", "Bearer bound.tok.en"), "invalid_token")
 	wantRefused(t, "proof of another key", serve(h, "GET", "/orders", "DPoP bound.tok.en", proofFor(t, other, "GET", url, "bound.tok.en", time.Now())), "invalid_token")
 	wantRefused(t, "proof for another method", serve(h, "GET", "/orders", "DPoP bound.tok.en", proofFor(t, key, "PUT", url, "bound.tok.en", time.Now())), "invalid_dpop_proof")
-	for name, cnf := range map[string]string{"answer without cnf": "", "answer with another key's cnf": other.Thumbprint()} {
-		is.set(func(is *dpopIssuer) { is.cnf = &cnf })
-		wantRefused(t, name, serve(h, "GET", "/orders", "DPoP bound.tok.en", proofFor(t, key, "GET", url, "bound.tok.en", time.Now())), "invalid_token")
+	for name, tc := range map[string]struct{ cnf, code string }{
+		"answer without cnf":            {"", "invalid_token"},
+		"answer with another key's cnf": {other.Thumbprint(), "invalid_dpop_proof"}, // jwtpolicy.ErrProofKey
+	} {
+		is.set(func(is *dpopIssuer) { is.cnf = &tc.cnf })
+		wantRefused(t, name, serve(h, "GET", "/orders", "DPoP bound.tok.en", proofFor(t, key, "GET", url, "bound.tok.en", time.Now())), tc.code)
 	}
 	is.set(func(is *dpopIssuer) { is.cnf = nil })
 	if rec := serve(h, "GET", "/orders", "Bearer plain.tok.en"); rec.Code != 200 {

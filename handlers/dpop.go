@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/snowtoken/snowtoken/client/dpop"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -167,18 +168,16 @@ func parsePrefixes(name string, list []string) ([]netip.Prefix, error) {
 }
 
 // checkBinding checks a validated token against how it was presented
-// (scheme DPoP or Bearer, raw) and the request's proof: a DPoP-bound token
+// (scheme DPoP or Bearer, raw) and the request's proof, by
+// jwtpolicy.CheckBinding, the client module's rule too: a DPoP-bound token
 // (cnf.jkt) counts only as DPoP, with a proof of the request by its key
-// (RFC 9449 §7.1); a bearer token only as Bearer.
+// (RFC 9449 §7.1); a bearer token only as Bearer. The presentation is
+// checked before the proof, which is checked and recorded only for a
+// bound token presented as DPoP.
 func (s *Server) checkBinding(c *gin.Context, raw string, asDPoP bool, v *token.Verified) error {
 	jkt := v.Claims.Confirmation.JKT
-	switch {
-	case jkt == "" && !asDPoP:
-		return nil
-	case jkt == "":
-		return fmt.Errorf("%w: the token is not DPoP-bound; send it as Bearer", token.ErrInvalidToken)
-	case !asDPoP:
-		return fmt.Errorf("%w: the token is DPoP-bound: send it as Authorization: DPoP, with a DPoP proof", ErrDPoPBound)
+	if jkt == "" || !asDPoP {
+		return bindingError(jwtpolicy.CheckBinding(jkt, asDPoP, ""))
 	}
 	proof, ok, err := proofHeader(c)
 	if err != nil {
@@ -198,10 +197,22 @@ func (s *Server) checkBinding(c *gin.Context, raw string, asDPoP bool, v *token.
 	if err != nil {
 		return err
 	}
-	if p.Thumbprint != jkt {
-		return fmt.Errorf("%w: the DPoP proof is signed by another key than the one the token is bound to (cnf.jkt)", ErrDPoPProof)
+	return bindingError(jwtpolicy.CheckBinding(jkt, asDPoP, p.Thumbprint))
+}
+
+// bindingError is how the issuer answers a refusal of
+// jwtpolicy.CheckBinding: a bound token as Bearer is ErrDPoPBound, a proof
+// of another key ErrDPoPProof, an unbound token as DPoP an invalid token.
+func bindingError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jwtpolicy.ErrBound):
+		return fmt.Errorf("%w: %w", ErrDPoPBound, err)
+	case errors.Is(err, jwtpolicy.ErrProofKey):
+		return fmt.Errorf("%w: %w", ErrDPoPProof, err)
 	}
-	return nil
+	return fmt.Errorf("%w: %w", token.ErrInvalidToken, err)
 }
 
 // dpopChallenge is the WWW-Authenticate of a DPoP refusal at a resource

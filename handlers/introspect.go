@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -26,10 +27,7 @@ func (s *Server) introspect(c *gin.Context) {
 		c.JSON(http.StatusOK, gin.H{"active": false})
 	default:
 		resp := newClaimsResponse(v)
-		resp.TokenType = "Bearer"
-		if resp.Confirmation != nil {
-			resp.TokenType = "DPoP" // RFC 9449 §6.2
-		}
+		resp.TokenType = jwtpolicy.TokenType(v.Claims.Confirmation.JKT) // RFC 9449 §6.2
 		writeJSON(c, http.StatusOK, &resp)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/snowtoken/snowtoken/client/dpop"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -84,16 +85,12 @@ func (s *Server) issue(c *gin.Context) {
 	s.metrics.issued.Inc()
 	c.Header("Cache-Control", "no-store")
 	c.Header("Pragma", "no-cache")
-	typ := "Bearer"
-	if issued.JKT != "" {
-		typ = "DPoP" // RFC 9449 §5
-		if s.nonces != nil {
-			c.Header("DPoP-Nonce", s.nonces.give(s.now()))
-		}
+	if issued.JKT != "" && s.nonces != nil {
+		c.Header("DPoP-Nonce", s.nonces.give(s.now()))
 	}
 	writeJSON(c, http.StatusOK, &tokenResponse{
 		AccessToken: issued.AccessToken,
-		TokenType:   typ,
+		TokenType:   jwtpolicy.TokenType(issued.JKT), // RFC 9449 §5
 		ExpiresIn:   int64(issued.ExpiresIn / time.Second),
 		Scope:       issued.Scope,
 		JTI:         issued.ID,

@@ -38,3 +38,32 @@ func TestPresented(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckBinding: the DPoP binding rule of the issuer and the client
+// module alike.
+func TestCheckBinding(t *testing.T) {
+	t.Parallel()
+	const jkt, other = "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I", "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k"
+	for _, tc := range []struct {
+		jkt      string
+		asDPoP   bool
+		proofKey string
+		want     error
+	}{
+		{"", false, "", nil},
+		{jkt, true, jkt, nil},
+		{"", true, jkt, jwtpolicy.ErrNotBound},
+		{"", true, "", jwtpolicy.ErrNotBound},
+		{jkt, false, "", jwtpolicy.ErrBound},
+		{jkt, false, jkt, jwtpolicy.ErrBound},
+		{jkt, true, other, jwtpolicy.ErrProofKey},
+		{jkt, true, "", jwtpolicy.ErrProofKey}, // no proof key: never a pass
+	} {
+		if err := jwtpolicy.CheckBinding(tc.jkt, tc.asDPoP, tc.proofKey); err != tc.want {
+			t.Errorf("CheckBinding(%q, %v, %q) = %v, want %v", tc.jkt, tc.asDPoP, tc.proofKey, err, tc.want)
+		}
+	}
+	if jwtpolicy.TokenType(jkt) != "DPoP" || jwtpolicy.TokenType("") != "Bearer" {
+		t.Errorf("TokenType: %q and %q, want DPoP and Bearer", jwtpolicy.TokenType(jkt), jwtpolicy.TokenType(""))
+	}
+}
