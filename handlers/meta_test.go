@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -214,6 +215,26 @@ func TestMetrics(t *testing.T) {
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+// TestMetricsStartAtZero: the counters whose labels are known in advance
+// are exported at 0 before the first event, so that a rate or increase in
+// an alert works from the start and a scrape shows every series.
+func TestMetricsStartAtZero(t *testing.T) {
+	t.Parallel()
+	got := newEnv(t).metrics(t)
+	var want []string
+	for _, o := range []string{"valid", "revoked", "dpop_refused", "invalid", "insufficient_scope", "unavailable", "bad_request"} {
+		want = append(want, `snowtoken_validations_total{outcome="`+o+`"}`)
+	}
+	for _, by := range []string{authlimit.Client, authlimit.Address} {
+		want = append(want, `snowtoken_auth_rate_limited_total{limited_by="`+by+`"}`)
+	}
+	for _, k := range want {
+		if v, ok := got[k]; !ok || v != "0" {
+			t.Errorf("%s = %q (present: %t), want 0 before any request", k, v, ok)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
+	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -76,8 +77,20 @@ func newMetrics(reg *prometheus.Registry, ids IDs, clients func() *token.Clients
 			return nil, err
 		}
 	}
+	// Every known label value at 0 from the start: an alert's rate works
+	// before the first event, and a scrape shows every series.
+	for _, o := range validationOutcomes {
+		m.validations.WithLabelValues(o)
+	}
+	for _, by := range []string{authlimit.Client, authlimit.Address} {
+		m.rateLimited.WithLabelValues(by)
+	}
 	return m, nil
 }
+
+// validationOutcomes are the outcome labels of snowtoken_validations_total,
+// as validation names them.
+var validationOutcomes = [...]string{"valid", "revoked", "dpop_refused", "invalid", "insufficient_scope", "unavailable", "bad_request"}
 
 // middleware counts and times every request by route template and status.
 func (m *metrics) middleware(c *gin.Context) {

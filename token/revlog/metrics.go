@@ -23,13 +23,21 @@ type metrics struct {
 	stale     time.Duration
 }
 
+// reasons are the Reason* constants: the resyncs metric has each from the
+// start, at 0, so that an alert on one's rate works before its first resync.
+var reasons = [...]string{ReasonStart, ReasonEpoch, ReasonUnapplied, ReasonTrimmed, ReasonError, ReasonQuiet, ReasonEntry, ReasonLoss, ReasonBacklog}
+
 func newMetrics(f *Follower) *metrics {
-	return &metrics{f: f, staleFrom: f.opts.Now(),
+	m := &metrics{f: f, staleFrom: f.opts.Now(),
 		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "snowtoken_revlog_resyncs_total",
 			Help: "Full reads of the revocation log, by reason."}, []string{"reason"}),
 		applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "snowtoken_revlog_entries_applied_total",
 			Help: "Revocation log entries applied."}),
 	}
+	for _, r := range reasons {
+		m.resyncs.WithLabelValues(r)
+	}
+	return m
 }
 
 // accepted counts the time stale up to now, when a heartbeat brought by a

@@ -671,3 +671,23 @@ func TestFrozenReadBounded(t *testing.T) {
 	s.Signal(syscall.SIGCONT)
 	rg.waitFresh(t)
 }
+
+// TestResyncReasonsStartAtZero: snowtoken_revlog_resyncs_total has every
+// reason at 0 from New on, before any read: an alert on the rate of one
+// reason works before the first resync of that reason.
+func TestResyncReasonsStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled: New reads nothing
+	defer rdb.Close()
+	if _, err := New(rdb, "st:{revlog}", Options{Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	reasons := []string{ReasonStart, ReasonEpoch, ReasonUnapplied, ReasonTrimmed, ReasonError, ReasonQuiet, ReasonEntry, ReasonLoss, ReasonBacklog}
+	want := "# HELP snowtoken_revlog_resyncs_total Full reads of the revocation log, by reason.\n# TYPE snowtoken_revlog_resyncs_total counter\n"
+	for _, r := range reasons {
+		want += `snowtoken_revlog_resyncs_total{reason="` + r + "\"} 0\n"
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "snowtoken_revlog_resyncs_total"); err != nil {
+		t.Error(err)
+	}
+}
