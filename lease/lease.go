@@ -295,6 +295,22 @@ func (l *Lease) Valid() bool {
 	return s.err == nil && now.Sub(s.renewed) < l.ttl && !now.Before(s.issueFrom)
 }
 
+// Expires returns when the lease stops being valid unless a renewal
+// succeeds first: when the last successful claim or renewal was sent, plus
+// the TTL. It is zero while the lease is lost or released. (A claim that
+// waits out a previous holder, see Lost state, is held and has an Expires
+// while it does not issue yet.)
+func (l *Lease) Expires() time.Time {
+	s := l.state.Load()
+	if s.err != nil {
+		return time.Time{}
+	}
+	return s.renewed.Add(l.ttl)
+}
+
+// TTL returns how long the lease lives without renewal.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
 // Err returns nil while Valid is true, and otherwise why not: an error wrapping
 // ErrLost or ErrReleased.
 func (l *Lease) Err() error {

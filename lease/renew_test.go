@@ -393,3 +393,43 @@ func TestRun(t *testing.T) {
 		}
 	})
 }
+
+// TestExpires: Expires is the last successful renewal's send time plus the
+// TTL, moves with each renewal, and is zero once the lease is lost and
+// after Release.
+func TestExpires(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	o := e.opts(0)
+	o.TTL = 3 * time.Second
+	l := e.acquire(t, o)
+	if got, want := l.Expires(), t0.Add(o.TTL); !got.Equal(want) || l.TTL() != o.TTL {
+		t.Fatalf("after Acquire: Expires %v, TTL %v; want %v, %v", got, l.TTL(), want, o.TTL)
+	}
+	e.clock.Add(time.Second)
+	if err := l.renew(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.Expires(), t0.Add(time.Second+o.TTL); !got.Equal(want) {
+		t.Fatalf("after a renewal: Expires %v, want %v", got, want)
+	}
+	e.clock.Add(o.TTL)
+	if err := l.renew(ctx, nil); !errors.Is(err, ErrLost) {
+		t.Fatalf("renew a TTL after the last renewal: %v, want ErrLost", err)
+	}
+	if got := l.Expires(); !got.IsZero() {
+		t.Fatalf("lost: Expires %v, want zero", got)
+	}
+	if err := l.renew(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.Expires(), e.clock.Now().Add(o.TTL); !got.Equal(want) {
+		t.Fatalf("claimed again: Expires %v, want %v", got, want)
+	}
+	if err := l.Release(ctx, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Expires(); !got.IsZero() {
+		t.Fatalf("released: Expires %v, want zero", got)
+	}
+}

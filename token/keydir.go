@@ -139,7 +139,7 @@ func LoadKeyDir(dir string) (*KeySet, error) {
 		if e.State != KeyRetired && k.Private == nil {
 			return nil, fmt.Errorf("%w: %s: key %d: %s: a %s key must be a PRIVATE KEY", ErrKey, path, i, e.File, e.State)
 		}
-		keys = append(keys, &setKey{Key: k, state: e.State, retired: e.Retired})
+		keys = append(keys, &setKey{Key: k, state: e.State, retired: e.Retired, published: e.Published, activated: e.Activated})
 	}
 	ks, err := newKeySet(keys)
 	if err != nil {

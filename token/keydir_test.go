@@ -76,6 +76,18 @@ func TestLoadKeyDir(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("Keys = %v, want %v (active, next, retired)", got, want)
 	}
+	// Keys tells the manifest's times, as the key metrics export them.
+	byKid := map[string]KeyEntry{}
+	for _, e := range f.manifest.Keys {
+		byKid[e.Kid] = e
+	}
+	for _, k := range ks.Keys() {
+		e := byKid[k.Kid]
+		if !k.Published.Equal(e.Published) || !k.Activated.Equal(e.Activated) || !k.Retired.Equal(e.Retired) {
+			t.Errorf("Keys: %s published %v, activated %v, retired %v; want the manifest's %v, %v, %v",
+				k.Kid, k.Published, k.Activated, k.Retired, e.Published, e.Activated, e.Retired)
+		}
+	}
 	if n := len(ks.JWKS().Keys); n != 3 {
 		t.Errorf("JWKS has %d keys, want all 3", n)
 	}

@@ -72,6 +72,9 @@ type setKey struct {
 	// retired is when the key stopped signing; zero for a key that is not
 	// retired, or that verifies as long as it is listed (a plain list).
 	retired time.Time
+	// published and activated are the manifest's times (KeyEntry); zero
+	// for a plain list.
+	published, activated time.Time
 	// verifier is Public decoded once, for parseOwn.
 	verifier *edverify.Key
 }
@@ -284,19 +287,20 @@ type JWKS struct {
 // whose tokens have all expired.
 func (ks *KeySet) JWKS() JWKS { return ks.jwks(func(*setKey) bool { return true }) }
 
-// KeyInfo describes a key of a set: its kid, state and, for a retired key,
-// when it stopped signing.
+// KeyInfo describes a key of a set: its kid, state and, from a keys
+// directory's manifest, when it was published, activated and retired (zero
+// where the manifest has no time, and for every key of a plain list).
 type KeyInfo struct {
-	Kid     string
-	State   KeyState
-	Retired time.Time
+	Kid                           string
+	State                         KeyState
+	Published, Activated, Retired time.Time
 }
 
 // Keys describes every key of the set, in JWKS order.
 func (ks *KeySet) Keys() []KeyInfo {
 	out := make([]KeyInfo, len(ks.keys))
 	for i, k := range ks.keys {
-		out[i] = KeyInfo{Kid: k.ID, State: k.state, Retired: k.retired}
+		out[i] = KeyInfo{Kid: k.ID, State: k.state, Published: k.published, Activated: k.activated, Retired: k.retired}
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowtoken/snowtoken/config"
@@ -17,8 +18,9 @@ import (
 // startIDs leases a worker ID in rdb and starts its renewal: the
 // generator of this replica's IDs, its worker ID, and release, which stops
 // the renewal, saves the final high-water mark and frees the worker ID for
-// the next replica (call it after the last request).
-func startIDs(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, log *slog.Logger) (ids *lease.Generator, worker int64, release func(), err error) {
+// the next replica (call it after the last request). It registers the
+// lease's metrics in reg.
+func startIDs(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (ids *lease.Generator, worker int64, release func(), err error) {
 	candidate, err := workerID(cfg, nil, log)
 	if err != nil {
 		return nil, 0, nil, err
@@ -31,6 +33,9 @@ func startIDs(ctx context.Context, cfg config.Config, rdb redis.UniversalClient,
 		return nil, 0, nil, fmt.Errorf("worker id lease (SNOWTOKEN_WORKER_ID_STRICT=%t): %w", cfg.WorkerIDStrict, err)
 	}
 	worker = l.WorkerID()
+	if err := reg.Register(newLeaseMetrics(l)); err != nil {
+		return nil, 0, nil, err
+	}
 	ids, err = lease.NewGenerator(l, snowflakealg.Settings{Allocator: cfg.Bits, Epoch: cfg.Epoch})
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("id generator: %w", err)

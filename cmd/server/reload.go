@@ -37,6 +37,8 @@ type reloader struct {
 	clients  *token.Clients // in force
 	refusals *refusals
 	hup      chan os.Signal
+	// keys is svc's keys, for the key metrics a scrape reads.
+	keys atomic.Pointer[token.KeySet]
 
 	info         *prometheus.GaugeVec
 	reloads      *prometheus.CounterVec
@@ -87,7 +89,8 @@ func newReloader(cfg config.Config, log *slog.Logger, reg *prometheus.Registry, 
 			Help: "1 while the last reload of the source (clients, keys) was refused: the file on disk is not the set in force; 0 once one loads.",
 		}, []string{"source"}),
 	}
-	for _, c := range []prometheus.Collector{r.info, r.reloads, r.failures, r.refusedGauge} {
+	r.keys.Store(svc.Keys())
+	for _, c := range []prometheus.Collector{r.info, r.reloads, r.failures, r.refusedGauge, newKeyMetrics(r.keys.Load)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -177,6 +180,7 @@ func (r *reloader) reload(trigger string) {
 	r.srv.Swap(svc, clients, v)
 	dropped, narrowed := r.clients.Dropped(clients), svc.Narrowed(r.clients, clients)
 	r.svc, r.clients = svc, clients
+	r.keys.Store(svc.Keys())
 	if len(dropped) > 0 {
 		go revokeDropped(svc, dropped, "a client removed or disabled in the clients file", r.log)
 	}

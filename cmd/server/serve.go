@@ -79,6 +79,9 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		return err
 	}
 	defer stopRedis()
+	if err := reg.Register(newRedisMetrics(rdb)); err != nil {
+		return err
+	}
 	tp, stopTracing, err := startTracing(ctx, env, rdb, log)
 	if err != nil {
 		return err
@@ -95,13 +98,17 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	}
 	auditLoaded(log, keys, clients)
 	warnExpiringSecrets(log, clients, time.Now())
-	ids, worker, releaseIDs, err := startIDs(ctx, cfg, rdb, log)
+	gen, worker, releaseIDs, err := startIDs(ctx, cfg, rdb, reg, log)
 	if err != nil {
 		return err
 	}
 	// On the way out, after the last request: save the final high-water mark
 	// and free the worker ID for the next replica.
 	defer releaseIDs()
+	ids, err := countIDFailures(gen, reg)
+	if err != nil {
+		return err
+	}
 	fw := &following{cfg: cfg, rdb: rdb, reg: reg, log: log}
 	svc, store, err := redisstore.NewService(rdb, redisstore.Options{Timeout: cfg.RedisTimeout, TracerProvider: tp}, keys, ids, token.Options{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,
