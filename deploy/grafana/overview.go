@@ -42,10 +42,10 @@ func overview() *board {
 		budget           float64 // the error budget, as a fraction
 	}{
 		{"Issue availability (99.9%)",
-			`sum(increase(snowtoken_http_requests_total{job="$job",` + issueRoute + `,status=~"5.."}[$__range]))`,
+			`(sum(increase(snowtoken_http_requests_total{job="$job",` + issueRoute + `,status=~"5.."}[$__range])) or vector(0))`,
 			`sum(increase(snowtoken_http_requests_total{job="$job",` + issueRoute + `}[$__range]))`, 0.001},
 		{"Validation availability (99.95%)",
-			`sum(increase(snowtoken_http_requests_total{job="$job",` + validateRoute + `,status=~"5.."}[$__range]))`,
+			`(sum(increase(snowtoken_http_requests_total{job="$job",` + validateRoute + `,status=~"5.."}[$__range])) or vector(0))`,
 			`sum(increase(snowtoken_http_requests_total{job="$job",` + validateRoute + `}[$__range]))`, 0.0005},
 		{"Issue latency: within 50 ms (99%)",
 			`(sum(increase(snowtoken_http_request_duration_seconds_count{job="$job",` + issueRoute + `}[$__range])) - sum(increase(snowtoken_http_request_duration_seconds_bucket{job="$job",` + issueRoute + `,le="0.05"}[$__range])))`,
