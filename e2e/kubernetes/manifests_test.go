@@ -5,7 +5,6 @@ package kubernetes
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -22,7 +21,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -84,17 +82,7 @@ func decode(tb testing.TB, name string, stream []byte) objects {
 		default:
 			tb.Fatalf("%s, document %d: kind %q has no check here", name, i, meta.Kind)
 		}
-		// YAML to JSON refusing duplicate keys, then JSON decoded as the API
-		// server does: case-sensitive names, unknown fields refused (Go's
-		// encoding/json would take "readonly" for "readOnly").
-		js, err := yaml.YAMLToJSONStrict([]byte(doc))
-		if err != nil {
-			tb.Fatalf("%s, %s %s: %v", name, meta.Kind, meta.Metadata.Name, err)
-		}
-		strict, err := kjson.UnmarshalStrict(js, target)
-		if err = errors.Join(append(strict, err)...); err != nil {
-			tb.Fatalf("%s, %s %s: %v", name, meta.Kind, meta.Metadata.Name, err)
-		}
+		strictDecode(tb, name+", "+meta.Kind+" "+meta.Metadata.Name, []byte(doc), target)
 	}
 	return o
 }
