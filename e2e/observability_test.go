@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/internal/promtest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 )
 
@@ -197,15 +196,10 @@ func TestMetricsReference(t *testing.T) {
 	}
 }
 
-// promServer is a prometheus process of the test's own.
-type promServer struct {
-	url string
-}
-
 // startPrometheus runs Debian's prometheus on loopback with the rules file,
 // scraping targets every 2 s (each scrape may wait up to 1 s for Redis's
 // INFO: snowtoken_redis_up), and waits until it has scraped them.
-func startPrometheus(t *testing.T, targets ...string) *promServer {
+func startPrometheus(t *testing.T, targets ...string) promtest.Server {
 	t.Helper()
 	bin := prometheusTool(t, "prometheus")
 	dir := t.TempDir()
@@ -232,138 +226,13 @@ scrape_configs:
 	addr := fleetAddr(t, "127.0.0.1")
 	spawnFleetProc(t, "prometheus", nil, bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
-	ps := &promServer{url: "http://" + addr}
-	ps.waitFor(t, "ready and scraped every target", func() bool {
-		res, err := ps.query(`up{job="snowtoken"} == 1`)
+	ps := promtest.Server{URL: "http://" + addr}
+	ps.WaitFor(t, "ready and scraped every target", time.Minute, func() bool {
+		res, err := ps.Query(`up{job="snowtoken"} == 1`)
 		return err == nil && len(res) == len(targets)
 	})
 	return ps
 }
-
-// promSample is one series of an instant query's answer.
-type promSample struct {
-	Metric map[string]string `json:"metric"`
-	Value  [2]any            `json:"value"`
-}
-
-// query runs expr through the HTTP API (/api/v1/query) now.
-func (ps *promServer) query(expr string) ([]promSample, error) {
-	resp, err := fleetHTTP.Get(ps.url + "/api/v1/query?query=" + url.QueryEscape(expr))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	var ans struct {
-		Status, ErrorType, Error string
-		Data                     struct {
-			ResultType string          `json:"resultType"`
-			Result     json.RawMessage `json:"result"`
-		}
-	}
-	if err := json.Unmarshal(body, &ans); err != nil {
-		return nil, fmt.Errorf("%d %s: %w", resp.StatusCode, body, err)
-	}
-	if ans.Status != "success" {
-		return nil, fmt.Errorf("%s: %s", ans.ErrorType, ans.Error)
-	}
-	if ans.Data.ResultType != "vector" {
-		return nil, nil // a scalar: no series
-	}
-	var res []promSample
-	if err := json.Unmarshal(ans.Data.Result, &res); err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
-// labelValues is Grafana's label_values(selector, label), through the API.
-func (ps *promServer) labelValues(selector, label string) ([]string, error) {
-	resp, err := fleetHTTP.Get(ps.url + "/api/v1/label/" + label + "/values?match[]=" + url.QueryEscape(selector))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var ans struct {
-		Status, Error string
-		Data          []string
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
-		return nil, err
-	}
-	if ans.Status != "success" {
-		return nil, fmt.Errorf("%s", ans.Error)
-	}
-	return ans.Data, nil
-}
-
-// waitFor polls ok every 250 ms until it holds, for up to a minute.
-func (ps *promServer) waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !ok(); time.Sleep(250 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus at %s: not %s within a minute", ps.url, what)
-		}
-	}
-}
-
-// dashboardQueries returns every query of the committed dashboards, by
-// dashboard and panel title: the panels' PromQL and the variables'
-// label_values queries.
-func dashboardQueries(t *testing.T) (panels map[string]string, variables map[string]string) {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dashboardsDir, "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no dashboards in %s (%v)", dashboardsDir, err)
-	}
-	type panel struct {
-		Title   string
-		Panels  json.RawMessage // a collapsed row's
-		Targets []struct{ Expr string }
-	}
-	panels, variables = map[string]string{}, map[string]string{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d struct {
-			Title      string
-			Panels     []panel
-			Templating struct {
-				List []struct{ Name, Type, Query string }
-			}
-		}
-		if err := json.Unmarshal(data, &d); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		all := d.Panels
-		for _, p := range d.Panels {
-			var inner []panel
-			if len(p.Panels) > 0 && json.Unmarshal(p.Panels, &inner) == nil {
-				all = append(all, inner...)
-			}
-		}
-		for _, p := range all {
-			for i, tg := range p.Targets {
-				panels[fmt.Sprintf("%s / %s [%d]", d.Title, p.Title, i)] = tg.Expr
-			}
-		}
-		for _, v := range d.Templating.List {
-			if v.Type == "query" {
-				variables[d.Title+" / $"+v.Name] = v.Query
-			}
-		}
-	}
-	return panels, variables
-}
-
-// grafanaVars sets a panel query's variables as Grafana would for the
-// job snowtoken, every replica, a 5-minute range and 2 s scrapes.
-var grafanaVars = strings.NewReplacer(`$job`, `snowtoken`, `$instance`, `.*`, `$__rate_interval`, `1m`, `$__range`, `5m`)
 
 // TestPrometheusScrapesIssuer: a real Prometheus (Debian's) scrapes a real
 // replica with the rules file loaded. Every query of every dashboard panel
@@ -380,75 +249,23 @@ func TestPrometheusScrapesIssuer(t *testing.T) {
 	ps := startPrometheus(t, r.metrics)
 	e := r.exposition(t)
 	rules := readRules(t)
-	recorded := map[string]bool{}
-	alerts := map[string]string{}
-	queries := map[string]string{}
-	for _, rule := range rules.rules() {
-		if rule.Record != "" {
-			recorded[rule.Record] = true
-			queries["rule "+rule.Record] = rule.Expr
-		} else {
-			alerts[rule.Alert] = rule.Expr
-			queries["alert "+rule.Alert] = rule.Expr
-		}
-	}
-	panels, variables := dashboardQueries(t)
-	for name, expr := range panels {
-		queries["panel "+name] = grafanaVars.Replace(expr)
-	}
 	// Twice the 1m of the rates: every rate has two samples or more, and
 	// the recording rules have been evaluated.
-	ps.waitFor(t, "evaluating the recording rules", func() bool {
-		res, err := ps.query(`count(snowtoken:issue_errors:ratio_rate5m)`)
+	ps.WaitFor(t, "evaluating the recording rules", time.Minute, func() bool {
+		res, err := ps.Query(`count(snowtoken:issue_errors:ratio_rate5m)`)
 		return err == nil && len(res) == 1
 	})
-	var firing []string
-	for _, name := range slices.Sorted(maps.Keys(queries)) {
-		expr := queries[name]
-		res, err := ps.query(expr)
-		if err != nil {
-			t.Errorf("%s: %s: %v", name, expr, err)
-			continue
-		}
-		if len(res) == 0 && !strings.HasPrefix(name, "alert ") {
-			// The replica has every series: a panel or a recorded
-			// ratio that shows nothing here shows nothing anywhere.
-			t.Errorf("%s: %s: no series", name, expr)
-		}
-		if len(res) > 0 && strings.HasPrefix(name, "alert ") {
-			firing = append(firing, name)
-		}
-		names := promqlMetricNames(expr)
-		if len(names) == 0 {
-			t.Errorf("%s: %s names no metric", name, expr)
-		}
-		for _, n := range names {
-			if strings.Contains(n, ":") && !recorded[n] {
-				t.Errorf("%s: %s is no recording rule of %s", name, n, rulesFile)
-			}
-			if !strings.Contains(n, ":") && !e.samples[n] {
-				t.Errorf("%s: %s is not in the replica's /metrics", name, n)
-			}
-		}
-	}
-	t.Logf("%d queries ran (%d panels, %d rules); alerts whose expression holds on a healthy replica: %q", len(queries), len(panels), len(rules.rules()), firing)
-	for name, q := range variables {
-		m := regexp.MustCompile(`^label_values\((.+), (\w+)\)$`).FindStringSubmatch(q)
-		if m == nil {
-			t.Errorf("%s: %q is not label_values(selector, label)", name, q)
-			continue
-		}
-		values, err := ps.labelValues(grafanaVars.Replace(m[1]), m[2])
-		want := map[string]string{"job": "snowtoken", "instance": r.metrics}[m[2]]
-		if err != nil || !slices.Contains(values, want) {
-			t.Errorf("%s: %s = %v (%v), want %s among them", name, q, values, err, want)
-		}
+	// The replica has every series: a panel or a recorded ratio that shows
+	// nothing here shows nothing anywhere.
+	if holding := promtest.CheckQueries(t, ps, rules, dashboardsDir, "snowtoken", r.metrics,
+		func(name string) bool { return e.samples[name] }, true); len(holding) > 0 {
+		t.Logf("on a healthy replica, the expressions of %v hold", holding)
 	}
 
 	// Each fault makes its alert's expression true: false before it.
 	holds := func(t *testing.T, alert string) bool {
 		t.Helper()
-		res, err := ps.query(alerts[alert])
+		res, err := ps.Query(rules.Alert(alert))
 		if err != nil {
 			t.Fatalf("%s: %v", alert, err)
 		}
@@ -468,7 +285,7 @@ func TestPrometheusScrapesIssuer(t *testing.T) {
 			}
 		}()
 		defer func() { cancel(); <-done }()
-		ps.waitFor(t, "firing SnowtokenRevocationStale's expression", func() bool { return holds(t, "SnowtokenRevocationStale") })
+		ps.WaitFor(t, "firing SnowtokenRevocationStale's expression", time.Minute, func() bool { return holds(t, "SnowtokenRevocationStale") })
 	})
 	t.Run("refused reload", func(t *testing.T) {
 		if holds(t, "SnowtokenReloadRefused") {
@@ -477,7 +294,7 @@ func TestPrometheusScrapesIssuer(t *testing.T) {
 		if err := os.WriteFile(r.creds.clientsPath, []byte(`{"clients": [`), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		ps.waitFor(t, "firing SnowtokenReloadRefused's expression", func() bool { return holds(t, "SnowtokenReloadRefused") })
+		ps.WaitFor(t, "firing SnowtokenReloadRefused's expression", time.Minute, func() bool { return holds(t, "SnowtokenReloadRefused") })
 	})
 	t.Run("frozen redis", func(t *testing.T) {
 		if holds(t, "SnowtokenRedisUnreachable") {
@@ -485,59 +302,6 @@ func TestPrometheusScrapesIssuer(t *testing.T) {
 		}
 		r.redis.Signal(syscall.SIGSTOP)
 		defer r.redis.Signal(syscall.SIGCONT)
-		ps.waitFor(t, "firing SnowtokenRedisUnreachable's expression", func() bool { return holds(t, "SnowtokenRedisUnreachable") })
+		ps.WaitFor(t, "firing SnowtokenRedisUnreachable's expression", time.Minute, func() bool { return holds(t, "SnowtokenRedisUnreachable") })
 	})
-}
-
-// promqlMetricNames returns the metric names an expression selects: what
-// is left once string literals, label matchers, ranges, and the label
-// lists of by, without, on, ignoring, group_left and group_right are taken
-// out, and neither a function or aggregation (followed by a parenthesis),
-// a keyword, nor a number.
-func promqlMetricNames(expr string) []string {
-	for _, re := range promqlStrip {
-		expr = re.ReplaceAllString(expr, " ")
-	}
-	seen := map[string]bool{}
-	var names []string
-	for _, m := range promqlIdent.FindAllStringSubmatchIndex(expr, -1) {
-		name := expr[m[2]:m[3]]
-		if promqlKeywords[strings.ToLower(name)] || strings.HasPrefix(strings.TrimSpace(expr[m[3]:]), "(") || seen[name] {
-			continue
-		}
-		seen[name] = true
-		names = append(names, name)
-	}
-	return names
-}
-
-var (
-	promqlStrip = []*regexp.Regexp{
-		regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|` + "`[^`]*`"),
-		regexp.MustCompile(`\{[^}]*\}`),
-		regexp.MustCompile(`\[[^\]]*\]`),
-		regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`),
-		regexp.MustCompile(`\boffset\s+-?[0-9a-z]+`),
-	}
-	// An identifier not inside another word or number (1e3, 0x1f).
-	promqlIdent    = regexp.MustCompile(`(?:^|[^a-zA-Z0-9_:.])([a-zA-Z_:][a-zA-Z0-9_:]*)`)
-	promqlKeywords = map[string]bool{"and": true, "or": true, "unless": true, "bool": true, "by": true, "without": true,
-		"on": true, "ignoring": true, "group_left": true, "group_right": true, "offset": true, "inf": true, "nan": true}
-)
-
-// TestPromQLMetricNames: the extraction the test above relies on.
-func TestPromQLMetricNames(t *testing.T) {
-	for expr, want := range map[string][]string{
-		`sum by (le) (rate(snowtoken_http_request_duration_seconds_bucket{route="/token",le="0.05"}[5m]))`: {"snowtoken_http_request_duration_seconds_bucket"},
-		`snowtoken_redis_memory_used_bytes / (snowtoken_redis_memory_max_bytes > 0) > 0.9`:                 {"snowtoken_redis_memory_used_bytes", "snowtoken_redis_memory_max_bytes"},
-		`(time() - a_seconds) > 83 * 86400 and on (job, instance) b{state="next"} == 0`:                    {"a_seconds", "b"},
-		`snowtoken:issue_errors:ratio_rate1h > 14.4 * 0.001 or x offset 5m`:                                {"snowtoken:issue_errors:ratio_rate1h", "x"},
-		`histogram_quantile(0.99, sum by (le, status) (rate(h_bucket{job="and or"}[1m]))) + 1e3`:           {"h_bucket"},
-		`sort(min by (client_id) ((c{job="x"} - time()) / 86400))`:                                         {"c"},
-		`{__name__="x"}`: nil,
-	} {
-		if got := promqlMetricNames(expr); !slices.Equal(got, want) {
-			t.Errorf("promqlMetricNames(%s) = %q, want %q", expr, got, want)
-		}
-	}
 }

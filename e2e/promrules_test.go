@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/snowtoken/snowtoken/internal/promtest"
 )
 
 // The Prometheus side of the observability bundle (issue 37): the rules
@@ -45,47 +47,12 @@ func prometheusTool(tb testing.TB, name string) string {
 	return bin
 }
 
-// promRule is one rule of a Prometheus rules file.
-type promRule struct {
-	Record      string            `yaml:"record"`
-	Alert       string            `yaml:"alert"`
-	Expr        string            `yaml:"expr"`
-	For         string            `yaml:"for"`
-	Labels      map[string]string `yaml:"labels"`
-	Annotations map[string]string `yaml:"annotations"`
-}
-
-// promRuleGroups is a Prometheus rules file, and the spec of a
-// PrometheusRule object.
-type promRuleGroups struct {
-	Groups []struct {
-		Name  string     `yaml:"name"`
-		Rules []promRule `yaml:"rules"`
-	} `yaml:"groups"`
-}
-
-// rules returns every rule of the groups.
-func (g promRuleGroups) rules() []promRule {
-	var all []promRule
-	for _, grp := range g.Groups {
-		all = append(all, grp.Rules...)
-	}
-	return all
-}
-
 // readRules reads deploy/prometheus/snowtoken-rules.yml strictly.
-func readRules(tb testing.TB) promRuleGroups {
+func readRules(tb testing.TB) promtest.RuleGroups {
 	tb.Helper()
-	data, err := os.ReadFile(rulesFile)
+	g, err := promtest.ReadRules(rulesFile)
 	if err != nil {
 		tb.Fatal(err)
-	}
-	var g promRuleGroups
-	if err := yaml.UnmarshalWithOptions(data, &g, yaml.Strict()); err != nil {
-		tb.Fatalf("%s: %v", rulesFile, err)
-	}
-	if len(g.rules()) == 0 {
-		tb.Fatalf("%s holds no rule", rulesFile)
 	}
 	return g
 }
@@ -132,7 +99,7 @@ func TestPrometheusRules(t *testing.T) {
 			}
 		}
 	}
-	for _, r := range readRules(t).rules() {
+	for _, r := range readRules(t).Rules() {
 		if r.Alert == "" {
 			continue
 		}
@@ -159,7 +126,7 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 		sections[string(m[1])] = true
 	}
 	alerts := map[string]bool{}
-	for _, r := range readRules(t).rules() {
+	for _, r := range readRules(t).Rules() {
 		if r.Alert == "" {
 			continue
 		}
