@@ -64,9 +64,12 @@ func newRedisMetrics(rdb redis.UniversalClient) *redisMetrics {
 		evicted: prometheus.NewDesc("snowtoken_redis_evicted_keys_total",
 			"Keys Redis evicted under maxmemory (evicted_keys), summed over the masters.", nil, nil),
 	}
-	rdb.AddHook(roundTripHook{m.roundTrip})
+	rdb.AddHook(m.hook())
 	return m
 }
+
+// hook is the go-redis hook that times rdb's round trips.
+func (m *redisMetrics) hook() roundTripHook { return roundTripHook{m.roundTrip} }
 
 func (m *redisMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.roundTrip.Describe(ch)
