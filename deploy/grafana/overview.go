@@ -19,7 +19,7 @@ func overview() *board {
 	b.row("Traffic")
 	b.graph("Issue rate by status", "POST /token answered, by HTTP status.", "reqps", 8,
 		query{`sum by (status) (rate(snowtoken_http_requests_total{` + sel + `,` + issueRoute + `}[$__rate_interval]))`, "{{status}}"})
-	b.graph("Validation rate by outcome", "Token validations (GET /token/validate, POST /token/introspect), by outcome.", "reqps", 8,
+	b.graph("Validation rate by outcome", "Validations of GET /token/validate, by outcome (POST /token/introspect is counted by status in the 4xx/5xx ratios).", "reqps", 8,
 		query{`sum by (outcome) (rate(snowtoken_validations_total{` + sel + `}[$__rate_interval]))`, "{{outcome}}"})
 	b.graph("Tokens issued", "Tokens issued a second, by replica.", "reqps", 8,
 		query{`sum by (instance) (rate(snowtoken_tokens_issued_total{` + sel + `}[$__rate_interval]))`, "{{instance}}"})
