@@ -17,7 +17,9 @@
 // keyscmd_test, operations_*), live reload (reload_test), Redis faults and
 // deployments (faults_test, redisloss_test, redisdeploy_test), the
 // revocation log (revlog_e2e_test), DPoP with proofs of an independent
-// library across two replicas and a gateway (dpop_test), tracing, the README's examples
+// library across two replicas and a gateway (dpop_test), tracing, monitoring (promrules_test:
+// the alert rules with promtool and their runbooks; observability_test: the metrics
+// reference against /metrics, a real Prometheus scraping a real replica), the README's examples
 // (readme_test), and the client module (client_test, follow_test,
 // consumer_test, example_test). The client module lives apart because it
 // must not depend on the issuer; its own tests use fake JWKS and HTTP

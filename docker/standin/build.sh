@@ -20,6 +20,10 @@
 #   nginx:1.27.5-alpine                       Debian's nginx (1.22, with auth_request),
 #                                             the official image's nginx.conf (includes
 #                                             /etc/nginx/conf.d/*.conf), busybox wget
+#   prom/prometheus:v2.42.0                   Debian's prometheus (2.42, the version
+#                                             pinned) as /bin/prometheus, user nobody,
+#                                             /prometheus, busybox wget (the profile
+#                                             observability; grafana has no stand-in)
 #
 # An image is built only when it is missing, except golang's, which is rebuilt
 # when the modules it mirrors may change (its label snowtoken.standin.go-sum
@@ -27,7 +31,7 @@
 # go.mod can require a module whose sums go.sum already had, and the mirror
 # must then hold its .mod file too). A real image of the same name, pulled from a registry, is never
 # replaced. Needs docker, go, busybox (busybox-static), redis-server,
-# redis-cli, nginx and setpriv on this host.
+# redis-cli, nginx, setpriv and prometheus on this host.
 # Usage: docker/standin/build.sh [-f | -check] (-f: rebuild every stand-in;
 # -check: build nothing, only say which of those is missing, and exit 1 if any)
 set -euo pipefail
@@ -41,11 +45,11 @@ esac
 
 export PATH="$PATH:/usr/sbin"
 missing=()
-for bin in docker go busybox redis-server redis-cli nginx setpriv; do
+for bin in docker go busybox redis-server redis-cli nginx setpriv prometheus; do
   command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "standin: ${missing[*]} not found on this host (Debian: busybox-static, redis-server, redis-tools, nginx-light, util-linux)" >&2
+  echo "standin: ${missing[*]} not found on this host (Debian: busybox-static, redis-server, redis-tools, nginx-light, util-linux, prometheus)" >&2
   exit 1
 fi
 if $check; then
@@ -242,4 +246,18 @@ EOF
   import "$root" nginx:1.27.5-alpine \
     "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
     "EXPOSE 80" 'CMD ["nginx", "-g", "daemon off;"]'
+fi
+
+if needed prom/prometheus:v2.42.0; then
+  root=$work/prometheus
+  base "$root"
+  add_busybox "$root"
+  binary "$root" "$(command -v prometheus)" /bin/prometheus
+  mkdir -p "$root/etc/prometheus"
+  install -d -m 0755 -o 65534 -g 65534 "$root/prometheus"
+  import "$root" prom/prometheus:v2.42.0 \
+    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    "USER nobody" "WORKDIR /prometheus" "VOLUME /prometheus" "EXPOSE 9090" \
+    'ENTRYPOINT ["/bin/prometheus"]' \
+    'CMD ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus"]'
 fi

@@ -38,13 +38,15 @@ const composeFile = "docker-compose.yml"
 // loadCompose loads docker-compose.yml as `docker compose` would, with
 // docker/.env but an otherwise empty environment, so that nothing depends on
 // the shell the test runs in; interpolate=false keeps ${...} as written.
-func loadCompose(tb testing.TB, interpolate bool) *types.Project {
+// The services of profiles (--profile) are loaded too.
+func loadCompose(tb testing.TB, interpolate bool, profiles ...string) *types.Project {
 	tb.Helper()
 	opts, err := cli.NewProjectOptions([]string{composeFile},
 		cli.WithWorkingDirectory("."),
 		cli.WithEnvFiles(),
 		cli.WithDotEnv,
 		cli.WithInterpolation(interpolate),
+		cli.WithProfiles(profiles),
 	)
 	if err != nil {
 		tb.Fatal(err)
@@ -587,14 +589,17 @@ func prefixes(tb testing.TB, name, value string) []netip.Prefix {
 }
 
 // pinnedImage matches an image reference pinned to an exact version: a tag
-// with major.minor.patch (and a variant such as -alpine), or a digest.
-var pinnedImage = regexp.MustCompile(`^[a-z0-9./_-]+(:[0-9]+\.[0-9]+\.[0-9]+(-[a-z0-9.]+)?(@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$`)
+// with major.minor.patch (v optional, as prom/prometheus writes it, and a
+// variant such as -alpine), or a digest.
+var pinnedImage = regexp.MustCompile(`^[a-z0-9./_-]+(:v?[0-9]+\.[0-9]+\.[0-9]+(-[a-z0-9.]+)?(@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$`)
 
 func TestPinnedImage(t *testing.T) {
 	for image, want := range map[string]bool{
 		"redis:7.0.15-alpine":                     true,
 		"nginx:1.27.5-alpine":                     true,
 		"golang:1.26.8":                           true,
+		"prom/prometheus:v2.42.0":                 true,
+		"prom/prometheus:v2":                      false,
 		"redis@sha256:" + strings.Repeat("a", 64): true,
 		"redis:7":           false,
 		"nginx:1.27-alpine": false,

@@ -3,6 +3,9 @@
 // nginx/default.conf, standin/), most of them without a Docker engine. They
 // run in that folder (TestMain) and read its files by their relative names.
 //
+//   - observability_test.go checks the profile observability (prometheus
+//     and grafana) as files: images, limits, networks, and that each mounts
+//     what the other files name (the rules, the dashboards, the data source).
 //   - compose_test.go loads docker-compose.yml with compose-go and checks the
 //     stack: services, replicas, networks, the Redis password, pinned images,
 //     limits, health checks, start order, and the issuer's environment
@@ -23,14 +26,17 @@
 //     v2, or else Debian's docker-compose 1.29; SNOWTOKEN_TEST_COMPOSE picks
 //     one): a token issued through nginx, accepted by the consumer; a
 //     DPoP-bound one accepted by consumer-dpop, refused as Bearer; three
-//     replicas with distinct worker IDs; one of them cut off from Redis, no
-//     request through nginx failing; that one killed, the others serving.
+//     replicas with distinct worker IDs; the profile observability's
+//     Prometheus scraping them, every rule and dashboard query running there;
+//     one of them cut off from Redis, no request through nginx failing, and
+//     SnowtokenRedisUnreachable's expression holding for it; that one
+//     killed, the others serving.
 //     Without the variable it skips, naming what it needs; with it, a missing
 //     engine, Compose or tool of standin/build.sh fails it by name.
 //
 // The stack test builds with what the Dockerfile and the Compose file name,
 // as they are. Of the pinned base images (golang, distroless, redis,
-// nginx), standin/build.sh first makes each one missing here a local stand-in,
+// nginx, prometheus), standin/build.sh first makes each one missing here a local stand-in,
 // under exactly its name, from this host's binaries: Go with a file://
 // module mirror, Debian's redis-server and nginx, busybox. They are test
 // fixtures, labelled snowtoken.standin: production pulls the real images,

@@ -25,6 +25,7 @@ import (
 	"github.com/snowtoken/snowtoken/client/credentials"
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/config"
+	"github.com/snowtoken/snowtoken/internal/promtest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
@@ -36,7 +37,7 @@ const envRequireDocker = "SNOWTOKEN_TEST_REQUIRE_DOCKER"
 
 // stackNeeds is what the stack test needs on this host, as its skip names it.
 const stackNeeds = "a Docker engine, Compose (docker compose or docker-compose) and what standin/build.sh builds " +
-	"the base images from: go, busybox, redis-server, redis-cli, nginx, setpriv"
+	"the base images from: go, busybox, redis-server, redis-cli, nginx, setpriv, prometheus"
 
 // envCompose names the Compose the stack test runs: "docker compose" (v2,
 // the CLI plugin) or "docker-compose" (Debian's 1.29, which CI has). Unset,
@@ -208,10 +209,12 @@ func TestStack(t *testing.T) {
 	if len(out) > 0 {
 		t.Logf("standin/build.sh:\n%s", out)
 	}
-	if ln, err := net.Listen("tcp", "127.0.0.1:8080"); err != nil {
-		t.Fatalf("127.0.0.1:8080, where the stack publishes nginx, is taken: %v", err)
-	} else {
-		ln.Close()
+	for addr, what := range map[string]string{"127.0.0.1:8080": "nginx", "127.0.0.1:9090": "prometheus"} {
+		if ln, err := net.Listen("tcp", addr); err != nil {
+			t.Fatalf("%s, where the stack publishes %s, is taken: %v", addr, what, err)
+		} else {
+			ln.Close()
+		}
 	}
 
 	// v2 without buildx builds with a BuildKit client of its own under
@@ -256,6 +259,10 @@ func TestStack(t *testing.T) {
 	// Each issuer read its container's limit from the cgroup: its soft
 	// memory limit is under the OOM killer's (memory.go's tuneGC).
 	s.checkIssuerMemoryLimit(ctx)
+	// The profile observability's Prometheus, started by name once the
+	// stack runs: `up` with the profile would also start grafana, which has
+	// no stand-in here (no binary; no registry to pull it from).
+	s.compose(ctx, 2*time.Minute, "--profile", observabilityProfile, "up", "-d", "--no-deps", "prometheus")
 
 	// docker cp, since docker-compose 1.29 has no cp.
 	dir := t.TempDir()
@@ -309,6 +316,7 @@ func TestStack(t *testing.T) {
 		t.Fatalf("tokens came from workers %v, want each of %v (the replicas' last octets)", got, slices.Sorted(maps.Keys(want)))
 	}
 	t.Logf("worker IDs %v, tokens per worker %v", slices.Sorted(maps.Keys(want)), workers)
+	t.Run("prometheus", func(t *testing.T) { checkStackPrometheus(ctx, t, len(replicas)) })
 
 	// Cut one replica off from Redis: it refuses to issue or validate (503),
 	// and its readiness fails; nginx still routes requests to it (it is in
@@ -343,6 +351,14 @@ func TestStack(t *testing.T) {
 	if refused == 0 {
 		t.Errorf("worker %d's replica, cut off from Redis, logged no refusal: nginx never sent it a request, and this proved nothing", killed)
 	}
+	t.Run("prometheus sees the cut", func(t *testing.T) {
+		instance := net.JoinHostPort(replicas[want[killed]].String(), "9090")
+		expr := stackRules(t).Alert("SnowtokenRedisUnreachable")
+		stackPrometheus.WaitFor(t, "holding SnowtokenRedisUnreachable's expression for "+instance, 2*time.Minute, func() bool {
+			res, err := stackPrometheus.Query(expr)
+			return err == nil && slices.ContainsFunc(res, func(r promtest.Sample) bool { return r.Metric["instance"] == instance })
+		})
+	})
 
 	// Kill that replica: the others go on issuing, and the consumer accepts.
 	s.run(ctx, time.Minute, "docker", "kill", want[killed])
@@ -359,6 +375,51 @@ func TestStack(t *testing.T) {
 	if running := s.issuers(ctx); len(running) != 2 {
 		t.Errorf("%d issuer replicas running after the kill, want 2 (restart: unless-stopped does not restart a killed container)", len(running))
 	}
+}
+
+// stackPrometheus is the profile observability's Prometheus, where the
+// Compose file publishes it.
+var stackPrometheus = promtest.Server{URL: "http://127.0.0.1:9090"}
+
+// stackRules reads the rules file the stack's Prometheus loads.
+func stackRules(tb testing.TB) promtest.RuleGroups {
+	tb.Helper()
+	rules, err := promtest.ReadRules(filepath.Join("..", "deploy", "prometheus", "snowtoken-rules.yml"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rules
+}
+
+// checkStackPrometheus: the stack's Prometheus finds the issuer replicas
+// through Docker's DNS and scrapes each, loads the rules, and every rule and
+// every dashboard query runs there without error, naming only metrics the
+// issuers export (the names it scraped). Not every panel has data here (no
+// client's secret expires, nothing was revoked): e2e's
+// TestPrometheusScrapesIssuer asks for that.
+func checkStackPrometheus(ctx context.Context, t *testing.T, replicas int) {
+	ps := stackPrometheus
+	ps.WaitFor(t, "scraping every issuer replica", 2*time.Minute, func() bool {
+		res, err := ps.Query(`up{job="snowtoken"} == 1`)
+		return err == nil && len(res) == replicas
+	})
+	ps.WaitFor(t, "evaluating the recording rules", 2*time.Minute, func() bool {
+		res, err := ps.Query(`count(snowtoken:issue_errors:ratio_rate5m)`)
+		return err == nil && len(res) == 1
+	})
+	names, err := ps.LabelValues(`{job="snowtoken"}`, "__name__")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("the metric names scraped: %v (%v)", names, err)
+	}
+	// Series the stack has no cause for: init writes a plain key file
+	// (no manifest times) and clients whose secrets do not expire. e2e's
+	// TestMetricsReference sees them on a replica that has them.
+	absentHere := []string{"snowtoken_signing_key_activated_timestamp_seconds",
+		"snowtoken_signing_key_next_signs_from_timestamp_seconds", "snowtoken_client_secret_expiry_timestamp_seconds"}
+	// Which alerts hold is logged, not judged: the latency SLOs' can on a
+	// test machine as busy as CI's.
+	promtest.CheckQueries(t, ps, stackRules(t), filepath.Join("..", "deploy", "grafana", "dashboards"), "snowtoken", "",
+		func(name string) bool { return slices.Contains(names, name) || slices.Contains(absentHere, name) }, false)
 }
 
 // checkDPoPConsumer gets a DPoP-bound token through the stack's gateway,
