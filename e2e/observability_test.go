@@ -20,7 +20,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 )
 
-// The observability bundle of issue 37 against the real thing: the metrics
+// The observability bundle against the real thing: the metrics
 // reference against a running replica's /metrics, and a real Prometheus
 // (Debian's) scraping a real replica, through which every dashboard query
 // and every rule runs, and in which the alerts of a refused reload, a

@@ -15,7 +15,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/promtest"
 )
 
-// The Prometheus side of the observability bundle (issue 37): the rules
+// The Prometheus side of the observability bundle: the rules
 // file, its promtool tests, and the docs each alert links. The dashboards
 // and a real Prometheus scraping a real issuer are observability_test.go's.
 
@@ -115,7 +115,7 @@ func TestPrometheusRules(t *testing.T) {
 // TestAlertsHaveRunbooks: every alert has a severity (page or ticket), a
 // summary and a runbook_url whose anchor is its own section of
 // docs/alerts.md; and every section there is an alert's. It checks the
-// promise of issue 37 that the docs link each alert to what to do.
+// promise that the docs link each alert to what to do.
 func TestAlertsHaveRunbooks(t *testing.T) {
 	data, err := os.ReadFile(alertsDoc)
 	if err != nil {

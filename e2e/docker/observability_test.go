@@ -15,7 +15,7 @@ import (
 	"github.com/goccy/go-yaml"
 )
 
-// The Compose profile "observability" (issue 37): Prometheus and Grafana
+// The Compose profile "observability": Prometheus and Grafana
 // beside the stack, with the rules and dashboards provisioned. Checked here
 // as files; the stack test runs the Prometheus (a stand-in image from
 // Debian's binary) against the running stack. No Grafana can run on the

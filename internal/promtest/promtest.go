@@ -1,5 +1,5 @@
 // Package promtest runs snowtoken's monitoring against a real Prometheus in
-// tests (issue 37): its HTTP API, the rules file
+// tests: its HTTP API, the rules file
 // (deploy/prometheus/snowtoken-rules.yml), the committed Grafana dashboards
 // (deploy/grafana/dashboards), and CheckQueries, which runs every query of
 // both and checks every metric they name. e2e/observability_test.go uses it
