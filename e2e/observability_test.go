@@ -48,6 +48,8 @@ func startObsReplica(t *testing.T) *obsReplica {
 	s := redistest.NewConfiguredServer(t, "--maxmemory", "256mb", "--maxmemory-policy", "noeviction")
 	creds := newFleetCreds(t, bin)
 	fleetCommand(t, bin, "client", "new", "-file", creds.clientsPath, "-id", "expiring", "-scopes", "read", "-secret-valid-for", "720h")
+	// A client whose keys are fetched: its snowtoken_client_keys_unavailable_total starts at 0.
+	fleetCommand(t, bin, "client", "new", "-file", creds.clientsPath, "-id", "keyed", "-scopes", "read", "-jwks-uri", "https://keys.example.test/jwks.json")
 	keys := filepath.Join(t.TempDir(), "keys")
 	fleetCommand(t, bin, "keys", "rotate", "-dir", keys, "-adopt", creds.keyPath)
 	fleetCommand(t, bin, "keys", "rotate", "-dir", keys) // a next key

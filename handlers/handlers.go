@@ -248,6 +248,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	m.knowClients(opts.Clients)
 	if opts.Feed != nil {
 		fo := opts.FeedOptions
 		fo.Source, fo.Issuer, fo.Draining, fo.Logger = opts.Feed, opts.Service.Options().Issuer, opts.Draining, opts.Logger
@@ -305,6 +306,7 @@ func (s *Server) Swap(svc *token.Service, clients *token.Clients, v Version) {
 		}
 	}
 	n.svc, n.clients, n.version = svc, clients, v
+	s.metrics.knowClients(clients)
 	if n.nonces != nil {
 		n.nonces = &nonces{key: svc.Keys().Secret("dpop nonce")}
 	}

@@ -163,6 +163,19 @@ func (m *metrics) validation(err error) {
 	m.validations.WithLabelValues(outcome).Inc()
 }
 
+// knowClients starts snowtoken_client_keys_unavailable_total at 0 for
+// every client of cs whose keys are fetched (jwks_uri, workload identity),
+// so that an alert on its rate works before the first failure and a
+// scrape shows the series. A client removed keeps its series, as any
+// counter does until the process ends.
+func (m *metrics) knowClients(cs *token.Clients) {
+	for _, c := range cs.All() {
+		if c.JWKSURI != "" || c.WorkloadIdentity != nil {
+			m.clientKeys.WithLabelValues(c.ID)
+		}
+	}
+}
+
 // secretExpiryDesc describes snowtoken_client_secret_expiry_timestamp_seconds.
 //
 // It is the time the secret expires, not the time left: a value that
