@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/snowtoken/snowtoken/client/dpop"
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
 // ownPackages are the prefixes of this module's sentinel errors' texts
@@ -12,7 +12,7 @@ import (
 var ownPackages = [...]string{"token: ", "handlers: ", "snowflakealg: ", "bitsalloc: ", "jwtpolicy: ", "lease: ", "revfeed: ", "redisstore: ", "dpop: ", "clientauth: "}
 
 // description is what a client is told of err: the description
-// token.Describe gave it, else what was wrong with a DPoP proof
+// refusal.Description carries, else what was wrong with a DPoP proof
 // (dpop.Reason), else the details our own code wrote with the Go error
 // chain taken out. Every sentinel error of this module in the chain
 // ("token: invalid token", a repeat of the error code) is dropped where
@@ -20,10 +20,10 @@ var ownPackages = [...]string{"token: ", "handlers: ", "snowflakealg: ", "bitsal
 // "token: invalid request: grant_type is required" is told as
 // "grant_type is required", "token: invalid token: token: revoked" as
 // "revoked". An error that wraps one from outside the module (a library's,
-// whose text tells of internals) must come with token.Describe; the
+// whose text tells of internals) must come with refusal.Describe; the
 // handlers' tests check that no description holds a chain.
 func description(err error) string {
-	if d, ok := token.Description(err); ok {
+	if d, ok := refusal.Description(err); ok {
 		return d
 	}
 	if r, ok := dpop.Reason(err); ok {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/snowtoken/snowtoken/internal/authlimit"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -22,11 +23,11 @@ func TestDescription(t *testing.T) {
 		{token.ErrInvalidClient, "client authentication failed"},
 		{fmt.Errorf("%w: grant_type is required", token.ErrInvalidRequest), "grant_type is required"},
 		{fmt.Errorf("%w: %w", token.ErrInvalidToken, token.ErrRevoked), "revoked"},
-		{fmt.Errorf("%w: %w", token.ErrInvalidToken, token.Describe(fmt.Errorf("%w: %w", token.ErrRevoked, token.ErrMarkerLost), "no session")), "no session"},
+		{fmt.Errorf("%w: %w", token.ErrInvalidToken, refusal.Describe(fmt.Errorf("%w: %w", token.ErrRevoked, token.ErrMarkerLost), "no session")), "no session"},
 		{fmt.Errorf("%w: %w", token.ErrInvalidToken, fmt.Errorf("%w: no session", token.ErrRevoked)), "no session"},
 		{fmt.Errorf("%w: jti: %w", token.ErrInvalidToken, idErr), `jti: "0x1f"`},
 		{fmt.Errorf("%w: no route /x", ErrNotFound), "no route /x"},
-		{token.Describe(fmt.Errorf("%w: %w", token.ErrInvalidToken, errors.New("a library's words")), "in ours"), "in ours"},
+		{refusal.Describe(fmt.Errorf("%w: %w", token.ErrInvalidToken, errors.New("a library's words")), "in ours"), "in ours"},
 		{&authlimit.LimitedError{Key: authlimit.Key{Kind: authlimit.Client}}, "too many failed authentications: this client is refused for 1s; retry later"},
 	}
 	for _, tt := range tests {

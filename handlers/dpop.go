@@ -10,6 +10,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -62,7 +63,7 @@ func (s *Server) verifyProof(c *gin.Context, proof, method, url, accessToken str
 	case err == nil:
 		return p, nil
 	case errors.Is(err, dpop.ErrRequest): // the forwarded URL, a gateway's
-		return nil, token.Describe(fmt.Errorf("%w: %w", token.ErrInvalidRequest, err),
+		return nil, refusal.Describe(fmt.Errorf("%w: %w", token.ErrInvalidRequest, err),
 			"X-Forwarded-Proto, -Host and -Uri do not make an absolute http(s) URL a DPoP proof can name")
 	case errors.Is(err, dpop.ErrUseNonce):
 		c.Header("DPoP-Nonce", s.nonces.give(now))
@@ -192,7 +193,7 @@ func (s *Server) checkBinding(c *gin.Context, raw string, asDPoP bool, v *token.
 	}
 	p, err := s.checkProof(c, proof, method, url, raw)
 	if _, forwarded := c.Request.Header[dpop.HeaderForwardedMethod]; (errors.Is(err, dpop.ErrURL) || errors.Is(err, dpop.ErrMethod)) && forwarded && !s.fromForwarder(c) {
-		return token.Describe(err, description(err)+"; the X-Forwarded-* headers were ignored: the caller is not in SNOWTOKEN_DPOP_FORWARDERS")
+		return refusal.Describe(err, description(err)+"; the X-Forwarded-* headers were ignored: the caller is not in SNOWTOKEN_DPOP_FORWARDERS")
 	}
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
 )
@@ -36,7 +37,7 @@ func query(c *gin.Context) (url.Values, error) {
 	}
 	q, err := url.ParseQuery(raw)
 	if err != nil {
-		return nil, token.Describe(fmt.Errorf("%w: query: %w", token.ErrInvalidRequest, err),
+		return nil, refusal.Describe(fmt.Errorf("%w: query: %w", token.ErrInvalidRequest, err),
 			"the query is not well-formed: a pair with ';' or a malformed '%' escape")
 	}
 	return q, nil
@@ -56,7 +57,7 @@ func (s *Server) form(c *gin.Context) (url.Values, error) {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			desc = fmt.Sprintf("the body is larger than %d bytes", s.opts.MaxBodyBytes)
 		}
-		return nil, token.Describe(fmt.Errorf("%w: body: %w", token.ErrInvalidRequest, err), desc)
+		return nil, refusal.Describe(fmt.Errorf("%w: body: %w", token.ErrInvalidRequest, err), desc)
 	}
 	if len(req.URL.RawQuery) > 0 {
 		return nil, fmt.Errorf("%w: parameters belong in the body, not the URL", token.ErrInvalidRequest)
@@ -206,7 +207,7 @@ func (s *Server) tokenForm(c *gin.Context) (string, *token.Client, error) {
 	// nothing. What is merely not in a token's shape is the service's to
 	// call inactive (RFC 7662 §2.2, RFC 7009 §2.2).
 	if err := jwtpolicy.CheckSyntax(raw); errors.Is(err, jwtpolicy.ErrTokenBytes) {
-		return "", nil, token.Describe(fmt.Errorf("%w: token: %w", token.ErrInvalidRequest, err),
+		return "", nil, refusal.Describe(fmt.Errorf("%w: token: %w", token.ErrInvalidRequest, err),
 			"the token parameter holds a byte outside base64url and its two dots (a line break, a space, padding)")
 	}
 	return raw, client, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -134,7 +135,7 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	if err != nil {
 		// %v, not %w: a bad ?scope= is the caller's invalid_request (RFC 6750
 		// §3.1), not the token endpoint's invalid_scope that fail checks first.
-		return nil, token.Describe(fmt.Errorf("%w: %v", token.ErrInvalidRequest, err), "scope: "+description(err))
+		return nil, refusal.Describe(fmt.Errorf("%w: %v", token.ErrInvalidRequest, err), "scope: "+description(err))
 	}
 	if !v.HasScopes(want) {
 		return nil, fmt.Errorf("%w: the token lacks %.64q", token.ErrInsufficientScope, strings.Join(v.MissingScopes(want), " "))
@@ -172,7 +173,7 @@ func (s *Server) checkAudience(q url.Values, v *token.Verified) error {
 	if err := token.CheckAudience(want[0]); err != nil {
 		// %v, not %w: a bad ?audience= is the caller's invalid_request
 		// (RFC 6750 §3.1), not the token endpoint's invalid_target.
-		return token.Describe(fmt.Errorf("%w: %v", token.ErrInvalidRequest, err), description(err))
+		return refusal.Describe(fmt.Errorf("%w: %v", token.ErrInvalidRequest, err), description(err))
 	}
 	if !v.ForAudience(want[0]) {
 		s.log.Debug("audience mismatch", "want", want[0], "aud", v.Claims.Audience, "client_id", v.Claims.ClientID, "jti", v.Claims.ID)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	. "github.com/snowtoken/snowtoken/token"
 )
 
@@ -388,7 +389,7 @@ func mustWithKeys(tb testing.TB, svc *Service, ks *KeySet) *Service {
 
 // description is the description Describe gave err, or its text.
 func description(err error) string {
-	if d, ok := Description(err); ok {
+	if d, ok := refusal.Description(err); ok {
 		return d
 	}
 	return err.Error()

@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
@@ -397,7 +398,7 @@ func (s *Service) parse(p policy, raw string) (*Claims, snowflakealg.ID, error) 
 		err = fmt.Errorf("%w: got %.64q, want %q", err, claims.Issuer, s.opts.Issuer)
 	}
 	if err != nil {
-		return nil, 0, Describe(fmt.Errorf("%w: %w", ErrInvalidToken, err), jwtReason(err))
+		return nil, 0, refusal.Describe(fmt.Errorf("%w: %w", ErrInvalidToken, err), jwtReason(err))
 	}
 	if !own { // parseOwn's header is ours: its typ is jwtpolicy.Type
 		if err := jwtpolicy.CheckType(t); err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
 // Store is what a Service needs from a session store: the records that
@@ -130,7 +132,7 @@ func SessionLive(issued int64, rec, gen, client any) error {
 	switch {
 	case !ok:
 		// A client hears what the others hear of a session that is gone.
-		return Describe(fmt.Errorf("%w: %w", ErrRevoked, ErrMarkerLost), "no session")
+		return refusal.Describe(fmt.Errorf("%w: %w", ErrRevoked, ErrMarkerLost), "no session")
 	case r != g:
 		return fmt.Errorf("%w: all tokens of the subject were revoked", ErrRevoked)
 	}

@@ -43,32 +43,6 @@ import (
 	"time"
 )
 
-// Describe returns err with desc as what a client is shown of it: the HTTP
-// layer answers with desc, never with err's own text, which holds the whole
-// chain (a library's error included) and goes to the log. Use it where an
-// error wraps one from outside the module, whose text means nothing to a
-// client or tells of internals.
-func Describe(err error, desc string) error { return &describedError{err: err, desc: desc} }
-
-// Description returns the desc of the outermost Describe in err's chain, and
-// whether there is one.
-func Description(err error) (string, bool) {
-	var d *describedError
-	if errors.As(err, &d) {
-		return d.desc, true
-	}
-	return "", false
-}
-
-// describedError is an error with a description for clients; see Describe.
-type describedError struct {
-	err  error
-	desc string
-}
-
-func (e *describedError) Error() string { return e.err.Error() }
-func (e *describedError) Unwrap() error { return e.err }
-
 // Errors returned by this package. The HTTP layer maps each to its OAuth2 /
 // RFC 6750 error; details are wrapped with %w.
 var (

@@ -11,6 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
 // policy is how parse checks a token: the golang-jwt parser, and the same
@@ -106,9 +107,9 @@ func (s *Service) parseOwn(p policy, raw string, claims *Claims) (ok bool, err e
 // The refusals of checkSyntax, made once: refusing costs no allocation.
 var (
 	errTooLong    = fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
-	errTokenBytes = Describe(fmt.Errorf("%w: %w", ErrInvalidToken, jwtpolicy.ErrTokenBytes),
+	errTokenBytes = refusal.Describe(fmt.Errorf("%w: %w", ErrInvalidToken, jwtpolicy.ErrTokenBytes),
 		"the token holds a byte outside base64url and its two dots")
-	errTokenShape = Describe(fmt.Errorf("%w: %w", ErrInvalidToken, jwtpolicy.ErrTokenShape),
+	errTokenShape = refusal.Describe(fmt.Errorf("%w: %w", ErrInvalidToken, jwtpolicy.ErrTokenShape),
 		"the token is not a well-formed JWT")
 )
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -39,7 +40,7 @@ func CheckNonce(r *http.Request) (string, error) {
 // n is MinNonceLen to MaxNonceLen characters of base64url.
 func checkNonceValue(n string) error {
 	if len(n) < MinNonceLen || len(n) > MaxNonceLen || strings.Trim(n, base64URL) != "" {
-		return token.Describe(fmt.Errorf("%w: nonce", token.ErrInvalidRequest),
+		return refusal.Describe(fmt.Errorf("%w: nonce", token.ErrInvalidRequest),
 			fmt.Sprintf("nonce must be %d to %d characters of base64url (A-Z a-z 0-9 - _)", MinNonceLen, MaxNonceLen))
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -47,7 +48,7 @@ func parsePoll(body io.Reader) (*PollRequest, string, error) {
 	dec.DisallowUnknownFields()
 	var req PollRequest
 	if err := dec.Decode(&req); err != nil {
-		return nil, "", token.Describe(fmt.Errorf("%w: poll: %w", token.ErrInvalidRequest, err),
+		return nil, "", refusal.Describe(fmt.Errorf("%w: poll: %w", token.ErrInvalidRequest, err),
 			"the body is not a poll request: a JSON object of ack, setErrs, maxEvents and returnImmediately (RFC 8936 §2.4), at most 64 KiB")
 	}
 	if dec.More() {

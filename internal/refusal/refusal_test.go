@@ -1,0 +1,39 @@
+package refusal
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+var errKind = errors.New("pkg: invalid request")
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	err := New(errKind, "parameter %q repeated", "scope")
+	if want := fmt.Errorf("%w: parameter %q repeated", errKind, "scope").Error(); err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err, want)
+	}
+	if !errors.Is(err, errKind) {
+		t.Error("errors.Is(err, kind) = false")
+	}
+	wrapped := fmt.Errorf("%w: %w", errors.New("pkg: outer"), err)
+	if d, ok := Description(wrapped); !ok || d != `parameter "scope" repeated` {
+		t.Errorf("Description = %q, %v", d, ok)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	inner := New(errKind, "inner words")
+	err := Describe(fmt.Errorf("%w: %w", errKind, inner), "outer words")
+	if d, _ := Description(err); d != "outer words" {
+		t.Errorf("Description = %q, want the outermost", d)
+	}
+	if err.Error() != "pkg: invalid request: pkg: invalid request: inner words" {
+		t.Errorf("Error() = %q", err)
+	}
+	if _, ok := Description(fmt.Errorf("%w: secret detail", errKind)); ok {
+		t.Error("an error without a description has one")
+	}
+}
