@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/snowtoken/snowtoken/internal/authlimit"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
 )
@@ -20,7 +21,7 @@ func (s *Server) authenticateClient(c *gin.Context, id, secret, method string) (
 	return s.limited(c, id, func() (*token.Client, error) {
 		client, err := s.clients.Authenticate(id, secret, s.now())
 		if err == nil && method != "" && !client.MaySendSecretBy(method) {
-			return nil, fmt.Errorf("%w: this client authenticates by %s", token.ErrInvalidClient, client.Method())
+			return nil, refusal.New(token.ErrInvalidClient, "this client authenticates by %s", client.Method())
 		}
 		return client, err
 	})

@@ -36,7 +36,7 @@ func proofHeader(c *gin.Context) (string, bool, error) {
 	case 1:
 		return vs[0], true, nil
 	}
-	return "", false, fmt.Errorf("%w: the request has %d DPoP headers: send one DPoP proof", ErrDPoPProof, len(vs))
+	return "", false, refusal.New(ErrDPoPProof, "the request has %d DPoP headers: send one DPoP proof", len(vs))
 }
 
 // checkProof checks proof, sent with a request of method to url that
@@ -106,18 +106,18 @@ func (s *Server) resourceRequest(c *gin.Context) (method, url string, err error)
 	for i, name := range [...]string{dpop.HeaderForwardedMethod, dpop.HeaderForwardedProto, dpop.HeaderForwardedHost, dpop.HeaderForwardedURI} {
 		vs := h.Values(name)
 		if len(vs) != 1 || vs[0] == "" {
-			return "", "", fmt.Errorf("%w: a forwarded request needs exactly one %s", token.ErrInvalidRequest, name)
+			return "", "", refusal.New(token.ErrInvalidRequest, "a forwarded request needs exactly one %s", name)
 		}
 		v[i] = vs[0]
 	}
 	method, proto, host, uri := v[0], strings.ToLower(v[1]), v[2], v[3]
 	switch {
 	case !isToken(method):
-		return "", "", fmt.Errorf("%w: %s %.32q is not a method", token.ErrInvalidRequest, dpop.HeaderForwardedMethod, method)
+		return "", "", refusal.New(token.ErrInvalidRequest, "%s %.32q is not a method", dpop.HeaderForwardedMethod, method)
 	case proto != "http" && proto != "https":
-		return "", "", fmt.Errorf("%w: %s %.32q is not http or https", token.ErrInvalidRequest, dpop.HeaderForwardedProto, proto)
+		return "", "", refusal.New(token.ErrInvalidRequest, "%s %.32q is not http or https", dpop.HeaderForwardedProto, proto)
 	case strings.ContainsAny(host, "/?#@ ") || !strings.HasPrefix(uri, "/"):
-		return "", "", fmt.Errorf("%w: %s and %s must be a host and an absolute path", token.ErrInvalidRequest, dpop.HeaderForwardedHost, dpop.HeaderForwardedURI)
+		return "", "", refusal.New(token.ErrInvalidRequest, "%s and %s must be a host and an absolute path", dpop.HeaderForwardedHost, dpop.HeaderForwardedURI)
 	}
 	return method, proto + "://" + host + uri, nil
 }
@@ -185,7 +185,7 @@ func (s *Server) checkBinding(c *gin.Context, raw string, asDPoP bool, v *token.
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%w: no DPoP header: a DPoP-bound token counts only with a DPoP proof of the request", ErrDPoPProof)
+		return refusal.New(ErrDPoPProof, "no DPoP header: a DPoP-bound token counts only with a DPoP proof of the request")
 	}
 	method, url, err := s.resourceRequest(c)
 	if err != nil {

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -54,10 +54,10 @@ func (s *Server) issue(c *gin.Context) {
 	switch gt := form.Get("grant_type"); gt {
 	case "client_credentials":
 	case "":
-		s.fail(c, fmt.Errorf("%w: grant_type is required", token.ErrInvalidRequest))
+		s.fail(c, refusal.New(token.ErrInvalidRequest, "grant_type is required"))
 		return
 	default:
-		s.fail(c, fmt.Errorf("%w: %.32q (only client_credentials)", ErrUnsupportedGrant, gt))
+		s.fail(c, refusal.New(ErrUnsupportedGrant, "%.32q (only client_credentials)", gt))
 		return
 	}
 	req := token.IssueRequest{Scope: form.Get("scope"), Subject: form.Get("subject"),
@@ -65,7 +65,7 @@ func (s *Server) issue(c *gin.Context) {
 	if e := form.Get("expires_in"); e != "" {
 		n, err := strconv.ParseInt(e, 10, 32)
 		if err != nil || n <= 0 {
-			s.fail(c, fmt.Errorf("%w: expires_in must be a positive number of seconds", token.ErrInvalidRequest))
+			s.fail(c, refusal.New(token.ErrInvalidRequest, "expires_in must be a positive number of seconds"))
 			return
 		}
 		req.ExpiresIn = time.Duration(n) * time.Second

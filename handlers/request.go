@@ -33,7 +33,7 @@ func query(c *gin.Context) (url.Values, error) {
 		return nil, nil
 	}
 	if len(raw) > MaxQueryLen {
-		return nil, fmt.Errorf("%w: query longer than %d bytes", token.ErrInvalidRequest, MaxQueryLen)
+		return nil, refusal.New(token.ErrInvalidRequest, "query longer than %d bytes", MaxQueryLen)
 	}
 	q, err := url.ParseQuery(raw)
 	if err != nil {
@@ -49,7 +49,7 @@ func query(c *gin.Context) (url.Values, error) {
 func (s *Server) form(c *gin.Context) (url.Values, error) {
 	req := c.Request
 	if ct := req.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/x-www-form-urlencoded") {
-		return nil, fmt.Errorf("%w: content type must be application/x-www-form-urlencoded", token.ErrInvalidRequest)
+		return nil, refusal.New(token.ErrInvalidRequest, "content type must be application/x-www-form-urlencoded")
 	}
 	req.Body = http.MaxBytesReader(c.Writer, req.Body, s.opts.MaxBodyBytes)
 	if err := req.ParseForm(); err != nil {
@@ -60,11 +60,11 @@ func (s *Server) form(c *gin.Context) (url.Values, error) {
 		return nil, refusal.Describe(fmt.Errorf("%w: body: %w", token.ErrInvalidRequest, err), desc)
 	}
 	if len(req.URL.RawQuery) > 0 {
-		return nil, fmt.Errorf("%w: parameters belong in the body, not the URL", token.ErrInvalidRequest)
+		return nil, refusal.New(token.ErrInvalidRequest, "parameters belong in the body, not the URL")
 	}
 	for k, v := range req.PostForm {
 		if len(v) > 1 && k != "resource" && k != "audience" {
-			return nil, fmt.Errorf("%w: parameter %.32q repeated", token.ErrInvalidRequest, k)
+			return nil, refusal.New(token.ErrInvalidRequest, "parameter %.32q repeated", k)
 		}
 	}
 	return req.PostForm, nil
@@ -84,25 +84,25 @@ func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, e
 	formID, formSecret := form.Get("client_id"), form.Get("client_secret")
 	if form.Has("client_assertion") || form.Has("client_assertion_type") {
 		if h != "" || formSecret != "" {
-			return nil, fmt.Errorf("%w: use one client authentication method", token.ErrInvalidRequest)
+			return nil, refusal.New(token.ErrInvalidRequest, "use one client authentication method")
 		}
 		return s.assertedClient(c, formID, form.Get("client_assertion_type"), form.Get("client_assertion"))
 	}
 	if h != "" {
 		if formSecret != "" {
-			return nil, fmt.Errorf("%w: use one client authentication method", token.ErrInvalidRequest)
+			return nil, refusal.New(token.ErrInvalidRequest, "use one client authentication method")
 		}
 		id, secret, err := parseBasic(h)
 		if err != nil {
 			return nil, err
 		}
 		if formID != "" && formID != id {
-			return nil, fmt.Errorf("%w: client_id does not match the Authorization header", token.ErrInvalidRequest)
+			return nil, refusal.New(token.ErrInvalidRequest, "client_id does not match the Authorization header")
 		}
 		return s.authenticateClient(c, id, secret, token.AuthSecretBasic)
 	}
 	if formID == "" || formSecret == "" {
-		return nil, fmt.Errorf("%w: no client credentials", token.ErrInvalidClient)
+		return nil, refusal.New(token.ErrInvalidClient, "no client credentials")
 	}
 	return s.authenticateClient(c, formID, formSecret, token.AuthSecretPost)
 }
@@ -119,9 +119,9 @@ func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, e
 func (s *Server) assertedClient(c *gin.Context, formID, typ, assertion string) (*token.Client, error) {
 	switch {
 	case typ == "" || assertion == "":
-		return nil, fmt.Errorf("%w: client_assertion and client_assertion_type go together", token.ErrInvalidRequest)
+		return nil, refusal.New(token.ErrInvalidRequest, "client_assertion and client_assertion_type go together")
 	case typ != clientauth.AssertionType:
-		return nil, fmt.Errorf("%w: client_assertion_type %.80q: want %s", token.ErrInvalidClient, typ, clientauth.AssertionType)
+		return nil, refusal.New(token.ErrInvalidClient, "client_assertion_type %.80q: want %s", typ, clientauth.AssertionType)
 	}
 	id, subErr := formID, error(nil)
 	if id == "" {
@@ -132,14 +132,14 @@ func (s *Server) assertedClient(c *gin.Context, formID, typ, assertion string) (
 			return nil, fmt.Errorf("%w: %w", token.ErrInvalidClient, subErr)
 		}
 		if s.assertions == nil {
-			return nil, fmt.Errorf("%w: this server does not accept client assertions", token.ErrInvalidClient)
+			return nil, refusal.New(token.ErrInvalidClient, "this server does not accept client assertions")
 		}
 		client, reg, err := s.clients.AssertionClient(id)
 		switch {
 		case err != nil:
 			return nil, err
 		case reg.Workload != nil && formID == "":
-			return nil, fmt.Errorf("%w: client_id is required with a workload identity token", token.ErrInvalidClient)
+			return nil, refusal.New(token.ErrInvalidClient, "client_id is required with a workload identity token")
 		}
 		if err := s.assertions.Verify(c.Request.Context(), reg, assertion); err != nil {
 			if errors.Is(err, clientauth.ErrFetch) {
@@ -199,7 +199,7 @@ func (s *Server) tokenForm(c *gin.Context) (string, *token.Client, error) {
 	}
 	raw := form.Get("token")
 	if raw == "" {
-		return "", nil, fmt.Errorf("%w: token is required", token.ErrInvalidRequest)
+		return "", nil, refusal.New(token.ErrInvalidRequest, "token is required")
 	}
 	// A byte outside base64url and the dots (a line break, which base64
 	// decoding would skip) is a malformed parameter, not a token that
@@ -249,21 +249,21 @@ func basicCredentials(c *gin.Context) (id, secret string, err error) {
 func parseBasic(h string) (id, secret string, err error) {
 	scheme, rest, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Basic") {
-		return "", "", fmt.Errorf("%w: Authorization must be Basic", token.ErrInvalidClient)
+		return "", "", refusal.New(token.ErrInvalidClient, "Authorization must be Basic")
 	}
 	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest))
 	if err != nil {
-		return "", "", fmt.Errorf("%w: malformed Basic credentials", token.ErrInvalidClient)
+		return "", "", refusal.New(token.ErrInvalidClient, "malformed Basic credentials")
 	}
 	encID, encSecret, ok := strings.Cut(string(raw), ":")
 	if !ok {
-		return "", "", fmt.Errorf("%w: malformed Basic credentials", token.ErrInvalidClient)
+		return "", "", refusal.New(token.ErrInvalidClient, "malformed Basic credentials")
 	}
 	if id, err = url.QueryUnescape(encID); err != nil {
-		return "", "", fmt.Errorf("%w: malformed Basic credentials", token.ErrInvalidClient)
+		return "", "", refusal.New(token.ErrInvalidClient, "malformed Basic credentials")
 	}
 	if secret, err = url.QueryUnescape(encSecret); err != nil {
-		return "", "", fmt.Errorf("%w: malformed Basic credentials", token.ErrInvalidClient)
+		return "", "", refusal.New(token.ErrInvalidClient, "malformed Basic credentials")
 	}
 	return id, secret, nil
 }

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -10,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -20,7 +20,7 @@ import (
 // poll of it (feedSubscriber).
 func (s *Server) feedClient(c *gin.Context) (*feedStanding, error) {
 	if s.feed == nil {
-		return nil, fmt.Errorf("%w: no revocation feed here", ErrNotFound)
+		return nil, refusal.New(ErrNotFound, "no revocation feed here")
 	}
 	id, secret, err := basicCredentials(c)
 	if err != nil {
@@ -41,7 +41,7 @@ func (s *Server) feedClient(c *gin.Context) (*feedStanding, error) {
 // (token.Client.MayFollowRevocations).
 func mayFollow(client *token.Client) error {
 	if !client.MayFollowRevocations() {
-		return fmt.Errorf("%w: the client may not follow the revocation feed (revocation_feed)", token.ErrForbidden)
+		return refusal.New(token.ErrForbidden, "the client may not follow the revocation feed (revocation_feed)")
 	}
 	return nil
 }
@@ -131,11 +131,11 @@ func (s *Server) revocationPoll(c *gin.Context) {
 	defer st.audit(c)
 	req := c.Request
 	if ct := req.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/json") {
-		s.fail(c, fmt.Errorf("%w: content type must be application/json (RFC 8936 §2.4)", token.ErrInvalidRequest))
+		s.fail(c, refusal.New(token.ErrInvalidRequest, "content type must be application/json (RFC 8936 §2.4)"))
 		return
 	}
 	if req.URL.RawQuery != "" {
-		s.fail(c, fmt.Errorf("%w: parameters belong in the body, not the URL", token.ErrInvalidRequest))
+		s.fail(c, refusal.New(token.ErrInvalidRequest, "parameters belong in the body, not the URL"))
 		return
 	}
 	body := http.MaxBytesReader(c.Writer, req.Body, s.opts.MaxBodyBytes)

@@ -3,11 +3,11 @@ package handlers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -51,7 +51,7 @@ func (s *Server) adminRevoke(c *gin.Context, what string, revoke func(context.Co
 	}
 	if !client.Admin {
 		s.audit(c, "admin.refused", "refused an admin request from a client that is not an admin", "client_id", client.ID, "route", c.FullPath())
-		s.fail(c, fmt.Errorf("%w: only an admin client may revoke a %s's tokens", token.ErrForbidden, what))
+		s.fail(c, refusal.New(token.ErrForbidden, "only an admin client may revoke a %s's tokens", what))
 		return
 	}
 	name := c.Param(what)

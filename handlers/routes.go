@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/internal/tracing"
 )
 
@@ -64,7 +65,7 @@ func (s *Server) newEngine() (*gin.Engine, error) {
 	if opts.Draining != nil {
 		r.Use(s.closeWhileDraining)
 	}
-	r.NoRoute(func(c *gin.Context) { s.fail(c, fmt.Errorf("%w: no route %s", ErrNotFound, c.Request.URL.Path)) })
+	r.NoRoute(func(c *gin.Context) { s.fail(c, refusal.New(ErrNotFound, "no route %s", c.Request.URL.Path)) })
 	r.NoMethod(func(c *gin.Context) {
 		c.Header("Cache-Control", "no-store")
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, oauthError{Error: "invalid_request", Description: "method not allowed"})

@@ -23,7 +23,7 @@ import (
 // the URL (q, the request's query) is refused: URLs end up in logs.
 func bearer(c *gin.Context, q url.Values) (raw string, asDPoP bool, err error) {
 	if q.Has("access_token") {
-		return "", false, fmt.Errorf("%w: a token in the URL is refused (URLs are logged); use Authorization: Bearer", token.ErrInvalidRequest)
+		return "", false, refusal.New(token.ErrInvalidRequest, "a token in the URL is refused (URLs are logged); use Authorization: Bearer")
 	}
 	raw, asDPoP, err = jwtpolicy.Presented(c.Request.Header)
 	switch {
@@ -135,10 +135,10 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	if err != nil {
 		// %v, not %w: a bad ?scope= is the caller's invalid_request (RFC 6750
 		// §3.1), not the token endpoint's invalid_scope that fail checks first.
-		return nil, refusal.Describe(fmt.Errorf("%w: %v", token.ErrInvalidRequest, err), "scope: "+description(err))
+		return nil, refusal.Describe(refusal.New(token.ErrInvalidRequest, "%v", err), "scope: "+description(err))
 	}
 	if !v.HasScopes(want) {
-		return nil, fmt.Errorf("%w: the token lacks %.64q", token.ErrInsufficientScope, strings.Join(v.MissingScopes(want), " "))
+		return nil, refusal.New(token.ErrInsufficientScope, "the token lacks %.64q", strings.Join(v.MissingScopes(want), " "))
 	}
 	return v, nil
 }
@@ -168,16 +168,16 @@ func (s *Server) checkAudience(q url.Values, v *token.Verified) error {
 	case !ok:
 		return nil
 	case len(want) > 1:
-		return fmt.Errorf("%w: audience given %d times; a token is checked for one", token.ErrInvalidRequest, len(want))
+		return refusal.New(token.ErrInvalidRequest, "audience given %d times; a token is checked for one", len(want))
 	}
 	if err := token.CheckAudience(want[0]); err != nil {
 		// %v, not %w: a bad ?audience= is the caller's invalid_request
 		// (RFC 6750 §3.1), not the token endpoint's invalid_target.
-		return refusal.Describe(fmt.Errorf("%w: %v", token.ErrInvalidRequest, err), description(err))
+		return refusal.Describe(refusal.New(token.ErrInvalidRequest, "%v", err), description(err))
 	}
 	if !v.ForAudience(want[0]) {
 		s.log.Debug("audience mismatch", "want", want[0], "aud", v.Claims.Audience, "client_id", v.Claims.ClientID, "jti", v.Claims.ID)
-		return fmt.Errorf("%w: audience mismatch: the token is not for %q", token.ErrInvalidToken, want[0])
+		return refusal.New(token.ErrInvalidToken, "audience mismatch: the token is not for %q", want[0])
 	}
 	return nil
 }

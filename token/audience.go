@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
 // Audiences. A client asks for the aud of its token with resource (RFC 8707:
@@ -83,7 +85,7 @@ func requestedAudiences(resource, audience []string) ([]string, error) {
 	case len(resource) == 0:
 		want = audience
 	case len(audience) > 0 && !(containsAll(resource, audience) && containsAll(audience, resource)):
-		return nil, fmt.Errorf("%w: resource and audience name different audiences; send one of them", ErrInvalidTarget)
+		return nil, refusal.New(ErrInvalidTarget, "resource and audience name different audiences; send one of them")
 	}
 	var out []string
 	for _, a := range want {
@@ -95,7 +97,7 @@ func requestedAudiences(resource, audience []string) ([]string, error) {
 }
 
 // errTooManyAudiences is made once: refusing costs no allocation.
-var errTooManyAudiences = fmt.Errorf("%w: more than %d audiences", ErrInvalidTarget, MaxAudiences)
+var errTooManyAudiences = refusal.New(ErrInvalidTarget, "more than %d audiences", MaxAudiences)
 
 // allowedAudiences returns the audiences c may ask for, the default first.
 func (s *Service) allowedAudiences(c *Client) []string {
@@ -117,7 +119,7 @@ func (s *Service) audiences(c *Client, req IssueRequest) ([]string, error) {
 	}
 	for _, a := range want {
 		if !slices.Contains(allowed, a) {
-			return nil, fmt.Errorf("%w: client %q may not ask for audience %q", ErrInvalidTarget, c.ID, a)
+			return nil, refusal.New(ErrInvalidTarget, "client %q may not ask for audience %q", c.ID, a)
 		}
 	}
 	return want, nil
@@ -134,15 +136,15 @@ func (s *Service) audiences(c *Client, req IssueRequest) ([]string, error) {
 func (s *Service) CheckClient(cs *Clients, v *Verified) error {
 	c, ok := cs.byID[v.Claims.ClientID]
 	if !ok || c.Disabled {
-		return fmt.Errorf("%w: its client was removed or disabled", ErrInvalidToken)
+		return refusal.New(ErrInvalidToken, "its client was removed or disabled")
 	}
 	allowed, aud := s.allowedAudiences(c), v.Claims.Audience
 	if len(aud) == 0 && len(allowed) > 0 {
-		return fmt.Errorf("%w: it has no audience, and its client's tokens now have one", ErrInvalidToken)
+		return refusal.New(ErrInvalidToken, "it has no audience, and its client's tokens now have one")
 	}
 	for _, a := range aud {
 		if !slices.Contains(allowed, a) {
-			return fmt.Errorf("%w: its audience is no longer allowed for its client", ErrInvalidToken)
+			return refusal.New(ErrInvalidToken, "its audience is no longer allowed for its client")
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token/clientauth"
 )
 
@@ -114,7 +115,7 @@ func (cs *Clients) AssertionClient(id string) (*Client, clientauth.Registration,
 	}
 	reg, ok := c.Assertion()
 	if !ok {
-		return nil, clientauth.Registration{}, fmt.Errorf("%w: this client authenticates with its secret, not an assertion", ErrInvalidClient)
+		return nil, clientauth.Registration{}, refusal.New(ErrInvalidClient, "this client authenticates with its secret, not an assertion")
 	}
 	return c, reg, nil
 }

@@ -19,6 +19,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token/clientauth"
 )
 
@@ -382,7 +384,7 @@ func (c *Client) SecretExpiry(secret string) time.Time {
 }
 
 // errSecretExpired is Authenticate's refusal of a right but expired secret.
-var errSecretExpired = fmt.Errorf("%w: the client secret has expired", ErrInvalidClient)
+var errSecretExpired = refusal.New(ErrInvalidClient, "the client secret has expired")
 
 // secretLive is 1 if a secret whose expiry is expires (zero: never) still
 // authenticates at now, else 0.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
 // What a name (a client ID, a subject) and a scope may be, and the sets of
@@ -104,7 +106,7 @@ func ParseScope(s string) ([]string, error) {
 			if n == 1 {
 				break
 			}
-			return nil, fmt.Errorf("%w: scope has an empty entry (use single spaces)", ErrInvalidScope)
+			return nil, refusal.New(ErrInvalidScope, "scope has an empty entry (use single spaces)")
 		}
 		if err := checkScopeToken(f); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidScope, err)
@@ -125,6 +127,6 @@ func ParseScope(s string) ([]string, error) {
 // ParseScope's refusals of an oversized parameter, made once: refusing
 // costs no allocation.
 var (
-	errScopeTooLong  = fmt.Errorf("%w: longer than %d bytes", ErrInvalidScope, MaxScopeLen)
-	errTooManyScopes = fmt.Errorf("%w: more than %d scopes", ErrInvalidScope, MaxScopes)
+	errScopeTooLong  = refusal.New(ErrInvalidScope, "longer than %d bytes", MaxScopeLen)
+	errTooManyScopes = refusal.New(ErrInvalidScope, "more than %d scopes", MaxScopes)
 )

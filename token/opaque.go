@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
@@ -80,7 +81,7 @@ func parseOpaque(raw string) (snowflakealg.ID, [opaqueSecretLen]byte, error) {
 }
 
 // errOpaqueMalformed is made once: refusing costs no allocation.
-var errOpaqueMalformed = fmt.Errorf("%w: malformed opaque token", ErrInvalidToken)
+var errOpaqueMalformed = refusal.New(ErrInvalidToken, "malformed opaque token")
 
 // formatOpaque returns the token of id and secret.
 func formatOpaque(id snowflakealg.ID, secret [opaqueSecretLen]byte) string {
@@ -232,7 +233,7 @@ func (s *Service) issueOpaque(ctx context.Context, id snowflakealg.ID, idTime ti
 // errNoSession is what an opaque token without a live record, and one whose
 // secret does not match its record, both fail with: the answer does not
 // tell whether an ID (predictable) has a session.
-var errNoSession = fmt.Errorf("%w: no session", ErrRevoked)
+var errNoSession = refusal.New(ErrRevoked, "no session")
 
 // validateOpaque is Validate for an opaque token: its ID and secret, then
 // its record, marker and client's revocation time in one round trip (two on
@@ -389,7 +390,7 @@ func (s *Service) revokeOpaque(ctx context.Context, caller *Client, raw string) 
 		client, exp = r.client, r.exp
 	}
 	if client != caller.ID && !caller.Admin {
-		return "", fmt.Errorf("%w: the token was issued to another client", ErrForbidden)
+		return "", refusal.New(ErrForbidden, "the token was issued to another client")
 	}
 	if err := s.store.RevokeToken(ctx, key, jti, exp); err != nil {
 		return "", err

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
 // Revoke ends the session of a token at once (RFC 7009).
@@ -45,7 +47,7 @@ func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) (jti s
 		return "", nil
 	}
 	if claims.ClientID != caller.ID && !caller.Admin {
-		return "", fmt.Errorf("%w: the token was issued to another client", ErrForbidden)
+		return "", refusal.New(ErrForbidden, "the token was issued to another client")
 	}
 	var exp int64
 	if claims.ExpiresAt != nil {

@@ -209,12 +209,12 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	if len(scopes) == 0 {
 		scopes = c.Scopes
 	} else if !c.HasScopes(scopes) {
-		return Issued{}, fmt.Errorf("%w: client %q may not ask for %.64q", ErrInvalidScope, c.ID, strings.Join(missing(c.Scopes, scopes), " "))
+		return Issued{}, refusal.New(ErrInvalidScope, "client %q may not ask for %.64q", c.ID, strings.Join(missing(c.Scopes, scopes), " "))
 	}
 	subject := c.ID
 	if req.Subject != "" && req.Subject != c.ID {
 		if !c.MaySetSubject {
-			return Issued{}, fmt.Errorf("%w: this client may not set the subject", ErrInvalidRequest)
+			return Issued{}, refusal.New(ErrInvalidRequest, "this client may not set the subject")
 		}
 		if err := CheckName(req.Subject); err != nil {
 			return Issued{}, fmt.Errorf("%w: subject: %w", ErrInvalidRequest, err)
@@ -227,14 +227,14 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	}
 	switch {
 	case req.JKT != "" && !isThumbprint(req.JKT):
-		return Issued{}, fmt.Errorf("%w: the DPoP key's thumbprint is malformed", ErrInvalidRequest)
+		return Issued{}, refusal.New(ErrInvalidRequest, "the DPoP key's thumbprint is malformed")
 	case req.JKT == "" && c.DPoPBoundAccessTokens:
 		return Issued{}, fmt.Errorf("%w: client %q", ErrDPoPRequired, c.ID)
 	}
 	ttl := req.ExpiresIn
 	switch {
 	case ttl < 0:
-		return Issued{}, fmt.Errorf("%w: expires_in must be positive", ErrInvalidRequest)
+		return Issued{}, refusal.New(ErrInvalidRequest, "expires_in must be positive")
 	case ttl == 0:
 		ttl = s.opts.TTL
 	}
@@ -272,7 +272,7 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 		return Issued{}, fmt.Errorf("signing: %w", err)
 	}
 	if len(signed) > MaxTokenLen { // never issue a token that Validate refuses
-		return Issued{}, fmt.Errorf("%w: the token would be longer than %d bytes; ask for fewer scopes or audiences", ErrInvalidRequest, MaxTokenLen)
+		return Issued{}, refusal.New(ErrInvalidRequest, "the token would be longer than %d bytes; ask for fewer scopes or audiences", MaxTokenLen)
 	}
 	if err := s.store.Create(ctx, s.store.Keys(subject, c.ID, g.jti, parts.Time), ttl); err != nil {
 		return Issued{}, err

@@ -122,11 +122,11 @@ func (e *revokingError) RetryAfter() time.Duration { return e.wait }
 // revocation time, each a string, or nil for a missing key. See Store.
 func SessionLive(issued int64, rec, gen, client any) error {
 	if _, revoked := revokedByClient(issued, client); revoked {
-		return fmt.Errorf("%w: all tokens of the client were revoked", ErrRevoked)
+		return refusal.New(ErrRevoked, "all tokens of the client were revoked")
 	}
 	r, ok := rec.(string)
 	if !ok {
-		return fmt.Errorf("%w: no session", ErrRevoked)
+		return refusal.New(ErrRevoked, "no session")
 	}
 	g, ok := gen.(string)
 	switch {
@@ -134,7 +134,7 @@ func SessionLive(issued int64, rec, gen, client any) error {
 		// A client hears what the others hear of a session that is gone.
 		return refusal.Describe(fmt.Errorf("%w: %w", ErrRevoked, ErrMarkerLost), "no session")
 	case r != g:
-		return fmt.Errorf("%w: all tokens of the subject were revoked", ErrRevoked)
+		return refusal.New(ErrRevoked, "all tokens of the subject were revoked")
 	}
 	return nil
 }

@@ -106,7 +106,7 @@ func (s *Service) parseOwn(p policy, raw string, claims *Claims) (ok bool, err e
 
 // The refusals of checkSyntax, made once: refusing costs no allocation.
 var (
-	errTooLong    = fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+	errTooLong    = refusal.New(ErrInvalidToken, "longer than %d bytes", MaxTokenLen)
 	errTokenBytes = refusal.Describe(fmt.Errorf("%w: %w", ErrInvalidToken, jwtpolicy.ErrTokenBytes),
 		"the token holds a byte outside base64url and its two dots")
 	errTokenShape = refusal.Describe(fmt.Errorf("%w: %w", ErrInvalidToken, jwtpolicy.ErrTokenShape),

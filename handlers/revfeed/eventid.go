@@ -1,10 +1,10 @@
 package revfeed
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -20,13 +20,13 @@ func CheckID(id string) error {
 	ms, seq, ok2 := strings.Cut(sid, "-")
 	// An epoch is revlog's: 32 hex digits, a ".", the Unix ms it began.
 	if !ok || !ok2 || len(id) > maxIDLen || epoch == "" || strings.Trim(epoch, "0123456789abcdef.") != "" {
-		return fmt.Errorf("%w: an event ID is <epoch>-<ms>-<seq>", token.ErrInvalidRequest)
+		return refusal.New(token.ErrInvalidRequest, "an event ID is <epoch>-<ms>-<seq>")
 	}
 	if _, err := strconv.ParseUint(ms, 10, 64); err != nil {
-		return fmt.Errorf("%w: an event ID is <epoch>-<ms>-<seq>", token.ErrInvalidRequest)
+		return refusal.New(token.ErrInvalidRequest, "an event ID is <epoch>-<ms>-<seq>")
 	}
 	if _, err := strconv.ParseUint(seq, 10, 64); err != nil {
-		return fmt.Errorf("%w: an event ID is <epoch>-<ms>-<seq>", token.ErrInvalidRequest)
+		return refusal.New(token.ErrInvalidRequest, "an event ID is <epoch>-<ms>-<seq>")
 	}
 	return nil
 }

@@ -2,9 +2,10 @@ package revfeed
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
 // Events serves the stream to an authenticated subscriber. It returns an
@@ -17,7 +18,7 @@ func (f *Feed) Events(w http.ResponseWriter, r *http.Request, who Subscriber) er
 	last := r.Header.Get("Last-Event-ID")
 	if last != "" {
 		if err := CheckID(last); err != nil {
-			return fmt.Errorf("Last-Event-ID: %w", err)
+			return refusal.Within("Last-Event-ID", err)
 		}
 	}
 	nonce, err := CheckNonce(r)

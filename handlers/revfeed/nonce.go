@@ -28,7 +28,7 @@ func CheckNonce(r *http.Request) (string, error) {
 	case len(vals) == 0:
 		return "", nil
 	case len(vals) > 1:
-		return "", fmt.Errorf("%w: nonce given more than once", token.ErrInvalidRequest)
+		return "", refusal.New(token.ErrInvalidRequest, "nonce given more than once")
 	}
 	if err := checkNonceValue(vals[0]); err != nil {
 		return "", err
@@ -40,7 +40,7 @@ func CheckNonce(r *http.Request) (string, error) {
 // n is MinNonceLen to MaxNonceLen characters of base64url.
 func checkNonceValue(n string) error {
 	if len(n) < MinNonceLen || len(n) > MaxNonceLen || strings.Trim(n, base64URL) != "" {
-		return refusal.Describe(fmt.Errorf("%w: nonce", token.ErrInvalidRequest),
+		return refusal.Describe(refusal.New(token.ErrInvalidRequest, "nonce"),
 			fmt.Sprintf("nonce must be %d to %d characters of base64url (A-Z a-z 0-9 - _)", MinNonceLen, MaxNonceLen))
 	}
 	return nil

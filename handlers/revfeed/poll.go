@@ -52,10 +52,10 @@ func parsePoll(body io.Reader) (*PollRequest, string, error) {
 			"the body is not a poll request: a JSON object of ack, setErrs, maxEvents and returnImmediately (RFC 8936 §2.4), at most 64 KiB")
 	}
 	if dec.More() {
-		return nil, "", fmt.Errorf("%w: one JSON object only", token.ErrInvalidRequest)
+		return nil, "", refusal.New(token.ErrInvalidRequest, "one JSON object only")
 	}
 	if req.MaxEvents != nil && *req.MaxEvents < 0 {
-		return nil, "", fmt.Errorf("%w: maxEvents must not be negative", token.ErrInvalidRequest)
+		return nil, "", refusal.New(token.ErrInvalidRequest, "maxEvents must not be negative")
 	}
 	if req.Nonce != "" {
 		if err := checkNonceValue(req.Nonce); err != nil {
@@ -66,7 +66,7 @@ func parsePoll(body io.Reader) (*PollRequest, string, error) {
 	var posID streamPos
 	for _, id := range req.Ack {
 		if err := CheckID(id); err != nil {
-			return nil, "", fmt.Errorf("ack: %w", err)
+			return nil, "", refusal.Within("ack", err)
 		}
 		p := parsePos(id)
 		if pos == "" || p.epoch != posID.epoch || posID.before(p) {

@@ -28,6 +28,17 @@ func Describe(err error, desc string) error {
 	return &refused{err: err, text: err.Error(), desc: desc}
 }
 
+// Within returns err as said of name (a parameter, a header, a claim):
+// its text and, if it carries one, its description begin with name and
+// ": ", as fmt.Errorf("%s: %w", name, err) would make its text.
+func Within(name string, err error) error {
+	d, ok := Description(err)
+	if !ok {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return &refused{err: err, text: name + ": " + err.Error(), desc: name + ": " + d}
+}
+
 // Description returns the description of the outermost error of err's
 // chain made by New or Describe, and whether there is one.
 func Description(err error) (string, bool) {

@@ -37,3 +37,20 @@ func TestDescribe(t *testing.T) {
 		t.Error("an error without a description has one")
 	}
 }
+
+func TestWithin(t *testing.T) {
+	t.Parallel()
+	err := Within("ack", New(errKind, "an event ID is <epoch>-<ms>-<seq>"))
+	if want := "ack: pkg: invalid request: an event ID is <epoch>-<ms>-<seq>"; err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err, want)
+	}
+	if d, _ := Description(err); d != "ack: an event ID is <epoch>-<ms>-<seq>" {
+		t.Errorf("Description = %q", d)
+	}
+	if !errors.Is(err, errKind) {
+		t.Error("errors.Is(err, kind) = false")
+	}
+	if _, ok := Description(Within("ack", errKind)); ok {
+		t.Error("Within gave a description to an error without one")
+	}
+}

@@ -46,6 +46,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
 // AssertionType is the client_assertion_type of a JWT assertion (RFC 7523 §2.2).
@@ -178,14 +180,14 @@ func (v *Verifier) Forget(reg Registration) {
 // registration, which Verify then checks it against.
 func Subject(assertion string) (string, error) {
 	if len(assertion) > MaxAssertionBytes {
-		return "", fmt.Errorf("%w: the assertion is longer than %d bytes", ErrTooLarge, MaxAssertionBytes)
+		return "", refusal.New(ErrTooLarge, "the assertion is longer than %d bytes", MaxAssertionBytes)
 	}
 	var claims jwt.RegisteredClaims
 	if _, _, err := jwt.NewParser().ParseUnverified(assertion, &claims); err != nil {
-		return "", fmt.Errorf("%w: the assertion is not a JWT with a JSON claims set", ErrMalformed)
+		return "", refusal.New(ErrMalformed, "the assertion is not a JWT with a JSON claims set")
 	}
 	if claims.Subject == "" {
-		return "", fmt.Errorf("%w: the assertion has no sub, and there is no client_id", ErrClaims)
+		return "", refusal.New(ErrClaims, "the assertion has no sub, and there is no client_id")
 	}
 	return claims.Subject, nil
 }
@@ -193,7 +195,7 @@ func Subject(assertion string) (string, error) {
 // Verify checks assertion for the client reg (see the package doc).
 func (v *Verifier) Verify(ctx context.Context, reg Registration, assertion string) error {
 	if len(assertion) > MaxAssertionBytes {
-		return fmt.Errorf("%w: the assertion is longer than %d bytes", ErrTooLarge, MaxAssertionBytes)
+		return refusal.New(ErrTooLarge, "the assertion is longer than %d bytes", MaxAssertionBytes)
 	}
 	now := v.opts.Now()
 	iss, sub := reg.ClientID, reg.ClientID
@@ -210,7 +212,7 @@ func (v *Verifier) Verify(ctx context.Context, reg Registration, assertion strin
 		keyed = true
 		kid, ok := t.Header["kid"].(string)
 		if !ok && t.Header["kid"] != nil {
-			keyErr = fmt.Errorf("%w: the assertion's kid is not a string", ErrMalformed)
+			keyErr = refusal.New(ErrMalformed, "the assertion's kid is not a string")
 			return nil, keyErr
 		}
 		var key any
@@ -239,14 +241,14 @@ func (v *Verifier) Verify(ctx context.Context, reg Registration, assertion strin
 // otherwise sign for it an assertion that works here.
 func (v *Verifier) checkPrivateKeyJWT(ctx context.Context, clientID string, claims jwt.RegisteredClaims, now time.Time) error {
 	if len(claims.Audience) != 1 || claims.Audience[0] != v.opts.Audiences[0] {
-		return fmt.Errorf("%w: the assertion's aud must be the issuer alone, %q (RFC 10070)", ErrClaims, v.opts.Audiences[0])
+		return refusal.New(ErrClaims, "the assertion's aud must be the issuer alone, %q (RFC 10070)", v.opts.Audiences[0])
 	}
 	exp := claims.ExpiresAt.Time
 	if exp.Sub(now) > v.opts.MaxLifetime+v.opts.Leeway {
-		return fmt.Errorf("%w: the assertion's exp is more than %v ahead", ErrClaims, v.opts.MaxLifetime)
+		return refusal.New(ErrClaims, "the assertion's exp is more than %v ahead", v.opts.MaxLifetime)
 	}
 	if claims.ID == "" {
-		return fmt.Errorf("%w: the assertion has no jti", ErrClaims)
+		return refusal.New(ErrClaims, "the assertion has no jti")
 	}
 	// The record's ID is the hash of the client and the jti: bounded in
 	// length, and one client's jti never spends another's.
@@ -256,7 +258,7 @@ func (v *Verifier) checkPrivateKeyJWT(ctx context.Context, clientID string, clai
 	case err != nil:
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case seen:
-		return fmt.Errorf("%w: the assertion's jti %.64q was used before", ErrReplayed, claims.ID)
+		return refusal.New(ErrReplayed, "the assertion's jti %.64q was used before", claims.ID)
 	}
 	return nil
 }
@@ -267,10 +269,10 @@ func (v *Verifier) checkWorkload(claims jwt.RegisteredClaims, now time.Time) err
 	max := v.opts.MaxWorkloadLifetime
 	exp := claims.ExpiresAt.Time
 	if exp.Sub(now) > max+v.opts.Leeway {
-		return fmt.Errorf("%w: the token's exp is more than %v ahead", ErrClaims, max)
+		return refusal.New(ErrClaims, "the token's exp is more than %v ahead", max)
 	}
 	if claims.IssuedAt != nil && exp.Sub(claims.IssuedAt.Time) > max {
-		return fmt.Errorf("%w: the token lives longer (exp − iat) than %v", ErrClaims, max)
+		return refusal.New(ErrClaims, "the token lives longer (exp − iat) than %v", max)
 	}
 	return nil
 }
@@ -318,29 +320,29 @@ func (reg Registration) source() (Source, error) {
 func parseError(err error, keyed bool, claims jwt.RegisteredClaims) error {
 	switch {
 	case errors.Is(err, jwt.ErrTokenMalformed):
-		return fmt.Errorf("%w: the assertion is not a signed JWT (three base64url parts, JSON header and claims)", ErrMalformed)
+		return refusal.New(ErrMalformed, "the assertion is not a signed JWT (three base64url parts, JSON header and claims)")
 	case errors.Is(err, jwt.ErrTokenUnverifiable), errors.Is(err, jwt.ErrTokenSignatureInvalid) && !keyed:
 		// An alg golang-jwt does not know, or one not in Algorithms
 		// (none, HS256): refused before any key is looked up.
-		return fmt.Errorf("%w: the assertion's alg must be one of %v", ErrAlgorithm, Algorithms)
+		return refusal.New(ErrAlgorithm, "the assertion's alg must be one of %v", Algorithms)
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
 		return ErrSignature
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return fmt.Errorf("%w: the assertion needs exp, iss, sub and aud", ErrClaims)
+		return refusal.New(ErrClaims, "the assertion needs exp, iss, sub and aud")
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return fmt.Errorf("%w: the assertion has expired", ErrClaims)
+		return refusal.New(ErrClaims, "the assertion has expired")
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
-		return fmt.Errorf("%w: the assertion's nbf is in the future", ErrClaims)
+		return refusal.New(ErrClaims, "the assertion's nbf is in the future")
 	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return fmt.Errorf("%w: the assertion's iat is in the future", ErrClaims)
+		return refusal.New(ErrClaims, "the assertion's iat is in the future")
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return fmt.Errorf("%w: the assertion's iss %.64q is not the one registered for the client", ErrClaims, claims.Issuer)
+		return refusal.New(ErrClaims, "the assertion's iss %.64q is not the one registered for the client", claims.Issuer)
 	case errors.Is(err, jwt.ErrTokenInvalidSubject):
-		return fmt.Errorf("%w: the assertion's sub %.64q is not the one registered for the client", ErrClaims, claims.Subject)
+		return refusal.New(ErrClaims, "the assertion's sub %.64q is not the one registered for the client", claims.Subject)
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return fmt.Errorf("%w: the assertion's aud must name this issuer or its token endpoint", ErrClaims)
+		return refusal.New(ErrClaims, "the assertion's aud must name this issuer or its token endpoint")
 	case errors.Is(err, jwt.ErrTokenInvalidClaims):
-		return fmt.Errorf("%w: a claim of the assertion has the wrong type", ErrClaims)
+		return refusal.New(ErrClaims, "a claim of the assertion has the wrong type")
 	}
-	return fmt.Errorf("%w: the assertion is not accepted", ErrMalformed)
+	return refusal.New(ErrMalformed, "the assertion is not accepted")
 }

@@ -13,6 +13,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
 // Algorithms an assertion may be signed with: the asymmetric ones a client
@@ -217,18 +219,18 @@ func (ks *KeySet) find(kid, alg string) (crypto.PublicKey, error) {
 		}
 		if keyFits(alg, k.Pub) && (k.Alg == "" || k.Alg == alg) {
 			if found != nil {
-				return nil, fmt.Errorf("%w: the assertion has no kid, and the client's key set holds several %s keys", ErrUnknownKey, alg)
+				return nil, refusal.New(ErrUnknownKey, "the assertion has no kid, and the client's key set holds several %s keys", alg)
 			}
 			found = k
 		}
 	}
 	switch {
 	case found == nil && kid != "":
-		return nil, fmt.Errorf("%w: the client's key set has no kid %.64q", ErrUnknownKey, kid)
+		return nil, refusal.New(ErrUnknownKey, "the client's key set has no kid %.64q", kid)
 	case found == nil:
-		return nil, fmt.Errorf("%w: the client's key set has no %s key", ErrUnknownKey, alg)
+		return nil, refusal.New(ErrUnknownKey, "the client's key set has no %s key", alg)
 	case !keyFits(alg, found.Pub) || found.Alg != "" && found.Alg != alg:
-		return nil, fmt.Errorf("%w: the key of kid %.64q is not a %s key", ErrWrongKey, kid, alg)
+		return nil, refusal.New(ErrWrongKey, "the key of kid %.64q is not a %s key", kid, alg)
 	}
 	return found.Pub, nil
 }
