@@ -25,7 +25,7 @@ func TestDescription(t *testing.T) {
 		{fmt.Errorf("%w: %w", token.ErrInvalidToken, token.ErrRevoked), "revoked"},
 		{fmt.Errorf("%w: %w", token.ErrInvalidToken, refusal.Describe(fmt.Errorf("%w: %w", token.ErrRevoked, token.ErrMarkerLost), "no session")), "no session"},
 		{fmt.Errorf("%w: %w", token.ErrInvalidToken, fmt.Errorf("%w: no session", token.ErrRevoked)), "no session"},
-		{fmt.Errorf("%w: jti: %w", token.ErrInvalidToken, idErr), `jti: "0x1f"`},
+		{refusal.New(token.ErrInvalidToken, "jti: %w", idErr), `jti: "0x1f"`},
 		{fmt.Errorf("%w: no route /x", ErrNotFound), "no route /x"},
 		{refusal.Describe(fmt.Errorf("%w: %w", token.ErrInvalidToken, errors.New("a library's words")), "in ours"), "in ours"},
 		{&authlimit.LimitedError{Key: authlimit.Key{Kind: authlimit.Client}}, "too many failed authentications: this client is refused for 1s; retry later"},

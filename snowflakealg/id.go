@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
 // ID is a Snowflake ID. In JSON it is a quoted decimal string, because
@@ -20,7 +21,7 @@ const maxIDLen = 19
 func ParseID(s string) (ID, error) {
 	n, err := bitsalloc.ParseID(s)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %.32q", ErrInvalidID, s)
+		return 0, refusal.New(ErrInvalidID, "%.32q", s)
 	}
 	return ID(n), nil
 }
@@ -42,7 +43,7 @@ func (id ID) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads a quoted decimal string, as MarshalJSON writes it.
 func (id *ID) UnmarshalJSON(b []byte) error {
 	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
-		return fmt.Errorf("%w: want a quoted decimal string, got %.32q", ErrInvalidID, b)
+		return refusal.New(ErrInvalidID, "want a quoted decimal string, got %.32q", b)
 	}
 	v, err := ParseID(string(b[1 : len(b)-1]))
 	if err != nil {
@@ -92,7 +93,7 @@ func (id ID) Parts(a *bitsalloc.BitsAllocator, epoch time.Time) (Parts, error) {
 	}
 	t := addMillis(epoch, delta).UTC()
 	if t.Year() > maxPartsYear {
-		return Parts{}, fmt.Errorf("%w: %d is from the year %d of layout %s, after %d", ErrInvalidID, id, t.Year(), a, maxPartsYear)
+		return Parts{}, refusal.New(ErrInvalidID, "%d is from the year %d of layout %s, after %d", id, t.Year(), a, maxPartsYear)
 	}
 	return Parts{ID: id, Time: t, Worker: w, Sequence: s}, nil
 }

@@ -1,7 +1,6 @@
 package token
 
 import (
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -25,7 +24,7 @@ import (
 // validation; the error wraps ErrInvalidTarget.
 func CheckAudience(a string) error {
 	if err := checkAudience(a); err != nil {
-		return fmt.Errorf("%w: audience %.64q: %w", ErrInvalidTarget, a, err)
+		return refusal.New(ErrInvalidTarget, "audience %.64q: %w", a, err)
 	}
 	return nil
 }
@@ -41,11 +40,11 @@ func checkResource(r string) error {
 	u, err := url.Parse(r)
 	switch {
 	case err != nil:
-		return errors.New("not a URI") // url's error repeats the value in full
+		return refusal.Phrase("not a URI") // url's error repeats the value in full
 	case !u.IsAbs():
-		return errors.New("not an absolute URI (it needs a scheme, such as https:)")
+		return refusal.Phrase("not an absolute URI (it needs a scheme, such as https:)")
 	case strings.IndexByte(r, '#') >= 0:
-		return errors.New("a fragment is not allowed (RFC 8707 §2)")
+		return refusal.Phrase("a fragment is not allowed (RFC 8707 §2)")
 	}
 	return nil
 }
@@ -72,12 +71,12 @@ func requestedAudiences(resource, audience []string) ([]string, error) {
 	}
 	for _, r := range resource {
 		if err := checkResource(r); err != nil {
-			return nil, fmt.Errorf("%w: resource %.64q: %w", ErrInvalidTarget, r, err)
+			return nil, refusal.New(ErrInvalidTarget, "resource %.64q: %w", r, err)
 		}
 	}
 	for _, a := range audience {
 		if err := checkAudience(a); err != nil {
-			return nil, fmt.Errorf("%w: audience %.64q: %w", ErrInvalidTarget, a, err)
+			return nil, refusal.New(ErrInvalidTarget, "audience %.64q: %w", a, err)
 		}
 	}
 	want := resource

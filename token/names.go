@@ -54,12 +54,12 @@ const maxNameLen = 128
 // spaces and control characters because they become HTTP headers.
 func CheckName(s string) error {
 	if s == "" || len(s) > maxNameLen {
-		return fmt.Errorf("must be 1 to %d characters", maxNameLen)
+		return refusal.Phrase("must be 1 to %d characters", maxNameLen)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._-:@+", c) >= 0) {
-			return fmt.Errorf("character %q not allowed (use A-Z a-z 0-9 . _ - : @ +)", c)
+			return refusal.Phrase("character %q not allowed (use A-Z a-z 0-9 . _ - : @ +)", c)
 		}
 	}
 	return nil
@@ -74,11 +74,11 @@ func checkScopeToken(s string) error { return checkPrintable(s, maxNameLen, "a s
 // and into a space-separated list. what names the thing in the error.
 func checkPrintable(s string, maxLen int, what string) error {
 	if s == "" || len(s) > maxLen {
-		return fmt.Errorf("must be 1 to %d characters", maxLen)
+		return refusal.Phrase("must be 1 to %d characters", maxLen)
 	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
-			return fmt.Errorf("character %q not allowed in %s", c, what)
+			return refusal.Phrase("character %q not allowed in %s", c, what)
 		}
 	}
 	return nil

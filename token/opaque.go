@@ -277,7 +277,7 @@ func (s *Service) validateOpaque(ctx context.Context, raw string) (*Verified, er
 	}
 	parts, err := s.ids.Decompose(id)
 	if err != nil {
-		return nil, fmt.Errorf("%w: id: %w", ErrInvalidToken, err)
+		return nil, refusal.New(ErrInvalidToken, "id: %w", err)
 	}
 	jti := id.String()
 	v, err := s.readOpaque(ctx, id, jti, parts, &secret, now)

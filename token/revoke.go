@@ -159,7 +159,7 @@ func (s *Service) RevokeClient(ctx context.Context, client string) error {
 // RevokeSubject ends every live session of subject at once, in O(1) Redis work.
 func (s *Service) RevokeSubject(ctx context.Context, subject string) error {
 	if err := CheckName(subject); err != nil {
-		return fmt.Errorf("%w: subject: %w", ErrInvalidRequest, err)
+		return refusal.New(ErrInvalidRequest, "subject: %w", err)
 	}
 	if err := s.store.RevokeSubject(ctx, subject); err != nil {
 		return err

@@ -217,7 +217,7 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 			return Issued{}, refusal.New(ErrInvalidRequest, "this client may not set the subject")
 		}
 		if err := CheckName(req.Subject); err != nil {
-			return Issued{}, fmt.Errorf("%w: subject: %w", ErrInvalidRequest, err)
+			return Issued{}, refusal.New(ErrInvalidRequest, "subject: %w", err)
 		}
 		subject = req.Subject
 	}
@@ -356,11 +356,11 @@ func (s *Service) verify(raw string, now time.Time) (*Verified, error) {
 	}
 	parts, err := s.ids.Decompose(id)
 	if err != nil {
-		return nil, fmt.Errorf("%w: jti: %w", ErrInvalidToken, err)
+		return nil, refusal.New(ErrInvalidToken, "jti: %w", err)
 	}
 	scopes, err := ParseScope(claims.Scope)
 	if err != nil {
-		return nil, fmt.Errorf("%w: scope: %w", ErrInvalidToken, err)
+		return nil, refusal.New(ErrInvalidToken, "scope: %w", err)
 	}
 	v = &Verified{
 		Claims: *claims, ID: id, Parts: parts, Scopes: scopes,
@@ -406,14 +406,14 @@ func (s *Service) parse(p policy, raw string) (*Claims, snowflakealg.ID, error) 
 		}
 	}
 	if err := CheckName(claims.Subject); err != nil {
-		return nil, 0, fmt.Errorf("%w: sub: %w", ErrInvalidToken, err)
+		return nil, 0, refusal.New(ErrInvalidToken, "sub: %w", err)
 	}
 	if err := CheckName(claims.ClientID); err != nil {
-		return nil, 0, fmt.Errorf("%w: client_id: %w", ErrInvalidToken, err)
+		return nil, 0, refusal.New(ErrInvalidToken, "client_id: %w", err)
 	}
 	id, err := snowflakealg.ParseID(claims.ID)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: jti: %w", ErrInvalidToken, err)
+		return nil, 0, refusal.New(ErrInvalidToken, "jti: %w", err)
 	}
 	return &claims, id, nil
 }

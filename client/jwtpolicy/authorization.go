@@ -1,8 +1,6 @@
 package jwtpolicy
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 )
@@ -15,12 +13,12 @@ var (
 	// more than one method for including an access token"). Taking one of
 	// them would let whatever comes first, a proxy's or the client's,
 	// decide which credential counts.
-	ErrAuthorizations = errors.New("jwtpolicy: more than one Authorization header")
+	ErrAuthorizations error = &policyError{"more than one Authorization header"}
 	// ErrNoToken is a request that presents no token: no Authorization
 	// header, a scheme other than Bearer and DPoP, or nothing after the
 	// scheme. RFC 6750 §3.1 answers it 401 with a challenge that holds no
 	// error code.
-	ErrNoToken = errors.New("jwtpolicy: no token")
+	ErrNoToken error = &policyError{"no token"}
 )
 
 // Authorization is the request's one Authorization header value (h's), ""
@@ -50,15 +48,15 @@ func Presented(h http.Header) (raw string, isDPoP bool, err error) {
 	case err != nil:
 		return "", false, err
 	case v == "":
-		return "", false, fmt.Errorf("%w: send Authorization: Bearer <token>", ErrNoToken)
+		return "", false, refuse(ErrNoToken, "send Authorization: Bearer <token>")
 	}
 	scheme, raw, _ := strings.Cut(v, " ")
 	isDPoP = strings.EqualFold(scheme, "DPoP")
 	if !isDPoP && !strings.EqualFold(scheme, "Bearer") {
-		return "", false, fmt.Errorf("%w: Authorization must use the Bearer or the DPoP scheme", ErrNoToken)
+		return "", false, refuse(ErrNoToken, "Authorization must use the Bearer or the DPoP scheme")
 	}
 	if raw = strings.TrimSpace(raw); raw == "" {
-		return "", false, fmt.Errorf("%w: empty token", ErrNoToken)
+		return "", false, refuse(ErrNoToken, "empty token")
 	}
 	return raw, isDPoP, nil
 }

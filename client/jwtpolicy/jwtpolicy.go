@@ -22,7 +22,7 @@ import (
 const Type = "at+jwt"
 
 // ErrType is returned by CheckType for any other typ.
-var ErrType = errors.New("jwtpolicy: wrong token type")
+var ErrType error = &policyError{"wrong token type"}
 
 // ParserOptions accepts only EdDSA, requires exp, checks iss, iat and exp with
 // leeway at now, and aud when audience is set.
@@ -46,7 +46,7 @@ func ParserOptions(issuer, audience string, leeway time.Duration, now func() tim
 func CheckType(t *jwt.Token) error {
 	typ, _ := t.Header["typ"].(string)
 	if !strings.EqualFold(typ, Type) && !strings.EqualFold(typ, "application/"+Type) {
-		return fmt.Errorf("%w: typ %.32q, want %s", ErrType, typ, Type)
+		return refuse(ErrType, "typ %.32q, want %s", typ, Type)
 	}
 	return nil
 }

@@ -129,6 +129,10 @@ func (e *LimitedError) Error() string {
 
 func (e *LimitedError) Unwrap() error { return ErrLimited }
 
+// Description is what the client is told (refusal.Description): the whole
+// text, which names no internals.
+func (e *LimitedError) Description() string { return e.Error() }
+
 // RetryAfter is Wait, for a Retry-After header.
 func (e *LimitedError) RetryAfter() time.Duration { return e.Wait }
 

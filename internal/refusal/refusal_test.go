@@ -54,3 +54,36 @@ func TestWithin(t *testing.T) {
 		t.Error("Within gave a description to an error without one")
 	}
 }
+
+func TestNewWraps(t *testing.T) {
+	t.Parallel()
+	inner := Phrase("must be 1 to %d characters", 128)
+	err := New(errKind, "subject: %w", inner)
+	if want := "pkg: invalid request: subject: must be 1 to 128 characters"; err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err, want)
+	}
+	if d, _ := Description(err); d != "subject: must be 1 to 128 characters" {
+		t.Errorf("Description = %q", d)
+	}
+	if !errors.Is(err, errKind) || !errors.Is(err, inner) {
+		t.Error("New does not wrap kind and the error given with %w")
+	}
+	// An error without a description: none for the whole, never its text.
+	secret := errors.New("lib: dial 10.0.0.7:6379: secret-looking detail")
+	if d, ok := Description(New(errKind, "store: %w", secret)); ok {
+		t.Errorf("Description = %q, want none", d)
+	}
+}
+
+// carrier is an error of another package that carries its own description.
+type carrier struct{}
+
+func (carrier) Error() string       { return "other: too many attempts: retry in 3s" }
+func (carrier) Description() string { return "too many attempts: retry in 3s" }
+
+func TestDescriptionMethod(t *testing.T) {
+	t.Parallel()
+	if d, _ := Description(fmt.Errorf("%w: %w", errKind, carrier{})); d != "too many attempts: retry in 3s" {
+		t.Errorf("Description = %q", d)
+	}
+}
