@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/snowtoken/snowtoken/internal/authlimit"
@@ -12,7 +13,7 @@ import (
 )
 
 // TestDescription checks what a client is told of errors as the packages
-// wrap them: the details, without the sentinels' texts.
+// make them: the description they carry, else their row's fallback.
 func TestDescription(t *testing.T) {
 	t.Parallel()
 	_, idErr := snowflakealg.ParseID("0x1f")
@@ -21,18 +22,52 @@ func TestDescription(t *testing.T) {
 		want string
 	}{
 		{token.ErrInvalidClient, "client authentication failed"},
-		{fmt.Errorf("%w: grant_type is required", token.ErrInvalidRequest), "grant_type is required"},
-		{fmt.Errorf("%w: %w", token.ErrInvalidToken, token.ErrRevoked), "revoked"},
+		{refusal.New(token.ErrInvalidRequest, "grant_type is required"), "grant_type is required"},
+		{fmt.Errorf("%w: %w", token.ErrInvalidToken, refusal.New(token.ErrRevoked, "all tokens of the client were revoked")), "all tokens of the client were revoked"},
 		{fmt.Errorf("%w: %w", token.ErrInvalidToken, refusal.Describe(fmt.Errorf("%w: %w", token.ErrRevoked, token.ErrMarkerLost), "no session")), "no session"},
-		{fmt.Errorf("%w: %w", token.ErrInvalidToken, fmt.Errorf("%w: no session", token.ErrRevoked)), "no session"},
 		{refusal.New(token.ErrInvalidToken, "jti: %w", idErr), `jti: "0x1f"`},
-		{fmt.Errorf("%w: no route /x", ErrNotFound), "no route /x"},
+		{refusal.New(ErrNotFound, "no route %s", "/x"), "no route /x"},
 		{refusal.Describe(fmt.Errorf("%w: %w", token.ErrInvalidToken, errors.New("a library's words")), "in ours"), "in ours"},
 		{&authlimit.LimitedError{Key: authlimit.Key{Kind: authlimit.Client}}, "too many failed authentications: this client is refused for 1s; retry later"},
+		// A sentinel in a sentinel, with no description: the outer row's
+		// fallback, never a text cut out of the chain.
+		{fmt.Errorf("%w: %w", token.ErrInvalidToken, token.ErrRevoked), "invalid token"},
 	}
 	for _, tt := range tests {
-		if got := description(tt.err); got != tt.want {
-			t.Errorf("description(%q) = %q, want %q", tt.err, got, tt.want)
+		if got := answerFor(tt.err).told(tt.err); got != tt.want {
+			t.Errorf("told(%q) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}
+
+// TestDescriptionNoLeak wraps the error of every row of answers, and one
+// of none, with details that carry no description (a secret-looking value,
+// a library's words, another package's sentinel): each is told as its
+// row's fixed text, never as any part of the error's Go text.
+func TestDescriptionNoLeak(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cr3t-10.0.0.7:6379"
+	rows := append(answers[:], answer{err: errors.New("elsewhere: not ours")})
+	for _, row := range rows {
+		want := answerFor(row.err)
+		fixed := want.description
+		if fixed == "" {
+			fixed = want.fallback
+		}
+		if fixed == "" {
+			t.Errorf("row %q has neither a description nor a fallback", row.err)
+			continue
+		}
+		for _, err := range []error{
+			row.err,
+			fmt.Errorf("%w: %s", row.err, secret),
+			fmt.Errorf("%w: %w", row.err, fmt.Errorf("redis: dial %s: %w", secret, token.ErrMarkerLost)),
+			refusal.New(row.err, "store: %w", errors.New(secret)),
+		} {
+			got := answerFor(err).told(err)
+			if got != fixed || strings.Contains(got, "s3cr3t") {
+				t.Errorf("told(%q) = %q, want %q", err, got, fixed)
+			}
 		}
 	}
 }

@@ -48,8 +48,10 @@ type answer struct {
 	status int
 	code   string // the OAuth2 error code
 	// description, if set, is told instead of description(err): a fixed
-	// text where the details are the server's own.
+	// text where the details are the server's own. fallback is told when
+	// the error carries no description of its own: never its Go text.
 	description string
+	fallback    string
 	// challenge, if set, is the WWW-Authenticate header (RFC 6750 §3, RFC
 	// 7617). With challengeScope it ends with the scope ?scope= asks for;
 	// with bearerOnly it is sent on GET /token/validate only, the one route
@@ -117,32 +119,33 @@ var answers = [...]answer{
 	// before the secret is checked does not know. invalid_client would
 	// send an operator rotating a good secret; slow_down is the device
 	// flow's polling signal (RFC 8628 §3.5).
-	{err: authlimit.ErrLimited, status: http.StatusTooManyRequests, code: "temporarily_unavailable", retry: true},
-	{err: token.ErrInvalidClient, status: http.StatusUnauthorized, code: "invalid_client",
+	{err: authlimit.ErrLimited, status: http.StatusTooManyRequests, code: "temporarily_unavailable", retry: true,
+		fallback: "too many failed authentications; retry later"},
+	{err: token.ErrInvalidClient, status: http.StatusUnauthorized, code: "invalid_client", fallback: "client authentication failed",
 		challenge: `Basic realm="` + realm + `"`},
 	// RFC 9449 §5 and §7.1; their rows come before token's, which the
 	// errors of a proof never are.
 	{err: ErrDPoPNonce, status: http.StatusBadRequest, code: "use_dpop_nonce", dpop: true,
 		description: "send the DPoP proof again with the nonce in the DPoP-Nonce header"},
-	{err: ErrDPoPProof, status: http.StatusBadRequest, code: "invalid_dpop_proof", dpop: true},
+	{err: ErrDPoPProof, status: http.StatusBadRequest, code: "invalid_dpop_proof", dpop: true, fallback: "invalid DPoP proof"},
 	{err: token.ErrDPoPRequired, status: http.StatusBadRequest, code: "invalid_dpop_proof",
 		description: "this client's tokens are DPoP-bound (dpop_bound_access_tokens): send a DPoP proof of the token request in the DPoP header"},
-	{err: ErrDPoPBound, status: http.StatusUnauthorized, code: "invalid_token", dpop: true},
-	{err: ErrNoToken, status: http.StatusUnauthorized, code: "invalid_token",
+	{err: ErrDPoPBound, status: http.StatusUnauthorized, code: "invalid_token", dpop: true, fallback: "DPoP-bound token presented as Bearer"},
+	{err: ErrNoToken, status: http.StatusUnauthorized, code: "invalid_token", fallback: "no bearer token",
 		challenge: `Bearer realm="` + realm + `"`},
-	{err: token.ErrInvalidToken, status: http.StatusUnauthorized, code: "invalid_token",
+	{err: token.ErrInvalidToken, status: http.StatusUnauthorized, code: "invalid_token", fallback: "invalid token",
 		challenge: `Bearer realm="` + realm + `", error="invalid_token"`},
-	{err: token.ErrInsufficientScope, status: http.StatusForbidden, code: "insufficient_scope",
+	{err: token.ErrInsufficientScope, status: http.StatusForbidden, code: "insufficient_scope", fallback: "insufficient scope",
 		challenge: `Bearer realm="` + realm + `", error="insufficient_scope"`, challengeScope: true},
-	{err: token.ErrForbidden, status: http.StatusForbidden, code: "unauthorized_client"},
-	{err: token.ErrInvalidScope, status: http.StatusBadRequest, code: "invalid_scope"},
-	{err: token.ErrInvalidTarget, status: http.StatusBadRequest, code: "invalid_target"}, // RFC 8707 §2
-	{err: ErrUnsupportedGrant, status: http.StatusBadRequest, code: "unsupported_grant_type"},
-	{err: token.ErrInvalidRequest, status: http.StatusBadRequest, code: "invalid_request",
+	{err: token.ErrForbidden, status: http.StatusForbidden, code: "unauthorized_client", fallback: "not allowed for this client"},
+	{err: token.ErrInvalidScope, status: http.StatusBadRequest, code: "invalid_scope", fallback: "invalid scope"},
+	{err: token.ErrInvalidTarget, status: http.StatusBadRequest, code: "invalid_target", fallback: "invalid target"}, // RFC 8707 §2
+	{err: ErrUnsupportedGrant, status: http.StatusBadRequest, code: "unsupported_grant_type", fallback: "unsupported grant type"},
+	{err: token.ErrInvalidRequest, status: http.StatusBadRequest, code: "invalid_request", fallback: "invalid request",
 		challenge: `Bearer realm="` + realm + `", error="invalid_request"`, bearerOnly: true},
-	{err: snowflakealg.ErrInvalidID, status: http.StatusBadRequest, code: "invalid_request",
+	{err: snowflakealg.ErrInvalidID, status: http.StatusBadRequest, code: "invalid_request", fallback: "not a snowflake id",
 		challenge: `Bearer realm="` + realm + `", error="invalid_request"`, bearerOnly: true},
-	{err: ErrNotFound, status: http.StatusNotFound, code: "not_found"},
+	{err: ErrNotFound, status: http.StatusNotFound, code: "not_found", fallback: "not found"},
 }
 
 // internalError answers an error no row of answers matches.
@@ -159,9 +162,21 @@ func answerFor(err error) *answer {
 	return &internalError
 }
 
+// told is what fail tells a client of err, whose row is a: the row's
+// fixed description, else the one err carries, else the row's fallback.
+func (a *answer) told(err error) string {
+	if a.description != "" {
+		return a.description
+	}
+	if d := description(err); d != "" {
+		return d
+	}
+	return a.fallback
+}
+
 // fail writes err as the protocol's own error. It is the one place that
 // writes errors as HTTP, as answers says: status, error code, challenge
-// header and Retry-After. The description shown is description(err), never
+// header and Retry-After. The description shown is told's, never
 // the Go error chain, which is logged instead: at debug for a client's
 // error (a mismatched issuer's expected and received values are there), as
 // an error for a server's, whose description is a fixed text. Neither ever
@@ -193,10 +208,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	if status < http.StatusInternalServerError {
 		s.log.Debug("request refused", "route", c.FullPath(), "status", status, "err", err)
 	}
-	desc := a.description
-	if desc == "" {
-		desc = description(err)
-	}
+	desc := a.told(err)
 	h := c.Writer.Header()
 	for _, k := range [...]string{hdrSubject, hdrClient, hdrScope, hdrTokenID} {
 		delete(h, k) // an identity must never come with an error, even after a panic

@@ -91,7 +91,7 @@ func (st *feedStanding) standing() (time.Time, error) {
 func (st *feedStanding) audit(c *gin.Context) {
 	if err := st.cut.Load(); err != nil {
 		st.s.audit(c, "feed.cut_off", "ended a stream or poll of the revocation feed: the client may no longer follow it",
-			"client_id", st.id, "route", c.FullPath(), "reason", description(*err))
+			"client_id", st.id, "route", c.FullPath(), "reason", answerFor(*err).told(*err))
 	}
 }
 

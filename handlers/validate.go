@@ -135,7 +135,7 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	if err != nil {
 		// %v, not %w: a bad ?scope= is the caller's invalid_request (RFC 6750
 		// §3.1), not the token endpoint's invalid_scope that fail checks first.
-		return nil, refusal.Describe(refusal.New(token.ErrInvalidRequest, "%v", err), "scope: "+description(err))
+		return nil, refusal.Describe(fmt.Errorf("%w: %v", token.ErrInvalidRequest, err), "scope: "+description(err))
 	}
 	if !v.HasScopes(want) {
 		return nil, refusal.New(token.ErrInsufficientScope, "the token lacks %.64q", strings.Join(v.MissingScopes(want), " "))
@@ -173,7 +173,7 @@ func (s *Server) checkAudience(q url.Values, v *token.Verified) error {
 	if err := token.CheckAudience(want[0]); err != nil {
 		// %v, not %w: a bad ?audience= is the caller's invalid_request
 		// (RFC 6750 §3.1), not the token endpoint's invalid_target.
-		return refusal.Describe(refusal.New(token.ErrInvalidRequest, "%v", err), description(err))
+		return refusal.New(token.ErrInvalidRequest, "%v", err)
 	}
 	if !v.ForAudience(want[0]) {
 		s.log.Debug("audience mismatch", "want", want[0], "aud", v.Claims.Audience, "client_id", v.Claims.ClientID, "jti", v.Claims.ID)

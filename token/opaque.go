@@ -308,7 +308,7 @@ func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string
 	}
 	exp := time.Unix(r.exp, 0)
 	if !now.Before(exp.Add(s.opts.Leeway)) {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, jwt.ErrTokenExpired)
+		return nil, refusal.Describe(fmt.Errorf("%w: %w", ErrInvalidToken, jwt.ErrTokenExpired), jwtReason(jwt.ErrTokenExpired))
 	}
 	if err := SessionLive(parts.Time.UnixMilli(), r.marker, gen, client); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	. "github.com/snowtoken/snowtoken/token"
 )
@@ -354,8 +355,13 @@ func TestOpaqueExpiry(t *testing.T) {
 	e.clock.Add(time.Minute + 4*time.Second) // past exp, within the leeway
 	mustValidate(t, e.svc, iss.AccessToken)
 	e.clock.Add(time.Second)
-	if _, err := e.svc.Validate(t.Context(), iss.AccessToken); !errors.Is(err, ErrInvalidToken) || !errors.Is(err, jwt.ErrTokenExpired) {
+	_, err := e.svc.Validate(t.Context(), iss.AccessToken)
+	if !errors.Is(err, ErrInvalidToken) || !errors.Is(err, jwt.ErrTokenExpired) {
 		t.Errorf("Validate after exp + leeway: %v, want ErrInvalidToken wrapping jwt.ErrTokenExpired", err)
+	}
+	// A client hears what it hears of an expired JWT, not golang-jwt's words.
+	if d, _ := refusal.Description(err); d != "the token has expired" {
+		t.Errorf("description %q, want %q", d, "the token has expired")
 	}
 	if e.redis.Mini != nil { // and Redis drops the record at exp
 		e.redis.Mini.FastForward(time.Minute)

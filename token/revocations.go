@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
 // Revocations is what Validate needs from a follower of the revocation log
@@ -79,7 +81,7 @@ type LocalRevocations interface {
 
 // errLogRevoked is a token that the revocation log, or an earlier answer of
 // Redis (markRevoked), revokes; made once: refusing costs no allocation.
-var errLogRevoked = fmt.Errorf("%w: %w: the token was revoked", ErrInvalidToken, ErrRevoked)
+var errLogRevoked = refusal.Describe(fmt.Errorf("%w: %w: the token was revoked", ErrInvalidToken, ErrRevoked), "the token was revoked")
 
 // fromLog is what Options.Revocations says of v at now: done, with a nil
 // error for a live token and errLogRevoked for a revoked one, or not done,

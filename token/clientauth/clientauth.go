@@ -326,7 +326,7 @@ func parseError(err error, keyed bool, claims jwt.RegisteredClaims) error {
 		// (none, HS256): refused before any key is looked up.
 		return refusal.New(ErrAlgorithm, "the assertion's alg must be one of %v", Algorithms)
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return ErrSignature
+		return refusal.Describe(ErrSignature, "client assertion signature invalid")
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
 		return refusal.New(ErrClaims, "the assertion needs exp, iss, sub and aud")
 	case errors.Is(err, jwt.ErrTokenExpired):

@@ -93,10 +93,10 @@ func ParseJWKS(data []byte) (*KeySet, error) {
 		return nil, fmt.Errorf("%w: not a key set object: %w", ErrJWKS, err)
 	}
 	if doc.Keys == nil {
-		return nil, fmt.Errorf("%w: no \"keys\" array", ErrJWKS)
+		return nil, refusal.New(ErrJWKS, "no \"keys\" array")
 	}
 	if len(doc.Keys) > MaxKeys {
-		return nil, fmt.Errorf("%w: %d keys, more than %d", ErrJWKS, len(doc.Keys), MaxKeys)
+		return nil, refusal.New(ErrJWKS, "%d keys, more than %d", len(doc.Keys), MaxKeys)
 	}
 	ks := &KeySet{}
 	for i, raw := range doc.Keys {
@@ -108,12 +108,12 @@ func ParseJWKS(data []byte) (*KeySet, error) {
 			continue
 		}
 		if k.ID != "" && slices.ContainsFunc(ks.keys, func(o Key) bool { return o.ID == k.ID }) {
-			return nil, fmt.Errorf("%w: key %d: kid %.64q given twice", ErrJWKS, i, k.ID)
+			return nil, refusal.New(ErrJWKS, "key %d: kid %.64q given twice", i, k.ID)
 		}
 		ks.keys = append(ks.keys, k)
 	}
 	if len(ks.keys) == 0 {
-		return nil, fmt.Errorf("%w: no usable signing key (RSA, EC P-256 or Ed25519)", ErrJWKS)
+		return nil, refusal.New(ErrJWKS, "no usable signing key (RSA, EC P-256 or Ed25519)")
 	}
 	return ks, nil
 }
@@ -132,9 +132,9 @@ func parseJWK(raw jsontext.Value) (Key, bool, error) {
 		lower := strings.ToLower(name)
 		switch {
 		case slices.Contains(privateMembers, lower):
-			return Key{}, false, fmt.Errorf("%w: member %.16q", ErrPrivateKey, name)
+			return Key{}, false, refusal.New(ErrPrivateKey, "member %.16q", name)
 		case folded[lower]:
-			return Key{}, false, fmt.Errorf("%w: member names that differ only in case (%.16q)", ErrJWKS, name)
+			return Key{}, false, refusal.New(ErrJWKS, "member names that differ only in case (%.16q)", name)
 		}
 		folded[lower] = true
 	}
@@ -149,26 +149,26 @@ func parseJWK(raw jsontext.Value) (Key, bool, error) {
 	}
 	switch {
 	case head.Kty == "oct":
-		return Key{}, false, fmt.Errorf("%w: kty \"oct\" is a shared secret", ErrPrivateKey)
+		return Key{}, false, refusal.New(ErrPrivateKey, "kty \"oct\" is a shared secret")
 	case head.Kty == "":
-		return Key{}, false, fmt.Errorf("%w: no kty", ErrJWKS)
+		return Key{}, false, refusal.New(ErrJWKS, "no kty")
 	case head.Use == "enc", !slices.Contains(usableTypes, head.Kty):
 		return Key{}, false, nil
 	case head.Use != "" && head.Use != "sig":
-		return Key{}, false, fmt.Errorf("%w: use %.16q: want \"sig\"", ErrJWKS, head.Use)
+		return Key{}, false, refusal.New(ErrJWKS, "use %.16q: want \"sig\"", head.Use)
 	}
 	var jwk jose.JSONWebKey
 	if err := jwk.UnmarshalJSON(raw); err != nil {
 		return Key{}, false, fmt.Errorf("%w: kid %.64q: %w", ErrJWKS, head.Kid, err)
 	}
 	if !jwk.Valid() || !jwk.IsPublic() {
-		return Key{}, false, fmt.Errorf("%w: kid %.64q: not a valid public key", ErrJWKS, head.Kid)
+		return Key{}, false, refusal.New(ErrJWKS, "kid %.64q: not a valid public key", head.Kid)
 	}
 	k := Key{ID: head.Kid, Alg: head.Alg, Pub: jwk.Key}
 	switch pub := jwk.Key.(type) {
 	case *rsa.PublicKey:
 		if n := pub.N.BitLen(); n < MinRSABits || n > MaxRSABits {
-			return Key{}, false, fmt.Errorf("%w: kid %.64q: RSA key of %d bits: want %d to %d", ErrJWKS, head.Kid, n, MinRSABits, MaxRSABits)
+			return Key{}, false, refusal.New(ErrJWKS, "kid %.64q: RSA key of %d bits: want %d to %d", head.Kid, n, MinRSABits, MaxRSABits)
 		}
 	case *ecdsa.PublicKey:
 		if pub.Curve != elliptic.P256() {
@@ -180,10 +180,10 @@ func parseJWK(raw jsontext.Value) (Key, bool, error) {
 	}
 	if k.Alg != "" {
 		if !slices.Contains(Algorithms, k.Alg) {
-			return Key{}, false, fmt.Errorf("%w: kid %.64q: alg %.16q: want one of %v", ErrJWKS, head.Kid, k.Alg, Algorithms)
+			return Key{}, false, refusal.New(ErrJWKS, "kid %.64q: alg %.16q: want one of %v", head.Kid, k.Alg, Algorithms)
 		}
 		if !keyFits(k.Alg, k.Pub) {
-			return Key{}, false, fmt.Errorf("%w: kid %.64q: alg %s does not fit a %s key", ErrJWKS, head.Kid, k.Alg, head.Kty)
+			return Key{}, false, refusal.New(ErrJWKS, "kid %.64q: alg %s does not fit a %s key", head.Kid, k.Alg, head.Kty)
 		}
 	}
 	return k, true, nil

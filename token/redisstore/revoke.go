@@ -2,12 +2,12 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -226,7 +226,7 @@ func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 // covers every token this one would.
 func (s *Store) RevokeClient(ctx context.Context, client string, before time.Time) error {
 	if err := token.CheckName(client); err != nil {
-		return fmt.Errorf("%w: client: %w", token.ErrInvalidRequest, err)
+		return refusal.New(token.ErrInvalidRequest, "client: %w", err)
 	}
 	return s.revoke(ctx, revokeClientScript, revokeClientLua, s.clientKey(client), logClient, client,
 		strconv.FormatInt(before.UnixMilli(), 10), true)
