@@ -7,8 +7,9 @@
 //	+---+---------------------------------+-----------------+----------------+
 //
 // With a 12-bit sequence one worker issues at most 4096 IDs per millisecond,
-// 4,096,000 per second; NextID waits for the next millisecond when a millisecond
-// is used up and never hands out the same ID twice.
+// 4,096,000 per second. When a millisecond is used up, NextID waits for the
+// next one: one caller spins on the clock, any others park until it has seen
+// the next millisecond. It never hands out the same ID twice.
 //
 // Time is read once as wall time when the generator starts and from then on as
 // monotonic time elapsed since that reading, so stepping the wall clock of a
@@ -31,7 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -124,6 +125,10 @@ type SnowFlakeAlg struct {
 	// state packs the last issued millisecond and sequence as ms<<seqBits | seq,
 	// so that NextID is a single compare-and-swap.
 	state atomic.Int64
+
+	// spinMu is held by the one caller that spins on the clock while a
+	// millisecond is used up; see awaitNextMs.
+	spinMu sync.Mutex
 
 	unhealthyBehind atomic.Int64 // ms the clock was behind when it went unhealthy; 0 when healthy
 
@@ -232,15 +237,14 @@ func (g *SnowFlakeAlg) NextID(ctx context.Context) (ID, error) {
 		case now == last && seq < g.seqMask:
 			next = old + 1
 		case now == last:
-			// This millisecond is used up: spin until the next one.
+			// This millisecond is used up: wait for the next one.
 			if !waited {
 				waited = true
 				g.waits.Add(1)
 			}
-			if err := ctx.Err(); err != nil {
+			if err := g.awaitNextMs(ctx, last); err != nil {
 				return 0, err
 			}
-			runtime.Gosched()
 			continue
 		default:
 			if !rolled {
@@ -258,6 +262,31 @@ func (g *SnowFlakeAlg) NextID(ctx context.Context) (ID, error) {
 			return ID(id), err
 		}
 	}
+}
+
+// awaitNextMs returns once the clock has left millisecond ms, or with ctx's
+// error. One caller at a time spins on the clock, holding spinMu, and sees the
+// next millisecond within a clock read of its start; every other caller whose
+// millisecond is used up parks on spinMu meanwhile and, once it holds it, finds
+// the clock moved on (so it notices ctx ending only then, within the same
+// millisecond). Parked callers cost no CPU and leave the scheduler alone. When
+// every waiter spun with runtime.Gosched instead, 16 goroutines sharing a
+// generator on 2 cores spent half or more of their CPU in the scheduler,
+// contending for its run-queue lock, and issued 0.88–0.91 of the limit where
+// bwmarrin/snowflake, which spins under its mutex, issued 0.99 (BENCHMARKS.md,
+// IDs). A timer would not do: it fires up to a millisecond late. The wait is
+// bounded by the rest of a millisecond of the monotonic clock; a clock that
+// moves back (only an injected one can) ends it too, and NextID's rollback
+// tiers take over.
+func (g *SnowFlakeAlg) awaitNextMs(ctx context.Context, ms int64) error {
+	g.spinMu.Lock()
+	defer g.spinMu.Unlock()
+	for g.elapsedMs() == ms {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // firstSequence returns where a new millisecond's sequence starts.

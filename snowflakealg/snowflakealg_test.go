@@ -3,7 +3,9 @@ package snowflakealg
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,6 +146,68 @@ func TestSequenceExhaustionWaitsForNextMillisecond(t *testing.T) {
 	if _, err := g.NextID(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: got %v", err)
 	}
+}
+
+// TestWaitersParkWhileAMillisecondIsUsedUp: while a millisecond is used up,
+// one caller spins on the clock and every other one waits parked, taking no
+// CPU and no scheduler time. When every waiter spun with runtime.Gosched, 16
+// goroutines on 2 cores spent most of their CPU on the scheduler's run-queue
+// lock, and the generator lost milliseconds (BENCHMARKS.md, IDs). The
+// goroutine dump says what a goroutine waits for: a parked waiter is in
+// [sync.Mutex.Lock] in NextID, and not on the fake clock's own mutex.
+func TestWaitersParkWhileAMillisecondIsUsedUp(t *testing.T) {
+	const waiters = 8
+	g, clock := newFake(t, Settings{})
+	a := g.Allocator()
+	for i := int64(0); i <= a.MaxSequence(); i++ {
+		mustNext(t, g)
+	}
+	ids := make(chan ID, waiters)
+	for range waiters {
+		go func() {
+			id, err := g.NextID(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			ids <- id
+		}()
+	}
+	// Fail rather than hang: waiters that never park are what this test finds.
+	deadline := time.Now().Add(10 * time.Second)
+	for parkedWaiters() < waiters-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d waiters parked, want %d: the others spin", parkedWaiters(), waiters, waiters-1)
+		}
+		runtime.Gosched()
+	}
+	clock.Add(time.Millisecond)
+	var seqs []int64
+	for range waiters {
+		id := <-ids
+		if !id.Time(a, g.Epoch()).Equal(t0.Add(time.Millisecond)) {
+			t.Fatalf("got %v, want an ID of the next ms", mustParts(t, g, id))
+		}
+		seqs = append(seqs, id.Sequence(a))
+	}
+	slices.Sort(seqs)
+	if want := []int64{0, 1, 2, 3, 4, 5, 6, 7}; !slices.Equal(seqs, want) {
+		t.Fatalf("sequences %v, want %v", seqs, want)
+	}
+}
+
+// parkedWaiters counts the goroutines parked on a sync.Mutex in NextID, not
+// on the fake clock's mutex.
+func parkedWaiters() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, stack := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(stack, "[sync.Mutex.Lock") && strings.Contains(stack, "(*SnowFlakeAlg).NextID") &&
+			!strings.Contains(stack, "clocktest") {
+			n++
+		}
+	}
+	return n
 }
 
 func mustParts(tb testing.TB, g *SnowFlakeAlg, id ID) Parts {
