@@ -3,16 +3,19 @@
 // `go test -bench` run:
 //
 //   - snowtoken: snowflakealg.New(snowflakealg.Settings{}), layout 41/10/12,
-//     lock-free (one compare-and-swap per ID);
+//     lock-free (one compare-and-swap per ID; when a millisecond is used up,
+//     one caller spins on the clock and the others wait parked on a mutex);
 //   - bwmarrin: github.com/bwmarrin/snowflake v0.3.0, snowflake.NewNode(1),
 //     layout 41/10/12, a mutex per ID;
 //   - sonyflake: github.com/sony/sonyflake v1.2.0, a fixed machine ID, layout
 //     39/8/16 in 10 ms units, a mutex per ID.
 //
-// Each generator is benchmarked from 1 goroutine and from 8 goroutines sharing
-// one generator (b.SetParallelism so that parallelism × GOMAXPROCS = 8; on a
-// 2-core machine that is SetParallelism(4)). One generator is one worker, so
-// the goroutine count does not raise the limit: it only adds contention.
+// Each generator is benchmarked from 1 goroutine and from 8 and 16 goroutines
+// sharing one generator (b.SetParallelism so that parallelism × GOMAXPROCS is
+// the count; on a 2-core machine SetParallelism(4) and (8)), the three
+// generators in turn at each count (internal/idbench). One generator is one
+// worker, so the goroutine count does not raise the limit: it only adds
+// contention.
 //
 // Besides ns/op and allocs/op every case reports:
 //
@@ -33,28 +36,26 @@
 // Run it from this directory:
 //
 //	go test -run '^$' -bench BenchmarkIDs -benchtime 2s -count 3
+//
+// or through the load tool, which runs every case once a round, several
+// rounds, and prints each case's median beside its peers':
+//
+//	go run ./cmd/load -ids-only
 package bench
 
 import (
 	"context"
-	"runtime"
 	"testing"
 
 	"github.com/bwmarrin/snowflake"
 	"github.com/sony/sonyflake"
 
+	"github.com/snowtoken/snowtoken/internal/idbench"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 )
 
-const (
-	// limit12Bit is the most IDs one worker can issue per second with a 12-bit
-	// sequence and millisecond timestamps: 4096 × 1000.
-	limit12Bit = 4096 * 1000
-	// limitSony is sonyflake's own limit: an 8-bit sequence per 10 ms unit, 256 × 100.
-	limitSony = 256 * 100
-	// goroutines is the goroutine count of the parallel cases.
-	goroutines = 8
-)
+// limitSony is sonyflake's own limit: an 8-bit sequence per 10 ms unit, 256 × 100.
+const limitSony = 256 * 100
 
 // generator is one library under test.
 type generator struct {
@@ -65,7 +66,7 @@ type generator struct {
 }
 
 var generators = []generator{
-	{"snowtoken", limit12Bit, func(b *testing.B) func() (int64, error) {
+	{"snowtoken", idbench.Limit12Bit, func(b *testing.B) func() (int64, error) {
 		g, err := snowflakealg.New(snowflakealg.Settings{})
 		if err != nil {
 			b.Fatal(err)
@@ -76,7 +77,7 @@ var generators = []generator{
 			return int64(id), err
 		}
 	}},
-	{"bwmarrin", limit12Bit, func(b *testing.B) func() (int64, error) {
+	{"bwmarrin", idbench.Limit12Bit, func(b *testing.B) func() (int64, error) {
 		n, err := snowflake.NewNode(1)
 		if err != nil {
 			b.Fatal(err)
@@ -99,65 +100,15 @@ var generators = []generator{
 	}},
 }
 
-// BenchmarkIDs issues IDs from each generator, from 1 goroutine and from 8.
+// BenchmarkIDs issues IDs from each generator shared by 1, 8 and 16
+// goroutines. The generators take turns within each goroutine count, so that
+// the cases compared sit next to each other in time on a shared machine.
 func BenchmarkIDs(b *testing.B) {
-	for _, g := range generators {
-		b.Run(g.name+"/1goroutine", func(b *testing.B) {
-			next := g.open(b)
-			b.ReportAllocs()
-			var last int64
-			for b.Loop() {
-				id, err := next()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if id <= last {
-					b.Fatalf("id %d after %d", id, last)
-				}
-				last = id
-			}
-			report(b, g.limit)
-		})
-		b.Run(g.name+"/8goroutines", func(b *testing.B) {
-			procs := runtime.GOMAXPROCS(0)
-			p := (goroutines + procs - 1) / procs
-			if p*procs != goroutines {
-				b.Logf("GOMAXPROCS=%d: running %d goroutines, not %d", procs, p*procs, goroutines)
-			}
-			next := g.open(b)
-			b.ReportAllocs()
-			b.SetParallelism(p)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				var last int64
-				for pb.Next() {
-					id, err := next()
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					if id <= last {
-						b.Errorf("id %d after %d", id, last)
-						return
-					}
-					last = id
-				}
+	for _, n := range idbench.Goroutines {
+		for _, g := range generators {
+			b.Run(g.name+"/"+idbench.Name(n), func(b *testing.B) {
+				idbench.Run(b, n, g.limit, g.open(b))
 			})
-			b.StopTimer()
-			report(b, g.limit)
-		})
+		}
 	}
-}
-
-// report adds IDs/s and the fractions of the 12-bit limit and of the
-// generator's own limit.
-func report(b *testing.B, own float64) {
-	secs := b.Elapsed().Seconds()
-	if secs <= 0 {
-		return
-	}
-	rate := float64(b.N) / secs
-	b.ReportMetric(rate, "IDs/s")
-	b.ReportMetric(rate/limit12Bit, "frac_of_limit")
-	b.ReportMetric(rate/own, "frac_of_own_limit")
 }
