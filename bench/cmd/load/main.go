@@ -45,6 +45,15 @@
 // constant rate against its floor, on the issuer and through a consumer
 // that validates with client.Validator in remote mode (cmd/consumer).
 //
+// Before any of that (unless -ids=false) it runs the ID-engine comparison
+// (ids.go): BenchmarkIDs of this module, snowflakealg beside
+// bwmarrin/snowflake and sony/sonyflake from 1, 8 and 16 goroutines sharing
+// one generator, -ids-rounds rounds of every case, and prints each case's
+// median as a fraction of the 4,096,000 IDs/s limit with the load average
+// around the rounds. With -ids-only it runs that alone:
+//
+//	cd bench && go run ./cmd/load -ids-only
+//
 // With -revocation it runs the revocation scenario alone instead
 // (revocation.go), after the build and redis-server:
 //
@@ -95,7 +104,7 @@ var (
 	connections = flag.Int("c", 64, "wrk connections")
 	rate        = flag.Int("rate", 10000, "requests/s of the constant-rate runs (0 skips them)")
 	rateFor     = flag.Duration("rate-d", 10*time.Second, "duration of each constant-rate run")
-	idBench     = flag.Bool("ids", true, "also run the ID-engine comparison (go test -bench BenchmarkIDs in this module) first")
+	idBench     = flag.Bool("ids", true, "also run the ID-engine comparison (go test -bench BenchmarkIDs in this module, ids.go) first")
 	sessions    = flag.Int("sessions", 1_000_000, "live sessions to grow Redis to for the memory and flat-latency figures (0 skips)")
 )
 
@@ -120,16 +129,15 @@ func run() (err error) {
 	if err != nil {
 		return err
 	}
-	if *idBench && !*revocation {
+	if *idsOnly || *idBench && !*revocation {
 		// The ID engine beside bwmarrin/snowflake and sony/sonyflake, before
-		// any server runs, so that nothing else shares the cores.
-		fmt.Println("ID engine (go test -run '^$' -bench BenchmarkIDs -benchtime 2s):")
-		cmd := exec.Command("go", "test", "-run", "^$", "-bench", "BenchmarkIDs", "-benchtime", "2s", ".")
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("ID benchmark: %w", err)
+		// any server runs, so that nothing else shares the cores (ids.go).
+		if err := runIDs(dir); err != nil {
+			return err
 		}
-		fmt.Println()
+		if *idsOnly {
+			return nil
+		}
 	}
 	// Build the issuer, the bare handler, the consumer and the peer the way
 	// the Dockerfile builds the issuer.
