@@ -10,7 +10,7 @@ require (
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/snowtoken/snowtoken v0.0.0
-	github.com/snowtoken/snowtoken/bitsalloc v0.0.0 // indirect
+	github.com/snowtoken/snowtoken/bitsalloc v0.0.0
 	github.com/snowtoken/snowtoken/client v0.0.0
 	github.com/sony/sonyflake v1.2.0
 	golang.org/x/image v0.47.0

@@ -50,6 +50,7 @@ import (
 	"github.com/bwmarrin/snowflake"
 	"github.com/sony/sonyflake"
 
+	"github.com/snowtoken/snowtoken/bitsalloc"
 	"github.com/snowtoken/snowtoken/internal/idbench"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 )
@@ -110,5 +111,43 @@ func BenchmarkIDs(b *testing.B) {
 				idbench.Run(b, n, g.limit, g.open(b))
 			})
 		}
+	}
+}
+
+// BenchmarkUnthrottledIDs measures the code rather than the layout: snowtoken
+// and bwmarrin with a 21-bit sequence (41/1/21, 2,097,152 IDs per
+// millisecond), which the clock never runs out of, shared by 1, 8 and 16
+// goroutines. Its frac_of_limit is then the headroom: how many times the
+// 4,096,000 IDs/s of the 12-bit layout the code could issue; the smaller it
+// is, the more of each millisecond a 12-bit generator spends issuing its 4096
+// IDs rather than waiting for the next one.
+func BenchmarkUnthrottledIDs(b *testing.B) {
+	alloc, err := bitsalloc.New(41, 1, 21)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range idbench.Goroutines {
+		b.Run("snowtoken/"+idbench.Name(n), func(b *testing.B) {
+			g, err := snowflakealg.New(snowflakealg.Settings{Allocator: alloc})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			idbench.Run(b, n, idbench.Limit12Bit, func() (int64, error) {
+				id, err := g.NextID(ctx)
+				return int64(id), err
+			})
+		})
+		b.Run("bwmarrin/"+idbench.Name(n), func(b *testing.B) {
+			// bwmarrin's layout is package state, read by NewNode.
+			node, step := snowflake.NodeBits, snowflake.StepBits
+			snowflake.NodeBits, snowflake.StepBits = 1, 21
+			nd, err := snowflake.NewNode(1)
+			snowflake.NodeBits, snowflake.StepBits = node, step
+			if err != nil {
+				b.Fatal(err)
+			}
+			idbench.Run(b, n, idbench.Limit12Bit, func() (int64, error) { return nd.Generate().Int64(), nil })
+		})
 	}
 }
