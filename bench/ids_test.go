@@ -61,13 +61,14 @@ const limitSony = 256 * 100
 // generator is one library under test.
 type generator struct {
 	name  string
-	limit float64 // the library's own IDs/s limit for one worker
+	limit float64           // the library's own IDs/s limit for one worker
+	msOf  func(int64) int64 // the millisecond of an ID; nil: not in milliseconds
 	// open returns a fresh generator's next-ID function.
 	open func(b *testing.B) func() (int64, error)
 }
 
 var generators = []generator{
-	{"snowtoken", idbench.Limit12Bit, func(b *testing.B) func() (int64, error) {
+	{"snowtoken", idbench.Limit12Bit, idbench.MsOf22, func(b *testing.B) func() (int64, error) {
 		g, err := snowflakealg.New(snowflakealg.Settings{})
 		if err != nil {
 			b.Fatal(err)
@@ -78,14 +79,14 @@ var generators = []generator{
 			return int64(id), err
 		}
 	}},
-	{"bwmarrin", idbench.Limit12Bit, func(b *testing.B) func() (int64, error) {
+	{"bwmarrin", idbench.Limit12Bit, idbench.MsOf22, func(b *testing.B) func() (int64, error) {
 		n, err := snowflake.NewNode(1)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return func() (int64, error) { return n.Generate().Int64(), nil }
 	}},
-	{"sonyflake", limitSony, func(b *testing.B) func() (int64, error) {
+	{"sonyflake", limitSony, nil, func(b *testing.B) func() (int64, error) {
 		// A fixed machine ID: without one, sonyflake reads the machine's
 		// private IPv4 addresses.
 		sf, err := sonyflake.New(sonyflake.Settings{
@@ -108,7 +109,7 @@ func BenchmarkIDs(b *testing.B) {
 	for _, n := range idbench.Goroutines {
 		for _, g := range generators {
 			b.Run(g.name+"/"+idbench.Name(n), func(b *testing.B) {
-				idbench.Run(b, n, g.limit, g.open(b))
+				idbench.Run(b, n, g.limit, g.msOf, g.open(b))
 			})
 		}
 	}
@@ -133,7 +134,7 @@ func BenchmarkUnthrottledIDs(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
-			idbench.Run(b, n, idbench.Limit12Bit, func() (int64, error) {
+			idbench.Run(b, n, idbench.Limit12Bit, nil, func() (int64, error) {
 				id, err := g.NextID(ctx)
 				return int64(id), err
 			})
@@ -147,7 +148,7 @@ func BenchmarkUnthrottledIDs(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			idbench.Run(b, n, idbench.Limit12Bit, func() (int64, error) { return nd.Generate().Int64(), nil })
+			idbench.Run(b, n, idbench.Limit12Bit, nil, func() (int64, error) { return nd.Generate().Int64(), nil })
 		})
 	}
 }

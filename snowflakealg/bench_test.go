@@ -22,7 +22,7 @@ func BenchmarkNextID(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
-			idbench.Run(b, n, idbench.Limit12Bit, func() (int64, error) {
+			idbench.Run(b, n, idbench.Limit12Bit, idbench.MsOf22, func() (int64, error) {
 				id, err := g.NextID(ctx)
 				return int64(id), err
 			})

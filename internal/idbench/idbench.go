@@ -9,6 +9,8 @@ package idbench
 import (
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"testing"
 )
 
@@ -28,17 +30,34 @@ func Name(n int) string {
 	return fmt.Sprintf("%dgoroutines", n)
 }
 
+// MsOf22 returns the millisecond of an ID whose timestamp sits above 22 bits
+// of worker and sequence: 41/10/12, snowtoken's and bwmarrin's default.
+func MsOf22(id int64) int64 { return id >> 22 }
+
 // Run issues b.N IDs with next from n goroutines (n = 1: the benchmark's own)
 // and reports, besides ns/op and allocs/op:
 //
 //   - IDs/s: IDs issued per second of wall time (b.N / elapsed);
 //   - frac_of_limit: IDs/s divided by Limit12Bit;
-//   - frac_of_own_limit: IDs/s divided by own, the generator's own limit.
+//   - frac_of_own_limit: IDs/s divided by own, the generator's own limit;
+//   - with msOf (the millisecond of an ID; nil for none), where a rate below
+//     the limit went, counting the IDs of each millisecond between the first
+//     and the last: ms_empty, the fraction of milliseconds with no ID at all
+//     (no goroutine issuing got a CPU in it, or it never saw it begin), and
+//     ms_short, those with some IDs but fewer than own allows in one.
 //
 // n must be a multiple of GOMAXPROCS (b.SetParallelism counts per P); it says
 // so in the log when it cannot be.
-func Run(b *testing.B, n int, own float64, next func() (int64, error)) {
+func Run(b *testing.B, n int, own float64, msOf func(int64) int64, next func() (int64, error)) {
 	b.ReportAllocs()
+	var all msCounts
+	if msOf != nil {
+		id, err := next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		all.base = msOf(id)
+	}
 	if n == 1 {
 		var last int64
 		for b.Loop() {
@@ -50,8 +69,11 @@ func Run(b *testing.B, n int, own float64, next func() (int64, error)) {
 				b.Fatalf("id %d after %d", id, last)
 			}
 			last = id
+			if msOf != nil {
+				all.add(msOf(id))
+			}
 		}
-		report(b, own)
+		report(b, own, &all)
 		return
 	}
 	procs := runtime.GOMAXPROCS(0)
@@ -59,9 +81,16 @@ func Run(b *testing.B, n int, own float64, next func() (int64, error)) {
 	if p*procs != n {
 		b.Logf("GOMAXPROCS=%d: running %d goroutines, not %d", procs, p*procs, n)
 	}
+	var mu sync.Mutex
 	b.SetParallelism(p)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
+		mine := msCounts{base: all.base}
+		defer func() {
+			mu.Lock()
+			all.merge(&mine)
+			mu.Unlock()
+		}()
 		var last int64
 		for pb.Next() {
 			id, err := next()
@@ -74,13 +103,67 @@ func Run(b *testing.B, n int, own float64, next func() (int64, error)) {
 				return
 			}
 			last = id
+			if msOf != nil {
+				mine.add(msOf(id))
+			}
 		}
 	})
 	b.StopTimer()
-	report(b, own)
+	report(b, own, &all)
 }
 
-func report(b *testing.B, own float64) {
+// msCounts counts IDs by millisecond, from base on.
+type msCounts struct {
+	base int64
+	n    []int64
+}
+
+func (c *msCounts) add(ms int64) {
+	i := int(ms - c.base)
+	if i < 0 {
+		return
+	}
+	if i >= len(c.n) {
+		c.n = append(c.n, make([]int64, i+1-len(c.n))...)
+	}
+	c.n[i]++
+}
+
+func (c *msCounts) merge(o *msCounts) {
+	if len(o.n) > len(c.n) {
+		c.n = append(c.n, make([]int64, len(o.n)-len(c.n))...)
+	}
+	for i, k := range o.n {
+		c.n[i] += k
+	}
+}
+
+// split returns the fractions of the milliseconds strictly between the first
+// and the last one with an ID that have none, and that have some but fewer
+// than full; ok is false when there are none between.
+func (c *msCounts) split(full int64) (empty, short float64, ok bool) {
+	first := slices.IndexFunc(c.n, func(k int64) bool { return k > 0 })
+	last := len(c.n) - 1
+	for last >= 0 && c.n[last] == 0 {
+		last--
+	}
+	if first < 0 || last-first < 2 {
+		return 0, 0, false
+	}
+	var e, s int
+	for _, k := range c.n[first+1 : last] {
+		switch {
+		case k == 0:
+			e++
+		case k < full:
+			s++
+		}
+	}
+	span := float64(last - first - 1)
+	return float64(e) / span, float64(s) / span, true
+}
+
+func report(b *testing.B, own float64, ms *msCounts) {
 	secs := b.Elapsed().Seconds()
 	if secs <= 0 {
 		return
@@ -89,4 +172,8 @@ func report(b *testing.B, own float64) {
 	b.ReportMetric(rate, "IDs/s")
 	b.ReportMetric(rate/Limit12Bit, "frac_of_limit")
 	b.ReportMetric(rate/own, "frac_of_own_limit")
+	if empty, short, ok := ms.split(int64(own / 1000)); ok {
+		b.ReportMetric(empty, "ms_empty")
+		b.ReportMetric(short, "ms_short")
+	}
 }
