@@ -31,6 +31,8 @@ type idCase struct {
 	name       string    // "snowtoken/16goroutines"
 	ofLimit    []float64 // frac_of_limit, a round each
 	ofOwnLimit []float64 // frac_of_own_limit, a round each
+	msEmpty    []float64 // ms_empty, a round each, where reported
+	msShort    []float64 // ms_short, likewise
 }
 
 // runIDs builds the benchmark into dir, runs its rounds and prints the table.
@@ -62,12 +64,13 @@ func runIDs(dir string) error {
 	}
 	fmt.Printf("\nID engine, median round of %d, as fractions of 4,096,000 IDs/s; load average %s before, %s after:\n",
 		*idsRounds, before, loadAverage())
-	fmt.Printf("%-24s %10s %15s %12s\n", "case", "of limit", "lowest-highest", "of own limit")
+	fmt.Printf("%-24s %10s %15s %12s %9s %9s\n", "case", "of limit", "lowest-highest", "of own limit", "ms empty", "ms short")
 	for _, c := range cases {
 		lo, hi := slices.Min(c.ofLimit), slices.Max(c.ofLimit)
-		fmt.Printf("%-24s %10.4f %15s %12.4f\n", c.name, median(slices.Clone(c.ofLimit)),
-			fmt.Sprintf("%.4f-%.4f", lo, hi), median(slices.Clone(c.ofOwnLimit)))
+		fmt.Printf("%-24s %10.4f %15s %12.4f %9s %9s\n", c.name, median(slices.Clone(c.ofLimit)),
+			fmt.Sprintf("%.4f-%.4f", lo, hi), median(slices.Clone(c.ofOwnLimit)), percent(c.msEmpty), percent(c.msShort))
 	}
+	fmt.Println("(ms empty, ms short: medians over the rounds of the fractions of milliseconds with no ID, and with fewer IDs than the layout allows)")
 	fmt.Println()
 	return nil
 }
@@ -86,21 +89,17 @@ func addIDRound(cases []*idCase, out []byte) ([]*idCase, error) {
 		if i := strings.LastIndexByte(name, '-'); i > 0 { // the -GOMAXPROCS suffix
 			name = name[:i]
 		}
-		var ofLimit, ofOwn float64
-		var found int
+		metrics := map[string]float64{}
 		for i := 3; i < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i-1], 64)
 			if err != nil {
 				return nil, fmt.Errorf("ID benchmark line %q: %w", sc.Text(), err)
 			}
-			switch f[i] {
-			case "frac_of_limit":
-				ofLimit, found = v, found+1
-			case "frac_of_own_limit":
-				ofOwn, found = v, found+1
-			}
+			metrics[f[i]] = v
 		}
-		if found != 2 {
+		ofLimit, ok1 := metrics["frac_of_limit"]
+		ofOwn, ok2 := metrics["frac_of_own_limit"]
+		if !ok1 || !ok2 {
 			return nil, fmt.Errorf("ID benchmark line %q: no frac_of_limit and frac_of_own_limit", sc.Text())
 		}
 		i := slices.IndexFunc(cases, func(c *idCase) bool { return c.name == name })
@@ -108,14 +107,29 @@ func addIDRound(cases []*idCase, out []byte) ([]*idCase, error) {
 			cases = append(cases, &idCase{name: name})
 			i = len(cases) - 1
 		}
-		cases[i].ofLimit = append(cases[i].ofLimit, ofLimit)
-		cases[i].ofOwnLimit = append(cases[i].ofOwnLimit, ofOwn)
+		c := cases[i]
+		c.ofLimit = append(c.ofLimit, ofLimit)
+		c.ofOwnLimit = append(c.ofOwnLimit, ofOwn)
+		if v, ok := metrics["ms_empty"]; ok {
+			c.msEmpty = append(c.msEmpty, v)
+		}
+		if v, ok := metrics["ms_short"]; ok {
+			c.msShort = append(c.msShort, v)
+		}
 		seen++
 	}
 	if seen == 0 {
 		return nil, fmt.Errorf("ID benchmark: no BenchmarkIDs results in its output")
 	}
 	return cases, nil
+}
+
+// percent is the median of fractions as a percentage, or "-" for none.
+func percent(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%%", 100*median(slices.Clone(xs)))
 }
 
 // loadAverage is the 1-minute load average, or "?" where /proc has none.
