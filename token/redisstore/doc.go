@@ -55,6 +55,7 @@
 //
 //	first Issue for sub ──▶ marker = new random value, TTL = the token's
 //	      Issue            ──▶ record = marker; marker TTL raised to the record's
+//	                             (an opaque token's on a Cluster: a minute more)
 //	      RevokeSubject    ──▶ marker = new random value, TTL kept (SET XX KEEPTTL)
 //	      every record gone ──▶ the marker expires with the last of them
 //
