@@ -228,7 +228,9 @@ func New(opts Options) (*Validator, error) {
 		v.cache = newAnswerCache(opts.CacheSize)
 	}
 	if opts.Mode == Local {
-		v.keys = &keyCache{v: v, url: base + "/.well-known/jwks.json"}
+		if v.keys, err = newKeyCache(v, base+"/.well-known/jwks.json"); err != nil {
+			return nil, err
+		}
 		v.parser = jwt.NewParser(jwtpolicy.ParserOptions(opts.Issuer, opts.Audience, opts.Leeway, opts.Now)...)
 		if opts.RevocationCheck == Follow {
 			v.feed = newFeed(v, base)

@@ -49,7 +49,7 @@ func FuzzFeedStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream string) {
 		v := &Validator{opts: Options{Issuer: "https://issuer.test", Leeway: DefaultLeeway, FeedThreshold: DefaultFeedThreshold,
 			MaxClockSkew: DefaultLeeway, JWKSMaxAge: time.Hour, JWKSMinInterval: time.Hour, Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)}}
-		v.keys = &keyCache{v: v, keys: map[string]ed25519.PublicKey{"k1": pub}, loaded: now, tried: now}
+		v.keys = presetKeys(t, v, "k1", pub)
 		fd := newFeed(v, "http://issuer.test")
 		fd.synced, fd.epoch, fd.last = true, "e1", "e1-0-0"
 		fd.tokens, fd.subjects, fd.clients = map[string]int64{}, map[string]int64{}, map[string]int64{}

@@ -23,7 +23,7 @@ func testFeed(t *testing.T, now *time.Time, horizon int64) (*feed, ed25519.Priva
 	clock := func() time.Time { return *now }
 	v := &Validator{opts: Options{Issuer: "https://issuer.test", Leeway: DefaultLeeway, FeedThreshold: DefaultFeedThreshold,
 		MaxClockSkew: DefaultLeeway, JWKSMaxAge: 100 * time.Hour, JWKSMinInterval: 100 * time.Hour, Now: clock, Logger: slog.New(slog.DiscardHandler)}}
-	v.keys = &keyCache{v: v, keys: map[string]ed25519.PublicKey{"k1": pub}, loaded: *now, tried: *now}
+	v.keys = presetKeys(t, v, "k1", pub)
 	fd := newFeed(v, "http://issuer.test")
 	fd.synced, fd.epoch, fd.last, fd.horizon = true, "e1", "e1-0-0", horizon
 	fd.tokens, fd.subjects, fd.clients = map[string]int64{}, map[string]int64{}, map[string]int64{}

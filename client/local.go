@@ -3,20 +3,17 @@ package client
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/jwk"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
@@ -68,133 +65,87 @@ var errUnknownKid = errors.New("unknown kid")
 // maxJWKSBytes bounds what is read of a JWKS.
 const maxJWKSBytes = 1 << 20
 
-// keyCache holds the issuer's public keys by kid. It fetches them when it has
-// none, when asked for an unknown kid and when they are older than
-// JWKSMaxAge, but starts at most one fetch per JWKSMinInterval; concurrent
-// callers share a fetch.
+// keyCache holds the issuer's public keys, read by package jwk's rules for
+// EdDSA and cached by a jwk.Cache: fetched when it has none, when asked for
+// an unknown kid and when older than JWKSMaxAge (or the max-age of the
+// issuer's answer, if shorter), but at most once per JWKSMinInterval;
+// concurrent callers share a fetch. A set once fetched serves as long as
+// fetching it again fails (jwk.Forever): the issuer being away does not
+// stop Local mode.
 type keyCache struct {
-	v   *Validator
-	url string
+	url   string
+	cache *jwk.Cache[string]
+}
 
-	mu       sync.Mutex
-	keys     map[string]ed25519.PublicKey
-	loaded   time.Time     // when the keys were fetched
-	tried    time.Time     // when the last fetch started
-	lastErr  error         // of the last fetch
-	fetching chan struct{} // closed when the fetch under way ends; nil when none
+// newKeyCache returns the key cache of v, fetching url with v's client.
+func newKeyCache(v *Validator, url string) (*keyCache, error) {
+	c, err := jwk.NewCache(jwk.CacheOptions{
+		Timeout: v.opts.Timeout, TTL: v.opts.JWKSMaxAge, MinRefresh: v.opts.JWKSMinInterval, MaxStale: jwk.Forever, Now: v.opts.Now,
+		Failed: func(err error) {
+			v.opts.Logger.Warn("snowtoken client: cannot fetch the issuer's JWKS; keeping the keys already known", "url", url, "err", err)
+		},
+	}, func(ctx context.Context, url string) (*jwk.Set, time.Duration, error) {
+		return fetchJWKS(ctx, v.http, url)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	return &keyCache{url: url, cache: c}, nil
 }
 
 // key returns the public key for kid. An unknown kid is an error wrapping
 // ErrUnavailable when the keys could not be fetched, so the token cannot be
 // judged; otherwise it is errUnknownKid.
 func (k *keyCache) key(ctx context.Context, kid string) (ed25519.PublicKey, error) {
-	k.mu.Lock()
-	pub, known := k.keys[kid]
-	if wait := k.fetching; wait != nil {
-		k.mu.Unlock()
-		if known {
-			return pub, nil
-		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: waiting for the JWKS: %w", ErrUnavailable, ctx.Err())
-		}
-		k.mu.Lock()
-		pub, known = k.keys[kid]
-		err := k.lastErr
-		k.mu.Unlock()
-		return pickKey(pub, known, err)
-	}
-	now := k.v.opts.Now()
-	due := k.tried.IsZero() || now.Sub(k.tried) >= k.v.opts.JWKSMinInterval
-	if !due || known && now.Sub(k.loaded) < k.v.opts.JWKSMaxAge {
-		err := k.lastErr
-		k.mu.Unlock()
-		return pickKey(pub, known, err)
-	}
-	done := make(chan struct{})
-	k.fetching, k.tried = done, now
-	k.mu.Unlock()
-
-	keys, err := k.fetch(ctx)
-
-	k.mu.Lock()
-	if err == nil {
-		k.keys, k.loaded = keys, now
-	}
-	k.lastErr, k.fetching = err, nil
-	pub, known = k.keys[kid]
-	k.mu.Unlock()
-	close(done)
+	s, err := k.cache.Keys(ctx, k.url)
 	if err != nil {
-		k.v.opts.Logger.Warn("snowtoken client: cannot fetch the issuer's JWKS; keeping the keys already known", "url", k.url, "err", err)
+		return nil, unavailable(err)
 	}
-	return pickKey(pub, known, err)
-}
-
-// pickKey: a known key is used even when the last fetch failed; an unknown
-// one is unavailable when the keys could not be fetched, else unknown.
-func pickKey(pub ed25519.PublicKey, known bool, fetchErr error) (ed25519.PublicKey, error) {
-	switch {
-	case known:
+	if pub, ok := edKey(s, kid); ok {
 		return pub, nil
-	case fetchErr != nil:
-		return nil, fetchErr
-	default:
-		return nil, errUnknownKid
 	}
+	if s, err = k.cache.Refresh(ctx, k.url); err != nil {
+		return nil, unavailable(err)
+	}
+	if pub, ok := edKey(s, kid); ok {
+		return pub, nil
+	}
+	if err := k.cache.Err(k.url); err != nil {
+		return nil, unavailable(err)
+	}
+	return nil, errUnknownKid
 }
 
-// jwk is one key of a JWKS, as RFC 8037 writes an Ed25519 key.
-type jwk struct {
-	Kty string `json:"kty"`
-	Crv string `json:"crv"`
-	X   string `json:"x"`
-	Kid string `json:"kid"`
-	Use string `json:"use"`
-	Alg string `json:"alg"`
+// edKey returns the Ed25519 key of kid in s.
+func edKey(s *jwk.Set, kid string) (ed25519.PublicKey, bool) {
+	k, ok := s.ByID(kid)
+	pub, isEd := k.Public.(ed25519.PublicKey)
+	return pub, ok && isEd
 }
 
-// fetch reads the issuer's JWKS and keeps its Ed25519 signing keys. A set
-// with none is an error. The fetch is not cut short when the request that
-// started it ends, since others may be waiting for it.
-func (k *keyCache) fetch(ctx context.Context) (map[string]ed25519.PublicKey, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.v.opts.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.url, nil)
+// unavailable is err, a failure to get the issuer's keys, as ErrUnavailable.
+func unavailable(err error) error {
+	if errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// fetchJWKS reads the issuer's JWKS at url with c, by package jwk's rules
+// for EdDSA: a set with a flawed key or with no Ed25519 signing key is an
+// error (ErrUnavailable).
+func fetchJWKS(ctx context.Context, c *http.Client, url string) (*jwk.Set, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := k.v.http.Do(req)
+	body, maxAge, err := jwk.Get(c, req, maxJWKSBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: GET /.well-known/jwks.json answered %d", ErrUnavailable, resp.StatusCode)
+	s, err := jwk.ParseSet(body, jwk.EdDSA)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: the issuer's JWKS: %w", ErrUnavailable, err)
 	}
-	var set struct {
-		Keys []jwk `json:"keys"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxJWKSBytes)).Decode(&set); err != nil {
-		return nil, fmt.Errorf("%w: unreadable JWKS: %w", ErrUnavailable, err)
-	}
-	keys := make(map[string]ed25519.PublicKey, len(set.Keys))
-	for _, j := range set.Keys {
-		if j.Kty != "OKP" || j.Crv != "Ed25519" || j.Kid == "" ||
-			(j.Use != "" && j.Use != "sig") || (j.Alg != "" && j.Alg != "EdDSA") {
-			continue
-		}
-		x, err := base64.RawURLEncoding.DecodeString(j.X)
-		if err != nil || len(x) != ed25519.PublicKeySize {
-			continue
-		}
-		keys[j.Kid] = ed25519.PublicKey(x)
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: the JWKS holds no Ed25519 signing key", ErrUnavailable)
-	}
-	return keys, nil
+	return s, maxAge, nil
 }

@@ -97,6 +97,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/snowtoken/snowtoken/client/jwk"
 )
 
 // Errors of the package. Those returned by Check: each but ErrRequest and ErrReplayRecord (the
@@ -453,7 +455,7 @@ func isBase64URL(b byte) bool {
 // nothing follows. Its error says what is wrong in the protocol's words
 // (jsonReason).
 func strictUnmarshal(seg string, part jsonPart, v any) error {
-	data, err := decodeBase64URL(seg)
+	data, err := jwk.DecodeBase64URL(seg)
 	if err != nil {
 		return errors.New(part.name + " is not base64url")
 	}

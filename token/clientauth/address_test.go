@@ -69,7 +69,7 @@ func TestDiscoveryJWKSURIElsewhere(t *testing.T) {
 			target := newKeyServer(t, jwks(t, a)) // an internal service on loopback
 			tu, _ := url.Parse(target.URL)
 			iss, ca, issuerHits := newTLSIssuer(t, func(iss string) string { return uri(iss, tu) }, jwks(t, a))
-			f := clientauth.NewFetcher(clientauth.FetchOptions{Timeout: 3 * time.Second})
+			f := newFetcher(t, clientauth.FetchOptions{Timeout: 3 * time.Second})
 			start := time.Now()
 			_, err := f.Keys(t.Context(), clientauth.Source{Issuer: iss, CAFile: ca})
 			if !errors.Is(err, clientauth.ErrFetch) {
@@ -138,7 +138,7 @@ func TestAddressRules(t *testing.T) {
 // not); and a learned URL on the issuer's own host, by a name that
 // resolves to loopback, is refused when dialled.
 func TestFetchRefusesAddresses(t *testing.T) {
-	f := clientauth.NewFetcher(clientauth.FetchOptions{Timeout: 3 * time.Second})
+	f := newFetcher(t, clientauth.FetchOptions{Timeout: 3 * time.Second})
 	for _, u := range []string{
 		"https://169.254.169.254/latest/meta-data/",
 		"https://[fe80::1%25eth0]/jwks",
@@ -177,7 +177,7 @@ func TestFetchRefusesAddresses(t *testing.T) {
 func TestFetcherForget(t *testing.T) {
 	a := newSigner(t, clientauth.AlgES256, "a")
 	srv := newKeyServer(t, jwks(t, a))
-	f := clientauth.NewFetcher(clientauth.FetchOptions{})
+	f := newFetcher(t, clientauth.FetchOptions{})
 	src := clientauth.Source{URL: srv.URL}
 	for range 2 {
 		if _, err := f.Keys(t.Context(), src); err != nil {

@@ -161,7 +161,11 @@ func New(opts Options) (*Verifier, error) {
 	if opts.Fetch.Now == nil {
 		opts.Fetch.Now = opts.Now
 	}
-	return &Verifier{opts: opts, fetcher: NewFetcher(opts.Fetch)}, nil
+	f, err := NewFetcher(opts.Fetch)
+	if err != nil {
+		return nil, err
+	}
+	return &Verifier{opts: opts, fetcher: f}, nil
 }
 
 // Fetcher is the Verifier's cache of key sets at URLs.

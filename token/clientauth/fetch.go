@@ -7,28 +7,30 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/snowtoken/snowtoken/client/jwk"
 )
 
-// FetchOptions configure a Fetcher. Zero values mean the defaults given.
+// FetchOptions configure a Fetcher. Zero values mean the defaults given; a
+// negative one is an error of NewFetcher.
 type FetchOptions struct {
 	// Timeout bounds one fetch: connecting, TLS, and reading the whole
 	// answer (with discovery, each of its two requests). Zero means 5 s.
 	Timeout time.Duration
 	// MaxBytes bounds an answer's body. Zero means 256 KiB.
 	MaxBytes int64
-	// TTL is how long a fetched set is used before it is fetched again.
-	// Zero means 5 min.
+	// TTL is how long a fetched set is used before it is fetched again, or
+	// less if the answer's Cache-Control max-age says so (never less than
+	// MinRefresh). Zero means 5 min.
 	TTL time.Duration
 	// MinRefresh is the least time between two fetches of one source,
 	// whatever asks for them (an assertion with an unknown kid, a failed
@@ -65,160 +67,93 @@ type Source struct {
 	BearerTokenFile string
 }
 
-// Fetcher fetches key sets and caches them by Source. Sources come from the
-// clients file, never from a request, so the cache holds as many sets as
-// the file names (a reload that changes or removes a client drops its set:
-// Forget).
+// Fetcher fetches key sets and caches them by Source, in a jwk.Cache (the
+// one fetch-and-cache type of issuer and consuming services alike: TTL or
+// the answer's max-age, MinRefresh between fetches, MaxStale, then fail
+// closed). Sources come from the clients file, never from a request, so
+// the cache holds as many sets as the file names (a reload that changes or
+// removes a client drops its set: Forget). What is ours: the Source
+// (discovery, a CA file, a bearer token) and the address rules each
+// connection is held to (address.go).
 type Fetcher struct {
-	opts FetchOptions
-	mu   sync.Mutex
-	sets map[Source]*cached
+	opts  FetchOptions
+	cache *jwk.Cache[Source]
 }
 
-// cached is one source's set. mu guards the fields only, never a fetch: a
-// fetch runs in the goroutine that needed it, with inflight set, while the
-// others serve the set they have (or wait for it, with nothing to serve or
-// an unknown kid).
-type cached struct {
-	mu       sync.Mutex
-	keys     *KeySet       // nil until a fetch succeeds
-	fetched  time.Time     // when keys were
-	tried    time.Time     // when the last fetch began, successful or not
-	err      error         // the last fetch's error, nil if it succeeded
-	inflight chan struct{} // closed when the fetch under way ends; nil if none
-}
-
-// NewFetcher returns a Fetcher with an empty cache.
-func NewFetcher(opts FetchOptions) *Fetcher {
+// NewFetcher returns a Fetcher with an empty cache; a negative option is
+// an error.
+func NewFetcher(opts FetchOptions) (*Fetcher, error) {
+	if opts.MaxBytes < 0 {
+		return nil, fmt.Errorf("clientauth: FetchOptions.MaxBytes %d is negative: zero means %d", opts.MaxBytes, jwk.DefaultMaxBytes)
+	}
 	if opts.Timeout == 0 {
-		opts.Timeout = 5 * time.Second
+		opts.Timeout = jwk.DefaultTimeout
 	}
-	if opts.MaxBytes == 0 {
-		opts.MaxBytes = 256 << 10
+	f := &Fetcher{opts: opts}
+	c, err := jwk.NewCache(jwk.CacheOptions{
+		Timeout: opts.Timeout, TTL: opts.TTL, MinRefresh: opts.MinRefresh, MaxStale: opts.MaxStale, Now: opts.Now,
+	}, f.fetch)
+	if err != nil {
+		return nil, fmt.Errorf("clientauth: FetchOptions: %w", err)
 	}
-	if opts.TTL == 0 {
-		opts.TTL = 5 * time.Minute
-	}
-	if opts.MinRefresh == 0 {
-		opts.MinRefresh = 10 * time.Second
-	}
-	if opts.MaxStale == 0 {
-		opts.MaxStale = time.Hour
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	return &Fetcher{opts: opts, sets: make(map[Source]*cached)}
+	f.cache = c
+	return f, nil
 }
 
 // Keys returns src's key set: the cached one within its TTL, or past it
 // while another request fetches it again; else it fetches.
 func (f *Fetcher) Keys(ctx context.Context, src Source) (*KeySet, error) {
-	c := f.entry(src)
-	now := f.opts.Now()
-	c.mu.Lock()
-	age := now.Sub(c.fetched)
-	if c.keys != nil && (age < f.opts.TTL || c.inflight != nil && age < f.opts.TTL+f.opts.MaxStale) {
-		ks := c.keys
-		c.mu.Unlock()
-		return ks, nil
-	}
-	c.mu.Unlock()
-	return f.refresh(ctx, c, src, now)
+	return keySet(f.cache.Keys(ctx, src))
 }
 
 // Refresh fetches src's key set again, as for an assertion whose kid the
 // cached set does not hold, unless a fetch began less than MinRefresh ago
 // (then it returns the cached set) or is under way (then it waits for it).
 func (f *Fetcher) Refresh(ctx context.Context, src Source) (*KeySet, error) {
-	return f.refresh(ctx, f.entry(src), src, f.opts.Now())
+	return keySet(f.cache.Refresh(ctx, src))
 }
 
 // Forget drops src's cached set, if any: the next use fetches it again.
 // A fetch under way ends in the dropped entry, and serves only the
 // requests that were waiting for it.
-func (f *Fetcher) Forget(src Source) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.sets, src)
-}
+func (f *Fetcher) Forget(src Source) { f.cache.Forget(src) }
 
-// entry returns src's cache entry, made if new.
-func (f *Fetcher) entry(src Source) *cached {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c, ok := f.sets[src]
-	if !ok {
-		c = &cached{}
-		f.sets[src] = c
-	}
-	return c
-}
-
-// refresh waits for the fetch of c's set under way, if any; else fetches
-// it, unless one began less than MinRefresh ago. It returns what c then
-// serves: its set while younger than TTL + MaxStale, else the last fetch's
-// error.
-func (f *Fetcher) refresh(ctx context.Context, c *cached, src Source, now time.Time) (*KeySet, error) {
-	c.mu.Lock()
+// keySet is the cache's answer as this package's: a KeySet, or an error
+// that is ErrFetch (the cache's own, such as a wait cut short, are not
+// yet).
+func keySet(s *jwk.Set, err error) (*KeySet, error) {
 	switch {
-	case c.inflight != nil:
-		done := c.inflight
-		c.mu.Unlock()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: waiting for the fetch under way: %w", ErrFetch, ctx.Err())
-		}
-		c.mu.Lock()
-	case c.tried.IsZero() || now.Sub(c.tried) >= f.opts.MinRefresh:
-		done := make(chan struct{})
-		c.tried, c.inflight = now, done
-		c.mu.Unlock()
-		ks, err := f.fetch(ctx, src)
-		c.mu.Lock()
-		if err == nil {
-			c.keys, c.fetched = ks, now
-		}
-		c.err, c.inflight = err, nil
-		close(done)
+	case err == nil:
+		return &KeySet{keys: s.Keys()}, nil
+	case errors.Is(err, ErrFetch):
+		return nil, err
 	}
-	defer c.mu.Unlock()
-	if c.keys != nil && now.Sub(c.fetched) < f.opts.TTL+f.opts.MaxStale {
-		return c.keys, nil
-	}
-	if c.err != nil {
-		return nil, c.err
-	}
-	return nil, fmt.Errorf("%w: stale and not fetched again yet", ErrFetch)
+	return nil, fmt.Errorf("%w: %w", ErrFetch, err)
 }
 
 // fetch reads src's key set, through its discovery document if it has no
 // URL. Each URL is held to the address rules (address.go): src's as one the
-// operator wrote, the document's jwks_uri as one learned.
-func (f *Fetcher) fetch(ctx context.Context, src Source) (*KeySet, error) {
-	// The fetch serves every request waiting for it: the one that started
-	// it going away must not end it.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.opts.Timeout)
-	defer cancel()
+// operator wrote, the document's jwks_uri as one learned. The cache bounds
+// it by Timeout.
+func (f *Fetcher) fetch(ctx context.Context, src Source) (*jwk.Set, time.Duration, error) {
 	jwksURL, rules := src.URL, f.learnedRules()
 	if jwksURL == "" {
 		var err error
 		if jwksURL, err = f.discover(ctx, src); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	} else if u, err := url.Parse(jwksURL); err == nil {
 		rules = f.writtenRules(u)
 	}
-	body, err := f.get(ctx, src, jwksURL, rules)
+	body, maxAge, err := f.get(ctx, src, jwksURL, rules)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	ks, err := ParseJWKS(body)
+	s, err := jwk.ParseSet(body, Algorithms...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrFetch, jwksURL, err)
+		return nil, 0, fmt.Errorf("%w: %s: %w", ErrFetch, jwksURL, setError(err))
 	}
-	return ks, nil
+	return s, maxAge, nil
 }
 
 // discover reads src.Issuer's OpenID discovery document and returns its
@@ -229,7 +164,7 @@ func (f *Fetcher) discover(ctx context.Context, src Source) (string, error) {
 		return "", fmt.Errorf("%w: issuer %.128q is not a URL", ErrFetch, src.Issuer)
 	}
 	u := strings.TrimRight(src.Issuer, "/") + "/.well-known/openid-configuration"
-	body, err := f.get(ctx, src, u, f.writtenRules(iss))
+	body, _, err := f.get(ctx, src, u, f.writtenRules(iss))
 	if err != nil {
 		return "", err
 	}
@@ -250,41 +185,31 @@ func (f *Fetcher) discover(ctx context.Context, src Source) (string, error) {
 }
 
 // get reads the body of u, at most MaxBytes, which must answer 200,
-// connecting only to the addresses rules allow.
-func (f *Fetcher) get(ctx context.Context, src Source, u string, rules dialRules) ([]byte, error) {
+// connecting only to the addresses rules allow (jwk.Get), and the max-age
+// of its answer.
+func (f *Fetcher) get(ctx context.Context, src Source, u string, rules dialRules) ([]byte, time.Duration, error) {
 	client, err := f.client(src, rules)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer client.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrFetch, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrFetch, err)
 	}
 	req.Header.Set("Accept", "application/json, application/jwk-set+json")
 	if src.BearerTokenFile != "" && tokenGoesTo(src, req.URL) {
 		tok, err := readToken(src.BearerTokenFile)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	resp, err := client.Do(req)
+	body, maxAge, err := jwk.Get(client, req, f.opts.MaxBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrFetch, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrFetch, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: %s answered %d", ErrFetch, u, resp.StatusCode)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, f.opts.MaxBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrFetch, u, err)
-	}
-	if int64(len(body)) > f.opts.MaxBytes {
-		return nil, fmt.Errorf("%w: %s: answer larger than %d bytes", ErrFetch, u, f.opts.MaxBytes)
-	}
-	return body, nil
+	return body, maxAge, nil
 }
 
 // tokenGoesTo reports whether src's bearer token may be sent to u: the host

@@ -158,7 +158,7 @@ func TestFetcherBounds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newKeyServer(t, good)
 			tt.setup(srv)
-			f := clientauth.NewFetcher(clientauth.FetchOptions{Timeout: 300 * time.Millisecond})
+			f := newFetcher(t, clientauth.FetchOptions{Timeout: 300 * time.Millisecond})
 			start := time.Now()
 			_, err := f.Keys(t.Context(), clientauth.Source{URL: srv.URL})
 			if !errors.Is(err, clientauth.ErrFetch) {
@@ -172,7 +172,7 @@ func TestFetcherBounds(t *testing.T) {
 	t.Run("redirect to another host", func(t *testing.T) {
 		redirect := httptest.NewServer(http.RedirectHandler(strings.Replace(elsewhere.URL, "127.0.0.1", "localhost", 1), http.StatusFound))
 		t.Cleanup(redirect.Close)
-		f := clientauth.NewFetcher(clientauth.FetchOptions{})
+		f := newFetcher(t, clientauth.FetchOptions{})
 		if _, err := f.Keys(t.Context(), clientauth.Source{URL: redirect.URL}); !errors.Is(err, clientauth.ErrFetch) {
 			t.Fatalf("Keys: %v, want %v", err, clientauth.ErrFetch)
 		}
@@ -214,17 +214,17 @@ func TestFetcherDiscovery(t *testing.T) {
 	src := clientauth.Source{Issuer: iss, CAFile: ca, BearerTokenFile: tok}
 	opts := clientauth.FetchOptions{AllowNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 
-	f := clientauth.NewFetcher(opts)
+	f := newFetcher(t, opts)
 	ks, err := f.Keys(t.Context(), src)
 	if err != nil || ks.Len() != 1 {
 		t.Fatalf("Keys: %v", err)
 	}
 	os.WriteFile(tok, []byte("second"), 0o600)
-	if _, err := clientauth.NewFetcher(opts).Keys(t.Context(), src); err != nil {
+	if _, err := newFetcher(t, opts).Keys(t.Context(), src); err != nil {
 		t.Fatal(err)
 	}
 	// Without the allow-list, the learned URL's loopback address is refused.
-	if _, err := clientauth.NewFetcher(clientauth.FetchOptions{}).Keys(t.Context(), src); !errors.Is(err, clientauth.ErrAddress) {
+	if _, err := newFetcher(t, clientauth.FetchOptions{}).Keys(t.Context(), src); !errors.Is(err, clientauth.ErrAddress) {
 		t.Errorf("without the allow-list: %v, want %v", err, clientauth.ErrAddress)
 	}
 	want := []string{"Bearer first", "Bearer first", "Bearer second", "Bearer second", "Bearer second"}
@@ -232,11 +232,11 @@ func TestFetcherDiscovery(t *testing.T) {
 		t.Errorf("Authorization headers %q, want %q", auths, want)
 	}
 	// Without the CA file, the server's certificate is unknown.
-	if _, err := clientauth.NewFetcher(clientauth.FetchOptions{}).Keys(t.Context(), clientauth.Source{Issuer: iss}); !errors.Is(err, clientauth.ErrFetch) {
+	if _, err := newFetcher(t, clientauth.FetchOptions{}).Keys(t.Context(), clientauth.Source{Issuer: iss}); !errors.Is(err, clientauth.ErrFetch) {
 		t.Errorf("without the CA: %v, want %v", err, clientauth.ErrFetch)
 	}
 	// A document naming another issuer.
-	if _, err := clientauth.NewFetcher(opts).Keys(t.Context(), clientauth.Source{Issuer: iss + "/x", CAFile: ca}); !errors.Is(err, clientauth.ErrFetch) {
+	if _, err := newFetcher(t, opts).Keys(t.Context(), clientauth.Source{Issuer: iss + "/x", CAFile: ca}); !errors.Is(err, clientauth.ErrFetch) {
 		t.Errorf("another issuer: %v, want %v", err, clientauth.ErrFetch)
 	}
 }

@@ -130,3 +130,13 @@ func newVerifierOn(tb testing.TB, clock *clocktest.Clock, fetch clientauth.Fetch
 	}
 	return v
 }
+
+// newFetcher is clientauth.NewFetcher(opts), which must succeed.
+func newFetcher(t testing.TB, opts clientauth.FetchOptions) *clientauth.Fetcher {
+	t.Helper()
+	f, err := clientauth.NewFetcher(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
