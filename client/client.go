@@ -169,6 +169,8 @@ func New(opts Options) (*Validator, error) {
 		return nil, fmt.Errorf("%w: RevocationCheck Follow needs FeedClientID and FeedClientSecret", ErrOptions)
 	case opts.WhenStale != FailClosed && opts.WhenStale != FallbackRemote:
 		return nil, fmt.Errorf("%w: unknown WhenStale %d", ErrOptions, opts.WhenStale)
+	case opts.Leeway < 0 && opts.Leeway != NoLeeway:
+		return nil, fmt.Errorf("%w: Leeway %v: zero means DefaultLeeway, NoLeeway none; any other negative is an error", ErrOptions, opts.Leeway)
 	case opts.Timeout < 0, opts.CacheTTL < 0, opts.CacheSize < 0, opts.JWKSMaxAge < 0, opts.JWKSMinInterval < 0, opts.FeedThreshold < 0, opts.FeedRetention < 0,
 		opts.MaxClockSkew < 0:
 		return nil, fmt.Errorf("%w: durations and sizes must not be negative", ErrOptions)

@@ -127,6 +127,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{IssuerURL: "http://issuer", RevocationCheck: 7},
 		{IssuerURL: "http://issuer", CacheTTL: -time.Second},
 		{IssuerURL: "http://issuer", Timeout: -time.Second},
+		{IssuerURL: "http://issuer", Leeway: -time.Second}, // none is NoLeeway
 		{IssuerURL: "http://issuer", Realm: `a"b`},
 		{IssuerURL: "http://issuer#top"},
 		{IssuerURL: "http://admin@issuer"},
@@ -136,6 +137,9 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		if _, err := client.New(o); !errors.Is(err, client.ErrOptions) {
 			t.Errorf("New(%+v): got %v, want ErrOptions", o, err)
 		}
+	}
+	if _, err := client.New(client.Options{IssuerURL: "https://issuer.example", Mode: client.Local, Leeway: client.NoLeeway}); err != nil {
+		t.Errorf("New with NoLeeway: %v", err)
 	}
 	if _, err := client.New(client.Options{IssuerURL: "https://issuer.example/base/"}); err != nil {
 		t.Errorf("a valid URL: %v", err)

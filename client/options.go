@@ -23,6 +23,10 @@ const (
 	MaxTokenLen = 4096
 )
 
+// NoLeeway, as Options.Leeway, allows no clock skew: the named value of
+// none, since zero is the default (as token.NoLeeway in the issuer).
+const NoLeeway time.Duration = -1
+
 // Mode chooses who verifies a token's signature.
 type Mode int
 
@@ -150,7 +154,7 @@ type Options struct {
 	Audience string
 
 	// Leeway allows for clock skew on exp and iat in Local mode. Zero means
-	// DefaultLeeway; negative means none.
+	// DefaultLeeway; NoLeeway means none; any other negative is an error.
 	Leeway time.Duration
 
 	// Timeout bounds each call to the issuer. Zero means DefaultTimeout.

@@ -95,7 +95,7 @@ var Vars = []Var{
 	{"SNOWTOKEN_TRUSTED_PROXIES", "(none: the TCP peer is the client)", "comma-separated addresses or CIDRs (10.0.0.5, 10.0.0.0/8) of the proxies in front of clients whose X-Forwarded-For names the client's address, for the failed-authentication limit and the audit log; from any other peer it is ignored. List no consumer here: see SNOWTOKEN_DPOP_FORWARDERS"},
 	{"SNOWTOKEN_DPOP_FORWARDERS", "(SNOWTOKEN_TRUSTED_PROXIES)", "comma-separated addresses or CIDRs of the callers whose X-Forwarded-Method, -Proto, -Host and -Uri name the original request a DPoP proof sent to GET /token/validate is checked against: a gateway's auth_request, a Remote-mode consumer; from any other peer they are ignored. Being one does not let a caller name the client's address. none: no one"},
 	{"SNOWTOKEN_DPOP_NONCE", "false", "true: every DPoP proof must carry a nonce this service gave out in a DPoP-Nonce header (RFC 9449 §8), good for 1 to 2 minutes at every replica; a client without one gets use_dpop_nonce and retries"},
-	{"SNOWTOKEN_REVLOG_THRESHOLD", "100ms", "how long after the read that brought the revocation log's last heartbeat a replica still validates from memory (no Redis command); past it, or while it resyncs, every validation reads Redis. A revoke that answered 200 at t is refused by every replica from t plus this. 0s: always read Redis. 50ms to 10s, and at least 4 times SNOWTOKEN_REVLOG_HEARTBEAT"},
+	{"SNOWTOKEN_REVLOG_THRESHOLD", "100ms", "how long after the read that brought the revocation log's last heartbeat a replica still validates from memory (no Redis command); past it, or while it resyncs, every validation reads Redis. A revoke that answered 200 at t is refused by every replica from t plus this. off: no follower, every validation reads Redis (0s, which did, is refused). 50ms to 10s, and at least 4 times SNOWTOKEN_REVLOG_HEARTBEAT"},
 	{"SNOWTOKEN_REVLOG_HEARTBEAT", "25ms", "how often the replica holding the writer key appends a heartbeat to the revocation log's heartbeat stream (every replica tries: one EVALSHA each per period)"},
 	{"SNOWTOKEN_SHUTDOWN_DRAIN", "1s", "on SIGTERM: fail /readyz and close keep-alive connections for this long before refusing new connections (0s: at once)"},
 	{"SNOWTOKEN_LOG_LEVEL", "info", "debug, info, warn or error"},
@@ -138,7 +138,8 @@ type Config struct {
 	TrustedProxies  []string      // addresses and CIDRs whose X-Forwarded-For is believed
 	DPoPForwarders  []string      // addresses and CIDRs whose X-Forwarded-Method, -Proto, -Host, -Uri are believed
 	DPoPNonce       bool          // DPoP proofs must carry a server nonce
-	RevlogThreshold time.Duration // freshness of the revocation log follower (package revlog); 0: off
+	RevlogThreshold time.Duration // freshness of the revocation log follower (package revlog)
+	RevlogOff       bool          // SNOWTOKEN_REVLOG_THRESHOLD=off: no follower, every validation reads Redis
 	RevlogPeriod    time.Duration // the heartbeat period
 
 	// DPoPForwardersDefaulted: SNOWTOKEN_DPOP_FORWARDERS is unset, so the
@@ -287,26 +288,37 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	c.KeyFetchAllowNets = networks(getenv, "SNOWTOKEN_KEY_FETCH_ALLOW_NETS", bad)
 	c.RevlogThreshold, c.RevlogPeriod = revlog.DefaultThreshold, revlog.DefaultPeriod
-	for _, r := range []struct {
-		name string
-		d    *time.Duration
-	}{{"SNOWTOKEN_REVLOG_THRESHOLD", &c.RevlogThreshold}, {"SNOWTOKEN_REVLOG_HEARTBEAT", &c.RevlogPeriod}} {
-		name, d := r.name, r.d
-		if v := getenv(name); v != "" {
-			n, err := time.ParseDuration(v)
-			if err != nil || n < 0 {
-				bad(name, v, errors.New("want a duration such as 100ms"))
-				continue
-			}
-			*d = n
+	switch v := getenv("SNOWTOKEN_REVLOG_THRESHOLD"); {
+	case v == "":
+	case strings.EqualFold(v, "off"):
+		c.RevlogOff = true
+	default:
+		n, err := time.ParseDuration(v)
+		switch {
+		case err != nil || n < 0:
+			bad("SNOWTOKEN_REVLOG_THRESHOLD", v, errors.New("want off, or a duration such as 100ms"))
+		case n == 0:
+			// 0s meant off; refused, so that it does not silently become
+			// the default and turn the follower on.
+			bad("SNOWTOKEN_REVLOG_THRESHOLD", v, errors.New("0s no longer turns the follower off: write SNOWTOKEN_REVLOG_THRESHOLD=off, or leave it unset for the default"))
+		case n < 50*time.Millisecond || n > 10*time.Second:
+			bad("SNOWTOKEN_REVLOG_THRESHOLD", v, errors.New("want off, or 50ms to 10s"))
+		default:
+			c.RevlogThreshold = n
 		}
 	}
-	switch {
-	case c.RevlogThreshold != 0 && (c.RevlogThreshold < 50*time.Millisecond || c.RevlogThreshold > 10*time.Second):
-		bad("SNOWTOKEN_REVLOG_THRESHOLD", c.RevlogThreshold.String(), errors.New("want 0s (off), or 50ms to 10s"))
-	case c.RevlogPeriod < time.Millisecond:
-		bad("SNOWTOKEN_REVLOG_HEARTBEAT", c.RevlogPeriod.String(), errors.New("want 1ms or more"))
-	case c.RevlogThreshold != 0 && c.RevlogThreshold < 4*c.RevlogPeriod:
+	if v := getenv("SNOWTOKEN_REVLOG_HEARTBEAT"); v != "" {
+		n, err := time.ParseDuration(v)
+		switch {
+		case err != nil || n < 0:
+			bad("SNOWTOKEN_REVLOG_HEARTBEAT", v, errors.New("want a duration such as 100ms"))
+		case n < time.Millisecond:
+			bad("SNOWTOKEN_REVLOG_HEARTBEAT", v, errors.New("want 1ms or more"))
+		default:
+			c.RevlogPeriod = n
+		}
+	}
+	if !c.RevlogOff && c.RevlogThreshold < 4*c.RevlogPeriod {
 		bad("SNOWTOKEN_REVLOG_HEARTBEAT", c.RevlogPeriod.String(), fmt.Errorf("want at most a quarter of SNOWTOKEN_REVLOG_THRESHOLD (%v): a heartbeat late by a period must not make replicas stale", c.RevlogThreshold))
 	}
 	c.TokenTTL = durationVar("SNOWTOKEN_TOKEN_TTL", token.DefaultTTL)

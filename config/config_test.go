@@ -204,6 +204,20 @@ func TestLoadValues(t *testing.T) {
 	}
 }
 
+// TestRevlogThresholdOff: off is the named value that turns the follower
+// off, whatever the heartbeat; unset is the default and on.
+func TestRevlogThresholdOff(t *testing.T) {
+	for _, v := range []string{"off", "OFF"} {
+		c := mustLoad(t, map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": v, "SNOWTOKEN_REVLOG_HEARTBEAT": "1s"})
+		if !c.RevlogOff {
+			t.Errorf("SNOWTOKEN_REVLOG_THRESHOLD=%s: RevlogOff = false", v)
+		}
+	}
+	if c := mustLoad(t, nil); c.RevlogOff || c.RevlogThreshold != 100*time.Millisecond {
+		t.Errorf("unset: RevlogOff = %v, RevlogThreshold = %v; want on, 100ms", c.RevlogOff, c.RevlogThreshold)
+	}
+}
+
 func TestLoadRejects(t *testing.T) {
 	for _, tc := range []struct {
 		env  map[string]string
@@ -214,6 +228,10 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "fast"}, "SNOWTOKEN_REVLOG_THRESHOLD"},
 		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "10ms"}, "SNOWTOKEN_REVLOG_THRESHOLD"},
 		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "1m"}, "SNOWTOKEN_REVLOG_THRESHOLD"},
+		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "0s"}, "SNOWTOKEN_REVLOG_THRESHOLD"}, // off is named
+		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "0"}, "SNOWTOKEN_REVLOG_THRESHOLD"},
+		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "-100ms"}, "SNOWTOKEN_REVLOG_THRESHOLD"},
+		{map[string]string{"SNOWTOKEN_REVLOG_THRESHOLD": "none"}, "SNOWTOKEN_REVLOG_THRESHOLD"},
 		{map[string]string{"SNOWTOKEN_REVLOG_HEARTBEAT": "-1ms"}, "SNOWTOKEN_REVLOG_HEARTBEAT"},
 		{map[string]string{"SNOWTOKEN_REVLOG_HEARTBEAT": "0s"}, "SNOWTOKEN_REVLOG_HEARTBEAT"},
 		{map[string]string{"SNOWTOKEN_REVLOG_HEARTBEAT": "30ms"}, "SNOWTOKEN_REVLOG_HEARTBEAT"},

@@ -46,7 +46,10 @@ var DefaultEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // Default thresholds of the clock-rollback tiers.
 const (
 	DefaultMaxRollbackWait = 5 * time.Millisecond
-	DefaultMaxRollbackFail = 5 * time.Second
+	// NoRollbackWait, as Settings.MaxRollbackWait, waits out no rollback:
+	// the named value of none, since zero is the default.
+	NoRollbackWait         time.Duration = -1
+	DefaultMaxRollbackFail               = 5 * time.Second
 )
 
 // Errors returned by New and NextID.
@@ -82,7 +85,8 @@ type Settings struct {
 	StartAfter time.Time
 
 	// MaxRollbackWait is the largest rollback NextID waits out. Zero means
-	// DefaultMaxRollbackWait; negative means never wait.
+	// DefaultMaxRollbackWait; NoRollbackWait means never wait; any other
+	// negative is an error (ErrRollbackPolicy).
 	MaxRollbackWait time.Duration
 
 	// MaxRollbackFail is the largest rollback that fails fast with a
@@ -163,10 +167,12 @@ func New(s Settings) (*SnowFlakeAlg, error) {
 		return nil, err
 	}
 	wait, fail := s.MaxRollbackWait, s.MaxRollbackFail
-	if wait == 0 {
+	switch {
+	case wait < 0 && wait != NoRollbackWait, fail < 0:
+		return nil, fmt.Errorf("%w: wait %v, fail %v: zero means the default, NoRollbackWait no wait; any other negative is an error", ErrRollbackPolicy, wait, fail)
+	case wait == 0:
 		wait = DefaultMaxRollbackWait
-	}
-	if wait < 0 {
+	case wait == NoRollbackWait:
 		wait = 0
 	}
 	if fail == 0 {

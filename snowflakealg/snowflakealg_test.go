@@ -75,6 +75,8 @@ func TestNewRejects(t *testing.T) {
 		{"random start too big", Settings{RandomSequenceStart: 2049}, ErrSequenceStart},
 		{"random start negative", Settings{RandomSequenceStart: -1}, ErrSequenceStart},
 		{"fail below wait", Settings{MaxRollbackWait: time.Second, MaxRollbackFail: time.Millisecond}, ErrRollbackPolicy},
+		{"wait negative, not NoRollbackWait", Settings{MaxRollbackWait: -time.Second}, ErrRollbackPolicy},
+		{"fail negative", Settings{MaxRollbackFail: -time.Second}, ErrRollbackPolicy},
 		{"start after overflows", Settings{StartAfter: t0.AddDate(100, 0, 0)}, ErrTimeOverflow},
 	}
 	for _, tt := range tests {
@@ -273,7 +275,7 @@ func TestClockRollbackTiers(t *testing.T) {
 }
 
 func TestRollbackThresholdsAreConfigurable(t *testing.T) {
-	g, clock := newFake(t, Settings{MaxRollbackWait: -1, MaxRollbackFail: 10 * time.Millisecond})
+	g, clock := newFake(t, Settings{MaxRollbackWait: NoRollbackWait, MaxRollbackFail: 10 * time.Millisecond})
 	mustNext(t, g)
 	clock.Add(-time.Millisecond)
 	if _, err := g.NextID(context.Background()); !errors.Is(err, ErrClockRollback) {

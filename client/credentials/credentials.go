@@ -92,7 +92,7 @@ type Options struct {
 	// DefaultTimeout. A dpop.Transport in it makes the tokens DPoP-bound.
 	HTTPClient *http.Client
 	// Early is how long before its expiry a token is renewed; zero means
-	// DefaultEarly.
+	// DefaultEarly; a negative one is an error.
 	Early time.Duration
 	// Now reads the clock; nil means time.Now.
 	Now func() time.Time
@@ -130,7 +130,10 @@ func New(opts Options) (*Source, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: DefaultTimeout}
 	}
-	if opts.Early == 0 {
+	switch {
+	case opts.Early < 0:
+		return nil, fmt.Errorf("%w: Early %v is negative: zero means DefaultEarly", ErrOptions, opts.Early)
+	case opts.Early == 0:
 		opts.Early = DefaultEarly
 	}
 	if opts.Now == nil {

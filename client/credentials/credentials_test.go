@@ -82,12 +82,13 @@ func TestSourceCachesAndRenews(t *testing.T) {
 
 func TestSourceRefusals(t *testing.T) {
 	for name, opts := range map[string]credentials.Options{
-		"no url":        {ClientID: "a", Secret: "s"},
-		"no client":     {TokenURL: "https://a/token", Secret: "s"},
-		"neither":       {TokenURL: "https://a/token", ClientID: "a"},
-		"both":          {TokenURL: "https://a/token", ClientID: "a", Secret: "s", Assertion: credentials.FileAssertion("x")},
-		"not http":      {TokenURL: "ftp://a/token", ClientID: "a", Secret: "s"},
-		"relative path": {TokenURL: "/token", ClientID: "a", Secret: "s"},
+		"no url":         {ClientID: "a", Secret: "s"},
+		"no client":      {TokenURL: "https://a/token", Secret: "s"},
+		"neither":        {TokenURL: "https://a/token", ClientID: "a"},
+		"both":           {TokenURL: "https://a/token", ClientID: "a", Secret: "s", Assertion: credentials.FileAssertion("x")},
+		"not http":       {TokenURL: "ftp://a/token", ClientID: "a", Secret: "s"},
+		"relative path":  {TokenURL: "/token", ClientID: "a", Secret: "s"},
+		"negative early": {TokenURL: "https://a/token", ClientID: "a", Secret: "s", Early: -time.Second},
 	} {
 		if _, err := credentials.New(opts); !errors.Is(err, credentials.ErrOptions) {
 			t.Errorf("%s: %v, want ErrOptions", name, err)

@@ -19,15 +19,15 @@ import (
 // follower of the revocation log (package revlog), each until the returned
 // stop, and returns the follower, which validation asks before it reads
 // Redis and the feed serves. It returns a nil follower, and starts
-// nothing, when SNOWTOKEN_REVLOG_THRESHOLD is 0s, and in dev mode: the
+// nothing, when SNOWTOKEN_REVLOG_THRESHOLD is off, and in dev mode: the
 // embedded Redis lacks what the follower needs (XINFO STREAM's
 // entries-added), so there every validation reads Redis, as it does on any
 // replica whose follower is stale. The follower's Redis client is its own:
 // it holds a connection in XREAD BLOCK.
 func followRevocations(cfg config.Config, rdb redis.UniversalClient, store *redisstore.Store, reg prometheus.Registerer, log *slog.Logger) (*revlog.Follower, func(), error) {
 	switch {
-	case cfg.RevlogThreshold == 0:
-		log.Warn("SNOWTOKEN_REVLOG_THRESHOLD=0s: no revocation log follower; every validation reads Redis")
+	case cfg.RevlogOff:
+		log.Warn("SNOWTOKEN_REVLOG_THRESHOLD=off: no revocation log follower; every validation reads Redis")
 		return nil, func() {}, nil
 	case !cfg.RedisConfigured():
 		log.Warn("DEV MODE: the embedded Redis cannot carry the revocation log's heartbeats; every validation reads Redis")
@@ -114,7 +114,7 @@ func feedOf(f *revlog.Follower) revfeed.Source {
 //	    log_live, log_revoked     from memory, no Redis command
 //	    redis_unknown             the follower could not tell (stale, a subject with an entry, before the horizon)
 //	    redis_uncached            an opaque token not cached yet
-//	    redis_no_log              no follower (SNOWTOKEN_REVLOG_THRESHOLD=0s, dev mode)
+//	    redis_no_log              no follower (SNOWTOKEN_REVLOG_THRESHOLD=off, dev mode)
 type decisions struct {
 	svc  *token.Service
 	desc *prometheus.Desc

@@ -67,7 +67,8 @@ const (
 // 40 does (ELOOP).
 const maxLinks = 40
 
-// Options configures Files. Zero values mean the documented defaults.
+// Options configures Files. Zero values mean the documented defaults; a
+// negative one is an error of Files.
 type Options struct {
 	// Debounce is how long the names that matter must stay quiet after an
 	// event before the change is reported. Zero means DefaultDebounce.
@@ -88,6 +89,9 @@ type Options struct {
 // received is merged into it. It fails if a directory cannot be watched
 // (such as at the inotify limit, fs.inotify.max_user_watches).
 func Files(ctx context.Context, paths []string, opts Options) (<-chan struct{}, error) {
+	if opts.Debounce < 0 || opts.MaxWait < 0 {
+		return nil, fmt.Errorf("watch: Debounce %v, MaxWait %v: zero means the default, a negative is an error", opts.Debounce, opts.MaxWait)
+	}
 	if opts.Debounce == 0 {
 		opts.Debounce = DefaultDebounce
 	}

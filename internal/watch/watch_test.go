@@ -260,3 +260,13 @@ func symlink(tb testing.TB, target, link string) {
 		tb.Fatal(err)
 	}
 }
+
+// TestFilesNegativeOptions: a negative Debounce or MaxWait is an error,
+// not a default.
+func TestFilesNegativeOptions(t *testing.T) {
+	for _, o := range []Options{{Debounce: -time.Second}, {MaxWait: -1}} {
+		if _, err := Files(t.Context(), []string{t.TempDir()}, o); err == nil {
+			t.Errorf("Files(%+v): no error", o)
+		}
+	}
+}

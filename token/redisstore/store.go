@@ -19,6 +19,9 @@ import (
 // failure of Redis).
 var (
 	errStoreClosed = errors.New("redisstore: session store closed")
+	// ErrOptions is a negative option: NewService returns it, New panics
+	// with it.
+	ErrOptions = errors.New("redisstore: bad options")
 )
 
 // Store is a token.Store.
@@ -75,20 +78,38 @@ type Options struct {
 	ClusterPaths bool
 }
 
+// Check returns ErrOptions, naming the option, if a duration is negative:
+// zero is the default, and no option has a negative meaning.
+func (o Options) Check() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Timeout", o.Timeout}, {"LogRetention", o.LogRetention}, {"Leeway", o.Leeway}} {
+		if d.v < 0 {
+			return fmt.Errorf("%w: %s %v is negative: zero means the default", ErrOptions, d.name, d.v)
+		}
+	}
+	return nil
+}
+
 // New returns a store on rdb. Every command goes through one batcher,
 // which bounds its wait by the timeout: commands of concurrent requests
-// share pipelines; see batcher.
+// share pipelines; see batcher. It panics with ErrOptions if opts.Check
+// fails, as it does for a program's mistake (NewService returns the error).
 func New(rdb redis.UniversalClient, opts Options) *Store {
+	if err := opts.Check(); err != nil {
+		panic(err)
+	}
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultKeyPrefix
 	}
-	if opts.Timeout <= 0 {
+	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	if opts.LogRetention <= 0 {
+	if opts.LogRetention == 0 {
 		opts.LogRetention = token.LogRetention(token.DefaultMaxTTL, token.DefaultLeeway)
 	}
-	if opts.Leeway <= 0 {
+	if opts.Leeway == 0 {
 		opts.Leeway = token.DefaultLeeway
 	}
 	_, cluster := rdb.(*redis.ClusterClient)

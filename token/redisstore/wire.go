@@ -27,10 +27,13 @@ func NewService(rdb redis.UniversalClient, so Options, keys *token.KeySet, ids t
 		leeway = token.DefaultLeeway
 	}
 	leeway = max(leeway, 0)
-	if so.LogRetention <= 0 {
+	if err := so.Check(); err != nil {
+		return nil, nil, err
+	}
+	if so.LogRetention == 0 {
 		so.LogRetention = token.LogRetention(maxTTL, leeway)
 	}
-	if so.Leeway <= 0 {
+	if so.Leeway == 0 {
 		so.Leeway = leeway
 	}
 	store := New(rdb, so)
