@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/client/dpop"
+	"github.com/snowtoken/snowtoken/client/internal/refusal"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
@@ -104,9 +105,9 @@ func authorization(h http.Header) (raw string, isDPoP bool, err error) {
 	raw, isDPoP, err = jwtpolicy.Presented(h)
 	switch {
 	case errors.Is(err, jwtpolicy.ErrAuthorizations):
-		return "", false, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		return "", false, refusal.New(ErrInvalidRequest, "%w", err)
 	case err != nil:
-		return "", false, fmt.Errorf("%w: %w", ErrNoToken, err)
+		return "", false, refusal.New(ErrNoToken, "%w", err)
 	}
 	return raw, isDPoP, nil
 }
@@ -120,7 +121,7 @@ func (v *Validator) present(r *http.Request) (*presentation, error) {
 	}
 	proofs := r.Header.Values("DPoP")
 	if len(proofs) != 1 || proofs[0] == "" {
-		return nil, fmt.Errorf("%w: exactly one DPoP header is required, got %d", ErrInvalidProof, len(proofs))
+		return nil, refusal.New(ErrInvalidProof, "exactly one DPoP header is required, got %d", len(proofs))
 	}
 	path := v.dpop.prefix + r.URL.EscapedPath()
 	uri := path
@@ -177,9 +178,9 @@ func checkBinding(c *Claims, proof *dpop.Proof) error {
 	case errors.Is(err, jwtpolicy.ErrBound):
 		return ErrTokenBound
 	case errors.Is(err, jwtpolicy.ErrProofKey):
-		return fmt.Errorf("%w: %w", ErrInvalidProof, err)
+		return refusal.New(ErrInvalidProof, "%w", err)
 	}
-	return fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	return refusal.New(ErrInvalidToken, "%w", err)
 }
 
 // setForwarded makes req, a call to the issuer about a DPoP request,

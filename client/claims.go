@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"github.com/snowtoken/snowtoken/client/internal/refusal"
 	"slices"
 	"strings"
 	"time"
@@ -41,7 +42,7 @@ func (c *Claims) clone() *Claims {
 func requireScopes(c *Claims, want []string) error {
 	for _, s := range want {
 		if !c.HasScope(s) {
-			return fmt.Errorf("%w: token lacks %q", ErrInsufficientScope, strings.Join(want, " "))
+			return refusal.New(ErrInsufficientScope, "token lacks %q", strings.Join(want, " "))
 		}
 	}
 	return nil

@@ -103,6 +103,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/bitsalloc"
 	"github.com/snowtoken/snowtoken/client/dpop"
+	"github.com/snowtoken/snowtoken/client/internal/refusal"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
@@ -289,7 +290,7 @@ func (v *Validator) validate(ctx context.Context, raw string, requiredScopes []s
 	}
 	if opaque && v.opts.Mode == Local {
 		// Nothing in it to verify: its claims live only in the issuer's Redis.
-		return nil, fmt.Errorf("%w: an opaque token: Local mode cannot verify it, use Remote mode (or a JWT client)", ErrInvalidToken)
+		return nil, refusal.Describe(fmt.Errorf("%w: an opaque token: Local mode cannot verify it, use Remote mode (or a JWT client)", ErrInvalidToken), "an opaque token")
 	}
 	var proof *dpop.Proof
 	if p != nil {
@@ -332,7 +333,7 @@ func (v *Validator) claims(ctx context.Context, raw string, scopes []string, p *
 			v.feed.start()
 			switch v.feed.decide(c) {
 			case revoked:
-				return nil, fmt.Errorf("%w: revoked (revocation feed)", ErrInvalidToken)
+				return nil, refusal.New(ErrInvalidToken, "revoked (revocation feed)")
 			case live:
 				return c, nil
 			}
@@ -390,10 +391,10 @@ const OpaquePrefix = jwtpolicy.OpaquePrefix
 // and its dots is refused here as there.
 func checkSyntax(raw string) (opaque bool, err error) {
 	if len(raw) > MaxTokenLen {
-		return false, fmt.Errorf("%w: longer than %d bytes", ErrInvalidToken, MaxTokenLen)
+		return false, refusal.New(ErrInvalidToken, "longer than %d bytes", MaxTokenLen)
 	}
 	if err := jwtpolicy.CheckSyntax(raw); err != nil {
-		return false, fmt.Errorf("%w: not a JWT: %w", ErrInvalidToken, err)
+		return false, refusal.Describe(fmt.Errorf("%w: not a JWT: %w", ErrInvalidToken, err), "not a JWT")
 	}
 	return strings.HasPrefix(raw, OpaquePrefix), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/internal/refusal"
 	"github.com/snowtoken/snowtoken/client/jwk"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
@@ -44,11 +45,11 @@ func (v *Validator) verifyLocal(ctx context.Context, raw string) (*Claims, error
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	if cl.Subject == "" || cl.ClientID == "" || cl.IssuedAt == nil {
-		return nil, fmt.Errorf("%w: sub, client_id and iat are required", ErrInvalidToken)
+		return nil, refusal.New(ErrInvalidToken, "sub, client_id and iat are required")
 	}
 	id, err := bitsalloc.ParseID(cl.ID)
 	if err != nil {
-		return nil, fmt.Errorf("%w: jti: %w", ErrInvalidToken, err)
+		return nil, refusal.Describe(fmt.Errorf("%w: jti: %w", ErrInvalidToken, err), "jti")
 	}
 	_, worker, _, _ := v.opts.IDLayout.Decompose(id) // fails only for a negative id, which ParseID never returns
 	return &Claims{

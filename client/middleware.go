@@ -11,6 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client/dpop"
+	"github.com/snowtoken/snowtoken/client/internal/refusal"
 )
 
 // Middleware returns a handler that lets a request through to next only with
@@ -165,10 +166,12 @@ func (v *Validator) WriteError(w http.ResponseWriter, r *http.Request, err error
 
 // description is what a caller is told of err: the issuer's own description
 // when the issuer refused the token, what was wrong with a DPoP proof
-// (dpop.Reason), else one phrase naming what is wrong, never the chain of
-// Go errors behind it (the debug log has that). The values behind a
-// mismatch (the token's issuer or audience and this service's) are in the
-// chain only.
+// (dpop.Reason), the phrase of a library's error we know, else the
+// description err carries (refusal.Description: data of the error, never
+// cut from its text), else a fixed text of its kind; never the chain of Go
+// errors behind it (the debug log has that). The values behind a mismatch
+// (the token's issuer or audience and this service's) are in the chain
+// only.
 func description(err error) string {
 	if rej := (*rejection)(nil); errors.As(err, &rej) {
 		return rej.desc
@@ -192,18 +195,27 @@ func description(err error) string {
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return "malformed token"
 	}
-	// Our own errors read "client: <kind>: <phrase>[: <detail>...]": the
-	// phrase alone.
-	msg := err.Error()
-	for _, sentinel := range []error{ErrInvalidToken, ErrInsufficientScope, ErrNoToken, ErrInvalidProof, ErrInvalidRequest} {
-		if rest, ok := strings.CutPrefix(msg, sentinel.Error()+": "); ok {
-			rest, _ = strings.CutPrefix(rest, "dpop: ") // a refusal of package dpop
-			rest, _ = strings.CutPrefix(rest, "jwtpolicy: ")
-			phrase, _, _ := strings.Cut(rest, ": ")
-			return phrase
+	if d, ok := refusal.Description(err); ok {
+		return d
+	}
+	for _, k := range kindTexts {
+		if errors.Is(err, k.kind) {
+			return k.text
 		}
 	}
 	return "the token is not valid"
+}
+
+// kindTexts are the fixed texts of the kinds of refusal, told of an error
+// that carries no description.
+var kindTexts = []struct {
+	kind error
+	text string
+}{
+	{ErrInsufficientScope, "the token lacks a required scope"},
+	{ErrInvalidProof, "the DPoP proof is not valid"},
+	{ErrInvalidRequest, "malformed request"},
+	{ErrNoToken, "send Authorization: Bearer <token>"},
 }
 
 // dpopChallenge is the DPoP challenge (RFC 9449 §7.1), without an error.

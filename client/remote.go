@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/snowtoken/snowtoken/client/internal/refusal"
 	"io"
 	"net/http"
 	"net/url"
@@ -108,7 +109,7 @@ func (v *Validator) claimsFromAnswer(body []byte) (*Claims, error) {
 		return nil, fmt.Errorf("%w: unreadable answer: %w", ErrUnavailable, err)
 	}
 	if !a.Active {
-		return nil, fmt.Errorf("%w: the issuer says the token is not active", ErrInvalidToken)
+		return nil, refusal.New(ErrInvalidToken, "the issuer says the token is not active")
 	}
 	if a.Subject == "" || a.ClientID == "" || a.ExpiresAt <= 0 {
 		return nil, fmt.Errorf("%w: answer lacks sub, client_id or exp", ErrUnavailable)
@@ -135,12 +136,12 @@ func (v *Validator) claimsFromAnswer(body []byte) (*Claims, error) {
 
 // audienceMismatch is the error for a token whose aud lacks want.
 func audienceMismatch(aud []string, want string) error {
-	return fmt.Errorf("%w: audience mismatch: the token is for %.100q, this service is %.100q", ErrInvalidToken, aud, want)
+	return refusal.Describe(fmt.Errorf("%w: audience mismatch: the token is for %.100q, this service is %.100q", ErrInvalidToken, aud, want), "audience mismatch")
 }
 
 // issuerMismatch is the error for a token whose iss is not want.
 func issuerMismatch(iss, want string) error {
-	return fmt.Errorf("%w: issuer mismatch: the token is from %.100q, this service trusts %.100q", ErrInvalidToken, iss, want)
+	return refusal.Describe(fmt.Errorf("%w: issuer mismatch: the token is from %.100q, this service trusts %.100q", ErrInvalidToken, iss, want), "issuer mismatch")
 }
 
 // rejection is the issuer turning a token down, with its OAuth error code,

@@ -34,7 +34,6 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -287,40 +286,7 @@ func Load(getenv func(string) string) (Config, error) {
 		bad("SNOWTOKEN_WORKLOAD_TOKEN_MAX_LIFETIME", c.WorkloadMaxLifetime.String(), fmt.Errorf("want at most %v", clientauth.MaxMaxWorkloadLifetime))
 	}
 	c.KeyFetchAllowNets = networks(getenv, "SNOWTOKEN_KEY_FETCH_ALLOW_NETS", bad)
-	c.RevlogThreshold, c.RevlogPeriod = revlog.DefaultThreshold, revlog.DefaultPeriod
-	switch v := getenv("SNOWTOKEN_REVLOG_THRESHOLD"); {
-	case v == "":
-	case strings.EqualFold(v, "off"):
-		c.RevlogOff = true
-	default:
-		n, err := time.ParseDuration(v)
-		switch {
-		case err != nil || n < 0:
-			bad("SNOWTOKEN_REVLOG_THRESHOLD", v, errors.New("want off, or a duration such as 100ms"))
-		case n == 0:
-			// 0s meant off; refused, so that it does not silently become
-			// the default and turn the follower on.
-			bad("SNOWTOKEN_REVLOG_THRESHOLD", v, errors.New("0s no longer turns the follower off: write SNOWTOKEN_REVLOG_THRESHOLD=off, or leave it unset for the default"))
-		case n < 50*time.Millisecond || n > 10*time.Second:
-			bad("SNOWTOKEN_REVLOG_THRESHOLD", v, errors.New("want off, or 50ms to 10s"))
-		default:
-			c.RevlogThreshold = n
-		}
-	}
-	if v := getenv("SNOWTOKEN_REVLOG_HEARTBEAT"); v != "" {
-		n, err := time.ParseDuration(v)
-		switch {
-		case err != nil || n < 0:
-			bad("SNOWTOKEN_REVLOG_HEARTBEAT", v, errors.New("want a duration such as 100ms"))
-		case n < time.Millisecond:
-			bad("SNOWTOKEN_REVLOG_HEARTBEAT", v, errors.New("want 1ms or more"))
-		default:
-			c.RevlogPeriod = n
-		}
-	}
-	if !c.RevlogOff && c.RevlogThreshold < 4*c.RevlogPeriod {
-		bad("SNOWTOKEN_REVLOG_HEARTBEAT", c.RevlogPeriod.String(), fmt.Errorf("want at most a quarter of SNOWTOKEN_REVLOG_THRESHOLD (%v): a heartbeat late by a period must not make replicas stale", c.RevlogThreshold))
-	}
+	c.RevlogThreshold, c.RevlogPeriod, c.RevlogOff = loadRevlog(getenv, bad)
 	c.TokenTTL = durationVar("SNOWTOKEN_TOKEN_TTL", token.DefaultTTL)
 	c.MaxTokenTTL = durationVar("SNOWTOKEN_MAX_TOKEN_TTL", token.DefaultMaxTTL)
 	c.CacheSize = token.DefaultCacheSize

@@ -49,6 +49,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/snowtoken/snowtoken/client/internal/refusal"
 )
 
 // Algorithms a key may be used with.
@@ -237,32 +239,12 @@ func str(p *string) string {
 	return *p
 }
 
-// refusal is one of the package's errors (kind) with what was wrong
-// (detail): its text is kind's, ": " and the detail; its Description, the
-// detail alone, is what the sender of the key is told.
-type refusal struct {
-	kind   error
-	detail string
-}
-
-func (r *refusal) Error() string { return r.kind.Error() + ": " + r.detail }
-func (r *refusal) Unwrap() error { return r.kind }
-
-// Description is what the sender of the key is told.
-func (r *refusal) Description() string { return r.detail }
-
-// refuse returns a refusal of kind; its detail is format with args.
+// refuse returns an error of kind whose description is format with args.
 func refuse(kind error, format string, args ...any) error {
-	return &refusal{kind: kind, detail: fmt.Sprintf(format, args...)}
+	return refusal.New(kind, format, args...)
 }
 
 // Description returns what err, or the first error of its chain that
-// carries one, tells the sender of a key (a method Description() string),
+// carries one (a method Description() string), tells the sender of a key,
 // and whether one does.
-func Description(err error) (string, bool) {
-	var d interface{ Description() string }
-	if errors.As(err, &d) {
-		return d.Description(), true
-	}
-	return "", false
-}
+func Description(err error) (string, bool) { return refusal.Description(err) }

@@ -3,6 +3,8 @@ package jwtpolicy
 import (
 	"net/http"
 	"strings"
+
+	"github.com/snowtoken/snowtoken/client/internal/refusal"
 )
 
 // Errors of Authorization and Presented.
@@ -13,12 +15,12 @@ var (
 	// more than one method for including an access token"). Taking one of
 	// them would let whatever comes first, a proxy's or the client's,
 	// decide which credential counts.
-	ErrAuthorizations error = &policyError{"more than one Authorization header"}
+	ErrAuthorizations error = refusal.Sentinel("jwtpolicy", "more than one Authorization header")
 	// ErrNoToken is a request that presents no token: no Authorization
 	// header, a scheme other than Bearer and DPoP, or nothing after the
 	// scheme. RFC 6750 §3.1 answers it 401 with a challenge that holds no
 	// error code.
-	ErrNoToken error = &policyError{"no token"}
+	ErrNoToken error = refusal.Sentinel("jwtpolicy", "no token")
 )
 
 // Authorization is the request's one Authorization header value (h's), ""
@@ -48,15 +50,15 @@ func Presented(h http.Header) (raw string, isDPoP bool, err error) {
 	case err != nil:
 		return "", false, err
 	case v == "":
-		return "", false, refuse(ErrNoToken, "send Authorization: Bearer <token>")
+		return "", false, refusal.New(ErrNoToken, "send Authorization: Bearer <token>")
 	}
 	scheme, raw, _ := strings.Cut(v, " ")
 	isDPoP = strings.EqualFold(scheme, "DPoP")
 	if !isDPoP && !strings.EqualFold(scheme, "Bearer") {
-		return "", false, refuse(ErrNoToken, "Authorization must use the Bearer or the DPoP scheme")
+		return "", false, refusal.New(ErrNoToken, "Authorization must use the Bearer or the DPoP scheme")
 	}
 	if raw = strings.TrimSpace(raw); raw == "" {
-		return "", false, refuse(ErrNoToken, "empty token")
+		return "", false, refusal.New(ErrNoToken, "empty token")
 	}
 	return raw, isDPoP, nil
 }

@@ -1,5 +1,7 @@
 package jwtpolicy
 
+import "github.com/snowtoken/snowtoken/client/internal/refusal"
+
 // Token types (RFC 6750 §4, RFC 9449 §5): a token's token_type, and the
 // Authorization scheme that presents it.
 const (
@@ -19,7 +21,7 @@ func TokenType(jkt string) string {
 // Errors of CheckBinding.
 var (
 	// ErrBound is a DPoP-bound token presented as Bearer (RFC 9449 §7.2).
-	ErrBound error = &policyError{"the token is DPoP-bound (send it with the DPoP scheme and a DPoP proof)"}
+	ErrBound error = refusal.Sentinel("jwtpolicy", "the token is DPoP-bound (send it with the DPoP scheme and a DPoP proof)")
 	// ErrNotBound is a token bound to no key presented as DPoP: the scheme
 	// claims a binding the token does not have. A resource could accept
 	// it (its proof checks out), but the issuer names DPoP only the
@@ -27,11 +29,11 @@ var (
 	// scheme's name, and accepting would hide a token that lost its
 	// binding on the way (a tampered or misissued one) behind a valid
 	// proof.
-	ErrNotBound error = &policyError{"the token is not DPoP-bound (send it as Bearer)"}
+	ErrNotBound error = refusal.Sentinel("jwtpolicy", "the token is not DPoP-bound (send it as Bearer)")
 	// ErrProofKey is a proof signed by another key than the one the token
 	// is bound to: a refused proof (RFC 9449 §4.3, check 12), which both
 	// the issuer and the client module answer invalid_dpop_proof.
-	ErrProofKey error = &policyError{"the DPoP proof is not signed by the key the token is bound to (cnf.jkt)"}
+	ErrProofKey error = refusal.Sentinel("jwtpolicy", "the DPoP proof is not signed by the key the token is bound to (cnf.jkt)")
 )
 
 // CheckBinding is the DPoP binding rule (RFC 9449 §7.1, §7.2), the

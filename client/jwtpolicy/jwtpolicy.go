@@ -16,13 +16,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/snowtoken/snowtoken/client/internal/refusal"
 )
 
 // Type is the JWT typ of an access token (RFC 9068).
 const Type = "at+jwt"
 
 // ErrType is returned by CheckType for any other typ.
-var ErrType error = &policyError{"wrong token type"}
+var ErrType error = refusal.Sentinel("jwtpolicy", "wrong token type")
 
 // ParserOptions accepts only EdDSA, requires exp, checks iss, iat and exp with
 // leeway at now, and aud when audience is set.
@@ -46,7 +48,7 @@ func ParserOptions(issuer, audience string, leeway time.Duration, now func() tim
 func CheckType(t *jwt.Token) error {
 	typ, _ := t.Header["typ"].(string)
 	if !strings.EqualFold(typ, Type) && !strings.EqualFold(typ, "application/"+Type) {
-		return refuse(ErrType, "typ %.32q, want %s", typ, Type)
+		return refusal.New(ErrType, "typ %.32q, want %s", typ, Type)
 	}
 	return nil
 }
