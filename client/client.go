@@ -186,9 +186,6 @@ func New(opts Options) (*Validator, error) {
 	if opts.CacheSize == 0 {
 		opts.CacheSize = DefaultCacheSize
 	}
-	if opts.JWKSMaxAge == 0 {
-		opts.JWKSMaxAge = DefaultJWKSMaxAge
-	}
 	if opts.JWKSMinInterval == 0 {
 		opts.JWKSMinInterval = DefaultJWKSMinInterval
 	}

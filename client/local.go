@@ -68,8 +68,8 @@ const maxJWKSBytes = 1 << 20
 
 // keyCache holds the issuer's public keys, read by package jwk's rules for
 // EdDSA and cached by a jwk.Cache: fetched when it has none, when asked for
-// an unknown kid and when older than JWKSMaxAge (or the max-age of the
-// issuer's answer, if shorter), but at most once per JWKSMinInterval;
+// an unknown kid and when older than JWKSMaxAge (by default the max-age of
+// the issuer's answer), but at most once per JWKSMinInterval;
 // concurrent callers share a fetch. A set once fetched serves as long as
 // fetching it again fails (jwk.Forever): the issuer being away does not
 // stop Local mode.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/jwk"
 )
 
 // Defaults of Options.
@@ -13,7 +14,7 @@ const (
 	DefaultTimeout         = 2 * time.Second
 	DefaultLeeway          = 5 * time.Second
 	DefaultCacheSize       = 10_000
-	DefaultJWKSMaxAge      = 5 * time.Minute
+	DefaultJWKSMaxAge      = jwk.DefaultTTL // 5 min
 	DefaultJWKSMinInterval = 10 * time.Second
 	DefaultRealm           = "snowtoken"
 	DefaultFeedThreshold   = 150 * time.Millisecond
@@ -171,8 +172,10 @@ type Options struct {
 	CacheSize int
 
 	// JWKSMaxAge is how old the keys of Local mode may grow before they are
-	// fetched again. Zero means DefaultJWKSMaxAge. When a fetch fails the keys
-	// already known stay in use.
+	// fetched again. Zero means the max-age of the issuer's answer
+	// (Cache-Control; the issuer says 5 min), at least JWKSMinInterval and
+	// at most DefaultJWKSMaxAge, or DefaultJWKSMaxAge if it says none. When
+	// a fetch fails the keys already known stay in use.
 	JWKSMaxAge time.Duration
 
 	// JWKSMinInterval is the least time between two JWKS fetches, so a flood

@@ -14,9 +14,11 @@ type CacheOptions struct {
 	// Timeout bounds one fetch, whole (with discovery, both its requests).
 	// Zero means 5 s.
 	Timeout time.Duration
-	// TTL is how long a fetched set is used before it is fetched again, or
-	// less if its answer's Cache-Control max-age says so (never less than
-	// MinRefresh). Zero means 5 min.
+	// TTL is how long a fetched set is used before it is fetched again,
+	// whatever its answer says. Zero means the max-age of the answer's
+	// Cache-Control (MaxAge), at least MinRefresh and at most DefaultTTL,
+	// or DefaultTTL if it gives none: the key server says how long its
+	// keys keep.
 	TTL time.Duration
 	// MinRefresh is the least time between two fetches of one source,
 	// whatever asks for them (a signature with an unknown kid, a failed
@@ -68,6 +70,7 @@ type FetchFunc[S comparable] func(ctx context.Context, src S) (*Set, time.Durati
 // have none or ask for a refresh.
 type Cache[S comparable] struct {
 	opts  CacheOptions
+	fixed bool // opts.TTL was set: answers' max-age is not read
 	fetch FetchFunc[S]
 	mu    sync.Mutex
 	sets  map[S]*entry
@@ -86,11 +89,15 @@ type entry struct {
 
 // NewCache returns an empty Cache that fetches with fetch.
 func NewCache[S comparable](opts CacheOptions, fetch FetchFunc[S]) (*Cache[S], error) {
+	fixed := false
 	for _, d := range []struct {
 		name string
 		v    *time.Duration
 		def  time.Duration
 	}{{"Timeout", &opts.Timeout, DefaultTimeout}, {"TTL", &opts.TTL, DefaultTTL}, {"MinRefresh", &opts.MinRefresh, DefaultMinRefresh}, {"MaxStale", &opts.MaxStale, DefaultMaxStale}} {
+		if d.name == "TTL" && *d.v > 0 {
+			fixed = true
+		}
 		switch {
 		case *d.v < 0:
 			return nil, fmt.Errorf("%w: %s %v is negative: zero means %v", ErrOptions, d.name, *d.v, d.def)
@@ -101,7 +108,7 @@ func NewCache[S comparable](opts CacheOptions, fetch FetchFunc[S]) (*Cache[S], e
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Cache[S]{opts: opts, fetch: fetch, sets: make(map[S]*entry)}, nil
+	return &Cache[S]{opts: opts, fixed: fixed, fetch: fetch, sets: make(map[S]*entry)}, nil
 }
 
 // Keys returns src's key set: the cached one while fresh, or while stale
@@ -213,11 +220,12 @@ func (c *Cache[S]) fetchOne(ctx context.Context, src S) (*Set, time.Duration, er
 	return c.fetch(ctx, src)
 }
 
-// ttl is how long a set whose answer gave maxAge stays fresh: TTL, or
-// maxAge if shorter, but at least MinRefresh.
+// ttl is how long a set whose answer gave maxAge stays fresh: TTL if it
+// was set; else maxAge, at least MinRefresh and at most DefaultTTL, or
+// DefaultTTL if the answer gave none.
 func (c *Cache[S]) ttl(maxAge time.Duration) time.Duration {
-	if maxAge <= 0 || maxAge >= c.opts.TTL {
+	if c.fixed || maxAge <= 0 {
 		return c.opts.TTL
 	}
-	return max(maxAge, c.opts.MinRefresh)
+	return min(max(maxAge, c.opts.MinRefresh), DefaultTTL)
 }

@@ -108,24 +108,28 @@ func TestCache(t *testing.T) {
 	step("Forget: the next use fetches", keys, "ed", nil, 6)
 }
 
-// TestCacheMaxAge: an answer's max-age shortens the TTL, never below
-// MinRefresh nor above TTL; Forever keeps a set while fetches fail.
+// TestCacheMaxAge: with no TTL set, an answer's max-age is the TTL,
+// never below MinRefresh nor above DefaultTTL; a TTL set is used whatever
+// the answer says. Forever keeps a set while fetches fail.
 func TestCacheMaxAge(t *testing.T) {
 	k := newKeys(t)
 	for _, tc := range []struct {
 		name        string
-		maxAge      time.Duration
+		ttl, maxAge time.Duration
 		fresh, past time.Duration // still fresh after fresh; fetched again after past
 	}{
-		{"none: TTL", 0, 59 * time.Second, time.Minute},
-		{"shorter", 30 * time.Second, 29 * time.Second, 30 * time.Second},
-		{"below MinRefresh", time.Second, 9 * time.Second, 10 * time.Second},
-		{"longer: TTL", time.Hour, 59 * time.Second, time.Minute},
+		{"none: DefaultTTL", 0, 0, jwk.DefaultTTL - time.Second, jwk.DefaultTTL},
+		{"max-age", 0, 30 * time.Second, 29 * time.Second, 30 * time.Second},
+		{"below MinRefresh", 0, time.Second, 9 * time.Second, 10 * time.Second},
+		{"no-cache", 0, time.Nanosecond, 9 * time.Second, 10 * time.Second},
+		{"above DefaultTTL", 0, time.Hour, jwk.DefaultTTL - time.Second, jwk.DefaultTTL},
+		{"TTL set, max-age shorter", time.Hour, 30 * time.Second, time.Hour - time.Second, time.Hour},
+		{"TTL set, max-age longer", time.Minute, time.Hour, 59 * time.Second, time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := &source{doc: `{"keys":[` + k.ed + `]}`, maxAge: tc.maxAge}
 			clk := newClock()
-			c, _ := jwk.NewCache(jwk.CacheOptions{TTL: time.Minute, MinRefresh: 10 * time.Second, MaxStale: jwk.Forever, Now: clk.now}, src.fetch)
+			c, _ := jwk.NewCache(jwk.CacheOptions{TTL: tc.ttl, MinRefresh: 10 * time.Second, MaxStale: jwk.Forever, Now: clk.now}, src.fetch)
 			start := clk.t
 			_, _ = c.Keys(t.Context(), "u")
 			clk.t = start.Add(tc.fresh)

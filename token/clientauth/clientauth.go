@@ -27,7 +27,8 @@
 // (address.go): a URL the operator wrote, or one a discovery document names.
 // A set's life, per Source (URL, issuer, CA file, token file):
 //
-//	first use ──fetch──▶ fresh for TTL (5 min) ──▶ the next use fetches again
+//	first use ──fetch──▶ fresh for TTL (the answer's max-age, 10 s to 5 min; 5 min
+//	                     if it gives none) ──▶ the next use fetches again
 //	   fetch fails: the old set serves until TTL + MaxStale (1 h) after it was fetched,
 //	                then assertions are refused (ErrFetch) until a fetch succeeds
 //	   unknown kid: fetch again now, unless a fetch began less than MinRefresh (10 s) ago

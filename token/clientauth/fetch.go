@@ -28,9 +28,10 @@ type FetchOptions struct {
 	Timeout time.Duration
 	// MaxBytes bounds an answer's body. Zero means 256 KiB.
 	MaxBytes int64
-	// TTL is how long a fetched set is used before it is fetched again, or
-	// less if the answer's Cache-Control max-age says so (never less than
-	// MinRefresh). Zero means 5 min.
+	// TTL is how long a fetched set is used before it is fetched again.
+	// Zero means the max-age of the key server's answer (Cache-Control), at
+	// least MinRefresh and at most 5 min, or 5 min if it gives none
+	// (jwk.CacheOptions.TTL).
 	TTL time.Duration
 	// MinRefresh is the least time between two fetches of one source,
 	// whatever asks for them (an assertion with an unknown kid, a failed
