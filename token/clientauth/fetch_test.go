@@ -320,3 +320,16 @@ func TestFetcherServesWhileFetching(t *testing.T) {
 		t.Errorf("%d fetches, want 2", got)
 	}
 }
+
+// TestFetchOptionsNegative: zero is each option's default, a negative one
+// an error of NewFetcher and New.
+func TestFetchOptionsNegative(t *testing.T) {
+	for _, o := range []clientauth.FetchOptions{{Timeout: -1}, {MaxBytes: -1}, {TTL: -time.Second}, {MinRefresh: -1}, {MaxStale: -1}} {
+		if _, err := clientauth.NewFetcher(o); err == nil {
+			t.Errorf("NewFetcher(%+v): no error", o)
+		}
+	}
+	if _, err := clientauth.NewFetcher(clientauth.FetchOptions{}); err != nil {
+		t.Errorf("NewFetcher(zero): %v", err)
+	}
+}
