@@ -9,7 +9,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/snowtoken/snowtoken/client/dpop"
-	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -168,52 +167,30 @@ func parsePrefixes(name string, list []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// checkBinding checks a validated token against how it was presented
-// (scheme DPoP or Bearer, raw) and the request's proof, by
-// jwtpolicy.CheckBinding, the client module's rule too: a DPoP-bound token
-// (cnf.jkt) counts only as DPoP, with a proof of the request by its key
-// (RFC 9449 §7.1); a bearer token only as Bearer. The presentation is
-// checked before the proof, which is checked and recorded only for a
-// bound token presented as DPoP.
-func (s *Server) checkBinding(c *gin.Context, raw string, asDPoP bool, v *token.Verified) error {
-	jkt := v.Claims.Confirmation.JKT
-	if jkt == "" || !asDPoP {
-		return bindingError(jwtpolicy.CheckBinding(jkt, asDPoP, ""))
-	}
+// proofKey checks the DPoP proof of a request that presents raw, a
+// DPoP-bound token, with the DPoP scheme, and returns the RFC 7638
+// thumbprint of its key, for token.Service.Verdict to bind the token to
+// (token.Request.Proof): the proof must be of the request it came with,
+// or of the original request a DPoP forwarder names (resourceRequest),
+// and is recorded against replay. No DPoP header is an empty thumbprint,
+// which the verdict refuses.
+func (s *Server) proofKey(c *gin.Context, raw string) (string, error) {
 	proof, ok, err := proofHeader(c)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return refusal.New(ErrDPoPProof, "no DPoP header: a DPoP-bound token counts only with a DPoP proof of the request")
+	if err != nil || !ok {
+		return "", err
 	}
 	method, url, err := s.resourceRequest(c)
 	if err != nil {
-		return err
+		return "", err
 	}
 	p, err := s.checkProof(c, proof, method, url, raw)
 	if _, forwarded := c.Request.Header[dpop.HeaderForwardedMethod]; (errors.Is(err, dpop.ErrURL) || errors.Is(err, dpop.ErrMethod)) && forwarded && !s.fromForwarder(c) {
-		return refusal.Describe(err, description(err)+"; the X-Forwarded-* headers were ignored: the caller is not in SNOWTOKEN_DPOP_FORWARDERS")
+		return "", refusal.Describe(err, description(err)+"; the X-Forwarded-* headers were ignored: the caller is not in SNOWTOKEN_DPOP_FORWARDERS")
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
-	return bindingError(jwtpolicy.CheckBinding(jkt, asDPoP, p.Thumbprint))
-}
-
-// bindingError is how the issuer answers a refusal of
-// jwtpolicy.CheckBinding: a bound token as Bearer is ErrDPoPBound, a proof
-// of another key ErrDPoPProof, an unbound token as DPoP an invalid token.
-func bindingError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, jwtpolicy.ErrBound):
-		return fmt.Errorf("%w: %w", ErrDPoPBound, err)
-	case errors.Is(err, jwtpolicy.ErrProofKey):
-		return fmt.Errorf("%w: %w", ErrDPoPProof, err)
-	}
-	return fmt.Errorf("%w: %w", token.ErrInvalidToken, err)
+	return p.Thumbprint, nil
 }
 
 // dpopChallenge is the WWW-Authenticate of a DPoP refusal at a resource

@@ -27,10 +27,12 @@ var (
 	// ErrDPoPProof: a DPoP proof missing where one is needed, repeated, or
 	// refused by its checks (package client/dpop); ErrDPoPNonce: a proof
 	// without the current server nonce (RFC 9449 §8); ErrDPoPBound: a
-	// DPoP-bound token presented as a bearer token.
-	ErrDPoPProof = errors.New("handlers: invalid DPoP proof")
+	// DPoP-bound token presented as a bearer token. ErrDPoPProof and
+	// ErrDPoPBound are token's: the verdict (token.Service.Verdict)
+	// refuses a binding with them, as a proof's checks here do.
+	ErrDPoPProof = token.ErrDPoPProof
 	ErrDPoPNonce = errors.New("handlers: DPoP proof without the current nonce")
-	ErrDPoPBound = errors.New("handlers: DPoP-bound token presented as Bearer")
+	ErrDPoPBound = token.ErrDPoPBound
 )
 
 // oauthError is the body of every error: RFC 6749 §5.2 and RFC 6750 §3.

@@ -21,7 +21,7 @@
 //	handlers.go    Options, Server, New, Swap
 //	routes.go      the route table and the middleware every route runs through
 //	issue.go       POST /token
-//	validate.go    GET /token/validate, and the token checks introspection shares
+//	validate.go    GET /token/validate: the verdict (token.Service.Verdict) to HTTP
 //	introspect.go  POST /token/introspect
 //	revoke.go      POST /token/revoke, DELETE .../tokens (admin)
 //	revfeed.go     /revocations... (the feed itself is package revfeed)

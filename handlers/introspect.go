@@ -17,17 +17,20 @@ func (s *Server) introspect(c *gin.Context) {
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	v, err := s.validateToken(c.Request.Context(), raw)
+	// Examined, not presented: the answer tells the binding (token_type),
+	// which the introspecting client does not hold.
+	v, err := s.svc.Verdict(c.Request.Context(), s.clients, token.Request{Token: raw, Scheme: token.Examined})
 	switch {
 	case errors.Is(err, token.ErrUnavailable):
 		s.fail(c, err) // fail closed, and say so: not "inactive"
-	case err != nil, !client.MayIntrospectToken(v.Claims.ClientID):
+	case err != nil, !client.MayIntrospectToken(v.ClientID()):
 		// Another client's token is as inactive as a bad one: the answer
 		// does not tell it exists (RFC 7662 §4).
 		c.JSON(http.StatusOK, gin.H{"active": false})
 	default:
-		resp := newClaimsResponse(v)
-		resp.TokenType = jwtpolicy.TokenType(v.Claims.Confirmation.JKT) // RFC 9449 §6.2
+		var resp claimsResponse
+		resp.set(v)
+		resp.TokenType = jwtpolicy.TokenType(v.JKT()) // RFC 9449 §6.2
 		writeJSON(c, http.StatusOK, &resp)
 	}
 }

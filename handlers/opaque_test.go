@@ -232,7 +232,7 @@ func TestOpaqueSubjectAndClientRevocation(t *testing.T) {
 	}
 }
 
-// TestOpaqueClientDisabled: CheckClient applies to opaque tokens: a
+// TestOpaqueClientDisabled: the verdict's client check applies to opaque tokens: a
 // disabled or removed client's tokens end at once.
 func TestOpaqueClientDisabled(t *testing.T) {
 	t.Parallel()

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -60,6 +59,8 @@ type claimsResponse struct {
 	TokenType string          `json:"token_type,omitempty"`
 	// Confirmation is a DPoP-bound token's cnf (RFC 9449 §6.2).
 	Confirmation *confirmation `json:"cnf,omitempty"`
+
+	aud [token.MaxAudiences]string // Audience's array (set)
 }
 
 // confirmation is a cnf claim: the RFC 7638 thumbprint of the DPoP key.
@@ -67,18 +68,22 @@ type confirmation struct {
 	JKT string `json:"jkt"`
 }
 
-func newClaimsResponse(v *token.Verified) claimsResponse {
-	cl := v.Claims
-	r := claimsResponse{
-		Active: true, Subject: cl.Subject, ClientID: cl.ClientID, Scope: cl.Scope,
-		Issuer: cl.Issuer, Audience: cl.Audience,
-		IssuedAt: cl.IssuedAt.Unix(), ExpiresAt: cl.ExpiresAt.Unix(),
-		JTI: v.ID, WorkerID: v.Parts.Worker,
+// set makes r the body of v's answer. Its audience is a copy (the
+// Verified is shared and stays as it is), in r's own array.
+func (r *claimsResponse) set(v *token.Verified) {
+	*r = claimsResponse{
+		Active: true, Subject: v.Subject(), ClientID: v.ClientID(), Scope: v.Scope(),
+		Issuer:   v.Issuer(),
+		IssuedAt: v.IssuedAt().Unix(), ExpiresAt: v.ExpiresAt().Unix(),
+		JTI: v.ID(), WorkerID: v.Parts().Worker,
 	}
-	if jkt := cl.Confirmation.JKT; jkt != "" {
+	r.Audience = v.AppendAudience(r.aud[:0])
+	if len(r.Audience) == 0 {
+		r.Audience = nil
+	}
+	if jkt := v.JKT(); jkt != "" {
 		r.Confirmation = &confirmation{JKT: jkt}
 	}
-	return r
 }
 
 func (s *Server) validate(c *gin.Context) {
@@ -89,11 +94,12 @@ func (s *Server) validate(c *gin.Context) {
 		return
 	}
 	s.metrics.validation(nil)
-	resp := newClaimsResponse(v)
+	var resp claimsResponse
+	resp.set(v)
 	// The identity headers for gateways, set in the map directly: their keys
 	// are canonical already, and one backing array serves the five values.
 	// Set last, just before the 200 is written: fail removes them as well.
-	vals := [...]string{"no-store", v.Claims.Subject, v.Claims.ClientID, v.Claims.Scope, v.Claims.ID}
+	vals := [...]string{"no-store", v.Subject(), v.ClientID(), v.Scope(), v.JTI()}
 	h := c.Writer.Header()
 	h["Cache-Control"] = vals[0:1:1]
 	h[hdrSubject] = vals[1:2:2]
@@ -103,12 +109,13 @@ func (s *Server) validate(c *gin.Context) {
 	writeJSON(c, http.StatusOK, &resp)
 }
 
-// checkBearer validates the request's token, then its binding to a DPoP
-// key (checkBinding), then the audience
-// ?audience= requires and the scopes ?scope= requires: the query is parsed
-// (query: its syntax, bounded by MaxQueryLen) before the token is looked
-// at, what the caller asks for in it only once its token passes. A token
-// for another audience is invalid here (401), whatever its scopes.
+// checkBearer asks the verdict (token.Service.Verdict) of the request's
+// token as presented (bearer: Bearer, or DPoP with the request's proof,
+// proofKey), for the audience ?audience= requires and the scopes ?scope=
+// requires: the query is parsed (query: its syntax, bounded by
+// MaxQueryLen) before the token is looked at, what the caller asks for in
+// it only once its token passes. A token for another audience is invalid
+// here (401), whatever its scopes.
 func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	q, err := query(c)
 	if err != nil {
@@ -118,29 +125,27 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.validateToken(c.Request.Context(), raw)
+	req := token.Request{Token: raw, Scheme: token.Bearer}
+	if asDPoP {
+		req.Scheme = token.DPoP
+		req.Proof = func() (string, error) { return s.proofKey(c, raw) }
+	}
+	if q != nil { // most calls have no query
+		req.Audience, req.Scope = q["audience"], requiredScope(q)
+	}
+	v, err := s.svc.Verdict(c.Request.Context(), s.clients, req)
 	if err != nil {
-		return nil, err
+		s.logMismatch(err)
 	}
-	if err := s.checkBinding(c, raw, asDPoP, v); err != nil {
-		return nil, err
+	return v, err
+}
+
+// logMismatch logs at debug what a token refused for its audience holds
+// instead: the client is told only what was required.
+func (s *Server) logMismatch(err error) {
+	if am := (*token.AudienceMismatch)(nil); errors.As(err, &am) {
+		s.log.Debug("audience mismatch", "want", am.Want, "aud", am.Aud, "client_id", am.ClientID, "jti", am.JTI)
 	}
-	if q == nil { // most calls have no query
-		return v, nil
-	}
-	if err := s.checkAudience(q, v); err != nil {
-		return nil, err
-	}
-	want, err := token.ParseScope(requiredScope(q))
-	if err != nil {
-		// %v, not %w: a bad ?scope= is the caller's invalid_request (RFC 6750
-		// §3.1), not the token endpoint's invalid_scope that fail checks first.
-		return nil, refusal.Describe(fmt.Errorf("%w: %v", token.ErrInvalidRequest, err), "scope: "+description(err))
-	}
-	if !v.HasScopes(want) {
-		return nil, refusal.New(token.ErrInsufficientScope, "the token lacks %.64q", strings.Join(v.MissingScopes(want), " "))
-	}
-	return v, nil
 }
 
 // requiredScope is what ?scope= asks for: every scope of every value, when
@@ -156,44 +161,4 @@ func requiredScope(q url.Values) string {
 		return vs[0]
 	}
 	return ""
-}
-
-// checkAudience checks the token against ?audience=, if given (q): one
-// audience, which the token's aud must hold; given twice it is refused, as a
-// token is checked for one. What the token holds instead goes to the debug
-// log only.
-func (s *Server) checkAudience(q url.Values, v *token.Verified) error {
-	want, ok := q["audience"]
-	switch {
-	case !ok:
-		return nil
-	case len(want) > 1:
-		return refusal.New(token.ErrInvalidRequest, "audience given %d times; a token is checked for one", len(want))
-	}
-	if err := token.CheckAudience(want[0]); err != nil {
-		// %v, not %w: a bad ?audience= is the caller's invalid_request
-		// (RFC 6750 §3.1), not the token endpoint's invalid_target.
-		return refusal.New(token.ErrInvalidRequest, "%v", err)
-	}
-	if !v.ForAudience(want[0]) {
-		s.log.Debug("audience mismatch", "want", want[0], "aud", v.Claims.Audience, "client_id", v.Claims.ClientID, "jti", v.Claims.ID)
-		return refusal.New(token.ErrInvalidToken, "audience mismatch: the token is not for %q", want[0])
-	}
-	return nil
-}
-
-// validateToken is Service.Validate for a token its client could still get:
-// a client removed from the clients file or disabled, or one whose
-// audiences no longer hold the token's, has its tokens end at once, at the
-// cost of a map lookup (Service.CheckClient).
-func (s *Server) validateToken(ctx context.Context, raw string) (*token.Verified, error) {
-	v, err := s.svc.Validate(ctx, raw)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.svc.CheckClient(s.clients, v); err != nil {
-		s.log.Debug("token refused for its client", "client_id", v.Claims.ClientID, "aud", v.Claims.Audience, "jti", v.Claims.ID, "err", err)
-		return nil, err
-	}
-	return v, nil
 }

@@ -403,7 +403,7 @@ func TestValidateAttacks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := other.Validate(t.Context(), tok.AccessToken); err != nil {
+		if _, err := other.Verdict(t.Context(), e.Clients, token.Request{Token: tok.AccessToken}); err != nil {
 			t.Fatalf("the other service rejects its own token: %v", err)
 		}
 		wantInvalid(t, e.validate(t, tok.AccessToken))

@@ -124,7 +124,7 @@ func (s *Service) audiences(c *Client, req IssueRequest) ([]string, error) {
 	return want, nil
 }
 
-// CheckClient checks that v may still be used as its client stands in cs
+// checkClient checks that v may still be used as its client stands in cs
 // today: the client is there and not disabled, and the
 // token's aud is one the client could get now, every value one it may ask
 // for and none only if it has none to ask for. So disabling or removing a
@@ -132,25 +132,32 @@ func (s *Service) audiences(c *Client, req IssueRequest) ([]string, error) {
 // client that lists none), ends its tokens at once. The error wraps
 // ErrInvalidToken. It costs a map lookup and a scan of the client's
 // audiences, and allocates only to refuse.
-func (s *Service) CheckClient(cs *Clients, v *Verified) error {
-	c, ok := cs.byID[v.Claims.ClientID]
+func (s *Service) checkClient(cs *Clients, v *Verified) error {
+	c, ok := cs.byID[v.claims.ClientID]
 	if !ok || c.Disabled {
-		return refusal.New(ErrInvalidToken, "its client was removed or disabled")
+		return v.refusedForClient("its client was removed or disabled")
 	}
-	allowed, aud := s.allowedAudiences(c), v.Claims.Audience
+	allowed, aud := s.allowedAudiences(c), v.claims.Audience
 	if len(aud) == 0 && len(allowed) > 0 {
-		return refusal.New(ErrInvalidToken, "it has no audience, and its client's tokens now have one")
+		return v.refusedForClient("it has no audience, and its client's tokens now have one")
 	}
 	for _, a := range aud {
 		if !slices.Contains(allowed, a) {
-			return refusal.New(ErrInvalidToken, "its audience is no longer allowed for its client")
+			return v.refusedForClient("its audience is no longer allowed for its client")
 		}
 	}
 	return nil
 }
 
+// refusedForClient is checkClient's refusal of v: why, the client's to
+// read, and in its text (the log's) the token's client, aud and jti.
+func (v *Verified) refusedForClient(why string) error {
+	return refusal.Describe(fmt.Errorf("%w: %s (client_id %q, aud %q, jti %s)",
+		ErrInvalidToken, why, v.claims.ClientID, v.claims.Audience, v.claims.ID), why)
+}
+
 // Narrowed returns, sorted, the clients enabled in both cs and next whose
-// tokens CheckClient starts to refuse some of after a reload from cs to
+// tokens checkClient starts to refuse some of after a reload from cs to
 // next: their allowed audiences lose one, or become some where they were
 // none (a token without aud is then refused). With Clients.Dropped, these
 // are the clients whose tokens a reload ends.
@@ -169,6 +176,3 @@ func (s *Service) Narrowed(cs, next *Clients) []string {
 	slices.Sort(out)
 	return out
 }
-
-// ForAudience reports whether the token's aud holds a.
-func (v *Verified) ForAudience(a string) bool { return slices.Contains(v.Claims.Audience, a) }

@@ -103,7 +103,7 @@ func TestIssueAudiences(t *testing.T) {
 				t.Fatalf("Issue: %v", err)
 			}
 			v := mustValidate(t, svc, iss.AccessToken)
-			if got := []string(v.Claims.Audience); !slices.Equal(got, tc.want) {
+			if got := []string(v.Claims().Audience); !slices.Equal(got, tc.want) {
 				t.Errorf("aud = %q, want %q", got, tc.want)
 			}
 		})
@@ -196,7 +196,7 @@ func TestCheckClientAudiences(t *testing.T) {
 		"default aud":  {testDefaultAud}, // not on multi's list
 		"aud of 'svc'": {testDefaultAud, ordersAud},
 	} {
-		claims := orders.Claims
+		claims := orders.Claims()
 		claims.Audience = aud
 		v := mustValidate(t, e.svc, signed(t, signer, hdr, claims))
 		if err := e.svc.CheckClient(cs, v); !errors.Is(err, ErrInvalidToken) {
@@ -232,7 +232,7 @@ func TestAudienceAcrossAPIs(t *testing.T) {
 	}
 	v := mustValidate(t, e.svc, iss.AccessToken)
 	if !v.ForAudience(billingAud) || v.ForAudience(ordersAud) || v.ForAudience("") {
-		t.Errorf("ForAudience: aud %q", v.Claims.Audience)
+		t.Errorf("ForAudience: aud %q", v.Claims().Audience)
 	}
 	local := func(api string) error {
 		p := jwt.NewParser(jwtpolicy.ParserOptions(testIssuer, api, DefaultLeeway, e.clock.Now)...)

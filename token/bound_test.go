@@ -21,13 +21,13 @@ func TestIssueBound(t *testing.T) {
 			t.Errorf("%s: Issued.JKT %q", client, bound.JKT)
 		}
 		for range 2 { // the second from the cache, for a JWT
-			if v := mustValidate(t, e.svc, bound.AccessToken); v.Claims.Confirmation.JKT != testJKT {
-				t.Errorf("%s: validated jkt %q, want %q", client, v.Claims.Confirmation.JKT, testJKT)
+			if v := mustValidate(t, e.svc, bound.AccessToken); v.Claims().Confirmation.JKT != testJKT {
+				t.Errorf("%s: validated jkt %q, want %q", client, v.Claims().Confirmation.JKT, testJKT)
 			}
 		}
 		plain := e.issue(t, e.svc, client, IssueRequest{})
-		if v := mustValidate(t, e.svc, plain.AccessToken); v.Claims.Confirmation.JKT != "" || plain.JKT != "" {
-			t.Errorf("%s: a bearer token validated with jkt %q", client, v.Claims.Confirmation.JKT)
+		if v := mustValidate(t, e.svc, plain.AccessToken); v.Claims().Confirmation.JKT != "" || plain.JKT != "" {
+			t.Errorf("%s: a bearer token validated with jkt %q", client, v.Claims().Confirmation.JKT)
 		}
 	}
 	if cnf := decodeSegment(t, e.issue(t, e.svc, "svc", IssueRequest{JKT: testJKT}).AccessToken, 1)["cnf"]; cnf == nil ||

@@ -62,13 +62,13 @@ type Client struct {
 	// without it; see MayFollowRevocations.
 	RevocationFeed bool `json:"revocation_feed,omitempty"`
 	// Disabled cuts the client off: it cannot authenticate, and the tokens
-	// it holds no longer validate (Service.CheckClient), without waiting for them
+	// it holds no longer validate (Service.Verdict), without waiting for them
 	// to expire. Removing the client from the file does the same.
 	Disabled bool `json:"disabled,omitempty"`
 	// Audiences are the audiences (aud) the client may ask for with
 	// resource or audience, the first being its tokens' aud when it asks for
 	// none. Empty means Options.Audience only, if set. Taking one away ends
-	// the client's tokens for it at once (Service.CheckClient).
+	// the client's tokens for it at once (Service.Verdict).
 	Audiences []string `json:"audiences,omitempty"`
 	// TokenFormat is the format of the client's tokens: FormatJWT (empty
 	// means it) or FormatOpaque, which only this service can validate

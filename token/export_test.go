@@ -1,6 +1,7 @@
 package token
 
 import (
+	"context"
 	"crypto/sha256"
 	"time"
 
@@ -54,3 +55,13 @@ func (s *Service) EmptyCache() {
 
 // ByID is the client id, or nil.
 func (cs *Clients) ByID(id string) *Client { return cs.byID[id] }
+
+// Validate is validate: the token alone, without its client's standing,
+// for the tests of the steps beneath Verdict. Only this package's tests
+// can call it.
+func (s *Service) Validate(ctx context.Context, raw string) (*Verified, error) {
+	return s.validate(ctx, raw)
+}
+
+// CheckClient is checkClient.
+func (s *Service) CheckClient(cs *Clients, v *Verified) error { return s.checkClient(cs, v) }

@@ -150,7 +150,7 @@ func TestValidateFromLog(t *testing.T) {
 	v := mustValidate(t, e.svc, iss.AccessToken)
 	wantTrips(t, rt, "unknown", 1)
 	q := log.last(t)
-	if want := (LogQuery{JTI: iss.ID.String(), Subject: "alice", Client: "gateway", Issued: v.Parts.Time.UnixMilli()}); q != want {
+	if want := (LogQuery{JTI: iss.ID.String(), Subject: "alice", Client: "gateway", Issued: v.Parts().Time.UnixMilli()}); q != want {
 		t.Errorf("first query %+v, want %+v", q, want)
 	}
 	if log.Mark() == before {
@@ -256,8 +256,8 @@ func TestValidateOpaqueFromLog(t *testing.T) {
 	before := log.Mark()
 	v := mustValidate(t, e.svc, iss.AccessToken)
 	wantTrips(t, rt, "first", 1)
-	if v.Claims.Subject != "alice" || v.Claims.ClientID != "ogateway" || v.ID != iss.ID {
-		t.Fatalf("claims %+v, ID %v", v.Claims, v.ID)
+	if v.Claims().Subject != "alice" || v.Claims().ClientID != "ogateway" || v.ID() != iss.ID {
+		t.Fatalf("claims %+v, ID %v", v.Claims(), v.ID())
 	}
 	if got := mustValidate(t, e.svc, iss.AccessToken); got != v {
 		t.Error("the second validation is not the cached token")

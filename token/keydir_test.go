@@ -192,7 +192,7 @@ func TestRetiredKeyDropped(t *testing.T) {
 	old, cur := e.keys.SigningKey(), MustKey(t)
 	issued := e.issue(t, e.svc, "svc", IssueRequest{})
 	v := mustValidate(t, e.svc, issued.AccessToken)
-	long := v.Claims
+	long := v.Claims()
 	long.ExpiresAt = jwt.NewNumericDate(e.clock.Now().Add(100 * 24 * time.Hour))
 	raw := signed(t, old, map[string]any{"kid": old.ID, "typ": "at+jwt"}, long)
 
@@ -282,7 +282,7 @@ func TestRevokeUnknownKid(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := mustWithKeys(t, e.svc, ks)
-	claims := mustValidate(t, e.svc, e.issue(t, e.svc, "svc", IssueRequest{}).AccessToken).Claims
+	claims := mustValidate(t, e.svc, e.issue(t, e.svc, "svc", IssueRequest{}).AccessToken).Claims()
 	dropped := signed(t, gone, map[string]any{"kid": gone.ID, "typ": "at+jwt"}, claims)
 	// issuedAgo is claims issued age before now.
 	issuedAgo := func(age time.Duration) Claims {

@@ -235,7 +235,7 @@ func (s *Service) issueOpaque(ctx context.Context, id snowflakealg.ID, idTime ti
 // tell whether an ID (predictable) has a session.
 var errNoSession = refusal.New(ErrRevoked, "no session")
 
-// validateOpaque is Validate for an opaque token: its ID and secret, then
+// validateOpaque is validate for an opaque token: its ID and secret, then
 // its record, marker and client's revocation time in one round trip (two on
 // a Cluster). The secret is compared first, so nothing about the session
 // shows to a token whose secret does not match.
@@ -319,7 +319,7 @@ func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string
 	}
 	dates := &[2]jwt.NumericDate{{Time: time.Unix(r.iat, 0)}, {Time: exp}} // one allocation for both
 	return &Verified{
-		Claims: Claims{
+		claims: Claims{
 			RegisteredClaims: jwt.RegisteredClaims{
 				Issuer: s.opts.Issuer, Subject: r.sub, Audience: r.audiences(), ID: jti,
 				IssuedAt: &dates[0], ExpiresAt: &dates[1],
@@ -327,7 +327,7 @@ func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string
 			ClientID: r.client, Scope: r.scope,
 			Confirmation: jwtpolicy.Confirmation{JKT: r.jkt},
 		},
-		ID: id, Parts: parts, Scopes: scopes,
+		id: id, parts: parts, scopes: scopes,
 		cacheUntil: exp.Add(s.opts.Leeway),
 	}, nil
 }
@@ -381,7 +381,7 @@ func (s *Service) revokeOpaque(ctx context.Context, caller *Client, raw string) 
 		if v == nil {
 			return "", nil
 		}
-		client, exp = v.Claims.ClientID, v.Claims.ExpiresAt.Unix()
+		client, exp = v.claims.ClientID, v.claims.ExpiresAt.Unix()
 	} else {
 		r, err := s.openRecord(rec, &secret)
 		if err != nil {

@@ -84,14 +84,14 @@ func TestOpaqueRoundTrip(t *testing.T) {
 			Issuer: testIssuer, Subject: "alice", Audience: jwt.ClaimStrings{"https://api.test"}, ID: iss.ID.String(),
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(10 * time.Minute)),
 		}, ClientID: "ogateway", Scope: "read"}
-		got := v.Claims
+		got := v.Claims()
 		if got.Issuer != want.Issuer || got.Subject != want.Subject || !slices.Equal(got.Audience, want.Audience) ||
 			got.ID != want.ID || !got.IssuedAt.Equal(want.IssuedAt.Time) || !got.ExpiresAt.Equal(want.ExpiresAt.Time) ||
 			got.ClientID != want.ClientID || got.Scope != want.Scope {
 			t.Errorf("claims = %+v, want %+v", got, want)
 		}
-		if v.ID != iss.ID || v.Parts.Worker != 7 || !slices.Equal(v.Scopes, []string{"read"}) {
-			t.Errorf("Verified: ID %v, worker %d, scopes %q; want %v, 7, [read]", v.ID, v.Parts.Worker, v.Scopes, iss.ID)
+		if v.ID() != iss.ID || v.Parts().Worker != 7 || !slices.Equal(v.Scopes(), []string{"read"}) {
+			t.Errorf("Verified: ID %v, worker %d, scopes %q; want %v, 7, [read]", v.ID(), v.Parts().Worker, v.Scopes(), iss.ID)
 		}
 
 		// The record: under o:<jti>, living as long as the token, holding the
@@ -134,8 +134,8 @@ func TestOpaqueRoundTrip(t *testing.T) {
 func TestOpaqueNoAudience(t *testing.T) {
 	e := newOpaqueEnv(t, Options{}, false)
 	v := mustValidate(t, e.svc, e.issue(t, e.svc, "osvc", IssueRequest{}).AccessToken)
-	if v.Claims.Audience != nil || v.Claims.Scope != "read write" || v.Claims.Subject != "osvc" {
-		t.Errorf("claims = %+v, want no aud, scope read write, sub osvc", v.Claims)
+	if v.Claims().Audience != nil || v.Claims().Scope != "read write" || v.Claims().Subject != "osvc" {
+		t.Errorf("claims = %+v, want no aud, scope read write, sub osvc", v.Claims())
 	}
 }
 
@@ -414,8 +414,8 @@ func TestOpaqueIssueNeverOverwritesARecord(t *testing.T) {
 		if _, err := svc.Issue(t.Context(), e.clients["ogateway"], IssueRequest{Subject: "alice"}); !errors.Is(err, ErrDuplicateID) {
 			t.Fatalf("second Issue with the same ID: %v, want ErrDuplicateID", err)
 		}
-		if v := mustValidate(t, svc, first.AccessToken); v.Claims.Subject != "osvc" || v.Claims.Scope != "read" {
-			t.Errorf("the first token now reads %+v", v.Claims)
+		if v := mustValidate(t, svc, first.AccessToken); v.Claims().Subject != "osvc" || v.Claims().Scope != "read" {
+			t.Errorf("the first token now reads %+v", v.Claims())
 		}
 	})
 }

@@ -9,12 +9,12 @@ import (
 	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
-// Revocations is what Validate needs from a follower of the revocation log
+// Revocations is what Verdict needs from a follower of the revocation log
 // (redisstore.Store.LogKey; revlog.Follower is one) to decide on a token from memory,
 // with no Redis command. A nil Revocations (Options.Revocations) means
 // every validation reads Redis, as before the log existed.
 //
-// How Validate uses it:
+// How Verdict uses it:
 //
 //	verdict := Decide(now, LogQuery{jti, sub, client, issued, checked: the mark stored with the cached token})
 //	LogRevoked ─▶ refused (ErrInvalidToken, ErrRevoked), no Redis
@@ -98,8 +98,8 @@ func (s *Service) fromLog(v *Verified, now time.Time) (m LogMark, done bool, err
 		s.stats.revoked.Add(1)
 		return 0, true, errLogRevoked
 	}
-	switch r.Decide(now, LogQuery{JTI: v.Claims.ID, Subject: v.Claims.Subject, Client: v.Claims.ClientID,
-		Issued: v.Parts.Time.UnixMilli(), Checked: LogMark(checked)}) {
+	switch r.Decide(now, LogQuery{JTI: v.claims.ID, Subject: v.claims.Subject, Client: v.claims.ClientID,
+		Issued: v.parts.Time.UnixMilli(), Checked: LogMark(checked)}) {
 	case LogLive:
 		s.stats.live.Add(1)
 		return 0, true, nil

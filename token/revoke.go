@@ -112,14 +112,14 @@ func (s *Service) unknownKidUndecided(raw string) error {
 
 // signedClaims returns the claims of a token signed by one of the service's
 // keys, with typ at+jwt, sub, client_id and a Snowflake jti, whatever its
-// time claims say. A token Validate has cached passed all that already.
+// time claims say. A token validate has cached passed all that already.
 func (s *Service) signedClaims(raw string) (*Claims, error) {
 	_, v, err := s.cached(raw, s.opts.Now())
 	switch {
 	case err != nil:
 		return nil, err
 	case v != nil:
-		return &v.Claims, nil
+		return &v.claims, nil
 	}
 	claims, _, err := s.parse(s.sigOnly, raw)
 	return claims, err

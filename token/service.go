@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -31,7 +30,7 @@ type Options struct {
 	// Issuer is the iss of every token and the only one accepted. Required.
 	Issuer string
 	// Audience, if set, is the aud of the tokens of clients that list no
-	// Audiences, and the one audience they may ask for (see CheckClient).
+	// Audiences, and the one audience they may ask for (see checkClient).
 	// It must be 1 to MaxAudienceLen bytes of printable ASCII other than
 	// space, double quote and backslash.
 	Audience string
@@ -42,7 +41,7 @@ type Options struct {
 	// Leeway allows for clock skew on exp and iat. Zero means DefaultLeeway;
 	// NoLeeway means none; any other negative is an error.
 	Leeway time.Duration
-	// CacheSize is how many verified tokens Validate remembers. Zero means
+	// CacheSize is how many verified tokens Verdict remembers. Zero means
 	// DefaultCacheSize; CacheOff turns the cache off; any other negative is
 	// an error.
 	CacheSize int
@@ -51,7 +50,7 @@ type Options struct {
 	// Revocations, if set, decides on tokens from the revocation log, in
 	// memory (see Revocations): a token it says is live is accepted with no
 	// Redis command, one it says is revoked refused with none; when it
-	// cannot tell, Validate reads Redis as without it, and records the
+	// cannot tell, Verdict reads Redis as without it, and records the
 	// answer with the verified token, so that the next validation of the
 	// same token may be decided from memory. Opaque tokens are then cached
 	// too (their claims, from their record). Nil means every validation
@@ -123,7 +122,7 @@ func NewService(keys *KeySet, store Store, ids IDs, opts Options) (*Service, err
 	}
 	s := &Service{
 		store: store, ids: ids, opts: opts, defaultAud: defaultAud, stats: &logCounters{},
-		// No audience here: which are good depends on the client (CheckClient).
+		// No audience here: which are good depends on the client (checkClient).
 		full: newPolicy(true, jwtpolicy.ParserOptions(opts.Issuer, "", opts.Leeway, opts.Now)...),
 		sigOnly: newPolicy(false, jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
 			jwt.WithoutClaimsValidation(), jwt.WithStrictDecoding()),
@@ -251,7 +250,7 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	if err != nil {
 		return Issued{}, fmt.Errorf("%w: id generator: %w", ErrUnavailable, err)
 	}
-	// The ID's time, as Validate reads it: what the client's revocation
+	// The ID's time, as Verdict reads it: what the client's revocation
 	// time is compared with (Store.Create refuses a token it covers).
 	parts, err := s.ids.Decompose(id)
 	if err != nil {
@@ -280,44 +279,17 @@ func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issue
 	return Issued{AccessToken: signed, ExpiresIn: ttl, Scope: g.scope, ID: id, JKT: g.jkt}, nil
 }
 
-// Verified is a token whose signature, claims and session have been checked.
-type Verified struct {
-	Claims Claims
-	ID     snowflakealg.ID
-	Parts  snowflakealg.Parts
-	Scopes []string
-
-	keys       SessionKeys
-	cacheUntil time.Time
-	// mark is the LogMark taken before the last Redis check that found
-	// the token live (0: none), or markRevoked once Redis found it
-	// revoked; shared by the validations that hit the cache.
-	mark atomic.Uint64
-}
-
-// markRevoked is Verified.mark once Redis answered that the token is
-// revoked: revocation in Redis is for good (a record is never written
-// again, a marker never comes back, a client's time never moves back), so
-// the token is refused from then on without asking the log, whose follower
-// may not have applied the entry yet.
-const markRevoked = ^uint64(0)
-
-// HasScopes reports whether the token carries every scope in want.
-func (v *Verified) HasScopes(want []string) bool { return containsAll(v.Scopes, want) }
-
-// MissingScopes returns the scopes of want the token does not carry, or nil.
-func (v *Verified) MissingScopes(want []string) []string { return missing(v.Scopes, want) }
-
-// Validate checks a token: signature (EdDSA, one of our kids), typ, iss, exp
+// validate checks a token: signature (EdDSA, one of our kids), typ, iss, exp
 // and iat, then its session: what Options.Revocations says of it, and when
 // it cannot tell (or there is none) its session record in Redis; an opaque
-// token, its secret against its record (validateOpaque). Its aud depends on
-// its client: CheckClient checks it against the clients in force. Any
+// token, its secret against its record (validateOpaque). It is Verdict's
+// first step and unexported: a token it passes may still be one of a
+// disabled client, or for another audience (checkClient). Any
 // failure of the token wraps ErrInvalidToken (and ErrRevoked when its
 // session is gone or the log revokes it); a Redis failure is
 // ErrUnavailable, never a pass. The result is shared with later validations
-// of the same token: read it, never modify it.
-func (s *Service) Validate(ctx context.Context, raw string) (*Verified, error) {
+// of the same token.
+func (s *Service) validate(ctx context.Context, raw string) (*Verified, error) {
 	if isOpaque(raw) {
 		return s.validateOpaque(ctx, raw)
 	}
@@ -363,7 +335,7 @@ func (s *Service) verify(raw string, now time.Time) (*Verified, error) {
 		return nil, refusal.New(ErrInvalidToken, "scope: %w", err)
 	}
 	v = &Verified{
-		Claims: *claims, ID: id, Parts: parts, Scopes: scopes,
+		claims: *claims, id: id, parts: parts, scopes: scopes,
 		keys:       s.store.Keys(claims.Subject, claims.ClientID, claims.ID, parts.Time),
 		cacheUntil: claims.ExpiresAt.Add(s.opts.Leeway),
 	}

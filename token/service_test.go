@@ -214,17 +214,17 @@ func TestIssueValidateRoundTrip(t *testing.T) {
 			}
 
 			v := mustValidate(t, e.svc, iss.AccessToken)
-			if v.ID != iss.ID || v.Claims.ID != iss.ID.String() {
-				t.Errorf("Validate: ID %v, jti %q; want %v", v.ID, v.Claims.ID, iss.ID)
+			if v.ID() != iss.ID || v.Claims().ID != iss.ID.String() {
+				t.Errorf("Validate: ID %v, jti %q; want %v", v.ID(), v.Claims().ID, iss.ID)
 			}
-			if v.Claims.Subject != "svc" || v.Claims.ClientID != "svc" || v.Claims.Issuer != testIssuer {
-				t.Errorf("Validate: sub %q client_id %q iss %q", v.Claims.Subject, v.Claims.ClientID, v.Claims.Issuer)
+			if v.Claims().Subject != "svc" || v.Claims().ClientID != "svc" || v.Claims().Issuer != testIssuer {
+				t.Errorf("Validate: sub %q client_id %q iss %q", v.Claims().Subject, v.Claims().ClientID, v.Claims().Issuer)
 			}
-			if got, want := v.Parts.Worker, int64(7); got != want {
+			if got, want := v.Parts().Worker, int64(7); got != want {
 				t.Errorf("Validate: worker %d, want %d", got, want)
 			}
-			if !slices.Equal(v.Scopes, []string{"read"}) || !v.HasScopes([]string{"read"}) || v.HasScopes([]string{"write"}) {
-				t.Errorf("Validate: scopes %q, want [read]", v.Scopes)
+			if !slices.Equal(v.Scopes(), []string{"read"}) || !v.HasScopes([]string{"read"}) || v.HasScopes([]string{"write"}) {
+				t.Errorf("Validate: scopes %q, want [read]", v.Scopes())
 			}
 		})
 	}
@@ -260,13 +260,13 @@ func TestIssueScopesAndSubject(t *testing.T) {
 				return
 			}
 			v := mustValidate(t, e.svc, iss.AccessToken)
-			if got := v.Claims.Subject; got != tc.wantSub {
+			if got := v.Claims().Subject; got != tc.wantSub {
 				t.Errorf("sub = %q, want %q", got, tc.wantSub)
 			}
-			if got := v.Claims.Scope; got != tc.wantScope || iss.Scope != tc.wantScope {
+			if got := v.Claims().Scope; got != tc.wantScope || iss.Scope != tc.wantScope {
 				t.Errorf("scope = %q (Issued %q), want %q", got, iss.Scope, tc.wantScope)
 			}
-			if got := v.Claims.ClientID; got != tc.client {
+			if got := v.Claims().ClientID; got != tc.client {
 				t.Errorf("client_id = %q, want %q", got, tc.client)
 			}
 		})
@@ -299,7 +299,7 @@ func TestIssueTTL(t *testing.T) {
 				t.Errorf("ExpiresIn = %v, want %v", iss.ExpiresIn, tc.want)
 			}
 			v := mustValidate(t, e.svc, iss.AccessToken)
-			lifetime := v.Claims.ExpiresAt.Sub(v.Claims.IssuedAt.Time)
+			lifetime := v.Claims().ExpiresAt.Sub(v.Claims().IssuedAt.Time)
 			if lifetime != tc.want {
 				t.Errorf("exp - iat = %v, want %v", lifetime, tc.want)
 			}
@@ -518,7 +518,7 @@ func TestValidateRejects(t *testing.T) {
 	good := e.issue(t, e.svc, "svc", IssueRequest{})
 	v := mustValidate(t, e.svc, good.AccessToken)
 	claims := func(edit func(*Claims)) Claims {
-		c := v.Claims
+		c := v.Claims()
 		edit(&c)
 		return c
 	}
@@ -531,13 +531,13 @@ func TestValidateRejects(t *testing.T) {
 		name string
 		raw  string
 	}{
-		{"stranger's key", signed(t, MustKey(t), hdr, v.Claims)},
-		{"unknown kid", signed(t, signer, map[string]any{"kid": "nope", "typ": "at+jwt"}, v.Claims)},
-		{"no kid", signed(t, signer, map[string]any{"typ": "at+jwt"}, v.Claims)},
-		{"typ JWT", signed(t, signer, map[string]any{"kid": signer.ID, "typ": "JWT"}, v.Claims)},
-		{"no typ", signed(t, signer, map[string]any{"kid": signer.ID, "typ": nil}, v.Claims)},
+		{"stranger's key", signed(t, MustKey(t), hdr, v.Claims())},
+		{"unknown kid", signed(t, signer, map[string]any{"kid": "nope", "typ": "at+jwt"}, v.Claims())},
+		{"no kid", signed(t, signer, map[string]any{"typ": "at+jwt"}, v.Claims())},
+		{"typ JWT", signed(t, signer, map[string]any{"kid": signer.ID, "typ": "JWT"}, v.Claims())},
+		{"no typ", signed(t, signer, map[string]any{"kid": signer.ID, "typ": nil}, v.Claims())},
 		{"alg none", func() string {
-			tok := jwt.NewWithClaims(jwt.SigningMethodNone, v.Claims)
+			tok := jwt.NewWithClaims(jwt.SigningMethodNone, v.Claims())
 			maps.Copy(tok.Header, hdr)
 			s, err := tok.SignedString(jwt.UnsafeAllowNoneSignatureType)
 			if err != nil {

@@ -15,7 +15,7 @@
 // or else its default: the first of its audiences, or Options.Audience for a
 // client that lists none; a token has no aud only when neither exists. A
 // token stays good only while its aud is one its client could get today
-// (Service.CheckClient).
+// (Service.Verdict).
 //
 // The ID alone is predictable (time, worker, counter) and never a credential:
 // a token counts only when its signature and claims check out AND its session
@@ -29,7 +29,7 @@
 // in Redis, and its package doc draws the keys, the marker's lifecycle,
 // the revocation log and what happens when a key disappears.
 //
-// Verifying an Ed25519 signature costs ~60 µs, so Validate remembers JWTs it
+// Verifying an Ed25519 signature costs ~60 µs, so Verdict remembers JWTs it
 // has verified, keyed by the SHA-256 of the token, until they expire (with
 // Options.Revocations, opaque tokens too, with their claims). The cache
 // only skips repeating the signature and claims check of a byte-for-byte
@@ -71,9 +71,15 @@ var (
 	// ErrDPoPRequired: a client whose tokens are all DPoP-bound
 	// (Client.DPoPBoundAccessTokens) asked for one without a DPoP proof.
 	ErrDPoPRequired = errors.New("token: this client's tokens are DPoP-bound; send a DPoP proof")
-	ErrDuplicateID  = errors.New("token: session for this id already exists")
-	ErrMarkerLost   = errors.New("token: the subject's revocation marker is missing")
-	ErrOptions      = errors.New("token: bad options")
+	// ErrDPoPProof: a DPoP proof missing where a token needs one, or
+	// refused (by its checks, package client/dpop, or as made by another
+	// key than the token's); ErrDPoPBound: a DPoP-bound token presented
+	// as Bearer (Verdict).
+	ErrDPoPProof   = errors.New("token: invalid DPoP proof")
+	ErrDPoPBound   = errors.New("token: DPoP-bound token presented as Bearer")
+	ErrDuplicateID = errors.New("token: session for this id already exists")
+	ErrMarkerLost  = errors.New("token: the subject's revocation marker is missing")
+	ErrOptions     = errors.New("token: bad options")
 )
 
 // Defaults of Options.
@@ -87,7 +93,7 @@ const (
 	// JWT, 612 for an opaque token, and holds both under this bound): 69
 	// MiB at DefaultCacheSize.
 	CacheEntryBytes = 720
-	// MaxTokenLen bounds what Validate reads; our tokens are about 400 bytes.
+	// MaxTokenLen bounds what Verdict reads; our tokens are about 400 bytes.
 	MaxTokenLen = 4096
 )
 

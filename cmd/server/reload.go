@@ -244,7 +244,7 @@ func keysSource(paths []string) string {
 // revokeDropped revokes every token of the clients a reload removed or
 // disabled, or whose audiences it narrowed (token.Service.RevokeClient; why
 // says which, in the log). This replica refuses their tokens, or those for
-// an audience taken off, from the swap on (token.Service.CheckClient); the revocation puts it in
+// an audience taken off, from the swap on (token.Service.Verdict); the revocation puts it in
 // the revocation log too, so that the consumers that follow the log's feed
 // (client.Follow), which never see the clients file, refuse them as well.
 // Every replica reloads the file and revokes: the latest time wins, and a
