@@ -13,13 +13,13 @@ import (
 	"github.com/snowtoken/snowtoken/token/clientauth"
 )
 
-// authenticateClient is Clients.Authenticate behind the failed-authentication
+// authenticateClient is Clients.Authenticate, on the clients of st, behind the failed-authentication
 // limit (limited). A client whose token_endpoint_auth_method is not method
 // (AuthSecretBasic, AuthSecretPost; empty: any secret method, on the routes
 // without a body) is refused after its secret is checked.
-func (s *Server) authenticateClient(c *gin.Context, id, secret, method string) (*token.Client, error) {
+func (s *Server) authenticateClient(c *gin.Context, st *set, id, secret, method string) (*token.Client, error) {
 	return s.limited(c, id, func() (*token.Client, error) {
-		client, err := s.clients.Authenticate(id, secret, s.now())
+		client, err := st.clients.Authenticate(id, secret, s.now())
 		if err == nil && method != "" && !client.MaySendSecretBy(method) {
 			return nil, refusal.New(token.ErrInvalidClient, "this client authenticates by %s", client.Method())
 		}

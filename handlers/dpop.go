@@ -41,8 +41,8 @@ func proofHeader(c *gin.Context) (string, bool, error) {
 // checkProof checks proof, sent with a request of method to url that
 // presents accessToken (none at the token endpoint), and returns it once
 // accepted and recorded against replay: verifyProof, then recordProof.
-func (s *Server) checkProof(c *gin.Context, proof, method, url, accessToken string) (*dpop.Proof, error) {
-	p, err := s.verifyProof(c, proof, method, url, accessToken)
+func (s *Server) checkProof(c *gin.Context, st *set, proof, method, url, accessToken string) (*dpop.Proof, error) {
+	p, err := s.verifyProof(c, st, proof, method, url, accessToken)
 	if err != nil {
 		return nil, err
 	}
@@ -54,8 +54,8 @@ func (s *Server) checkProof(c *gin.Context, proof, method, url, accessToken stri
 
 // verifyProof makes every check of a proof but the replay check (it
 // records nothing). A refusal is ErrDPoPProof, or ErrDPoPNonce with a
-// fresh DPoP-Nonce header set.
-func (s *Server) verifyProof(c *gin.Context, proof, method, url, accessToken string) (*dpop.Proof, error) {
+// fresh DPoP-Nonce header set, made with st's nonces.
+func (s *Server) verifyProof(c *gin.Context, st *set, proof, method, url, accessToken string) (*dpop.Proof, error) {
 	now := s.now()
 	p, err := s.dpop.Verify(proof, dpop.Request{Method: method, URL: url, AccessToken: accessToken}, now)
 	switch {
@@ -65,7 +65,7 @@ func (s *Server) verifyProof(c *gin.Context, proof, method, url, accessToken str
 		return nil, refusal.Describe(fmt.Errorf("%w: %w", token.ErrInvalidRequest, err),
 			"X-Forwarded-Proto, -Host and -Uri do not make an absolute http(s) URL a DPoP proof can name")
 	case errors.Is(err, dpop.ErrUseNonce):
-		c.Header("DPoP-Nonce", s.nonces.give(now))
+		c.Header("DPoP-Nonce", st.nonces.give(now))
 		return nil, fmt.Errorf("%w: %w", ErrDPoPNonce, err)
 	}
 	return nil, fmt.Errorf("%w: %w", ErrDPoPProof, err)
@@ -174,7 +174,7 @@ func parsePrefixes(name string, list []string) ([]netip.Prefix, error) {
 // or of the original request a DPoP forwarder names (resourceRequest),
 // and is recorded against replay. No DPoP header is an empty thumbprint,
 // which the verdict refuses.
-func (s *Server) proofKey(c *gin.Context, raw string) (string, error) {
+func (s *Server) proofKey(c *gin.Context, st *set, raw string) (string, error) {
 	proof, ok, err := proofHeader(c)
 	if err != nil || !ok {
 		return "", err
@@ -183,7 +183,7 @@ func (s *Server) proofKey(c *gin.Context, raw string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p, err := s.checkProof(c, proof, method, url, raw)
+	p, err := s.checkProof(c, st, proof, method, url, raw)
 	if _, forwarded := c.Request.Header[dpop.HeaderForwardedMethod]; (errors.Is(err, dpop.ErrURL) || errors.Is(err, dpop.ErrMethod)) && forwarded && !s.fromForwarder(c) {
 		return "", refusal.Describe(err, description(err)+"; the X-Forwarded-* headers were ignored: the caller is not in SNOWTOKEN_DPOP_FORWARDERS")
 	}

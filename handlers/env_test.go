@@ -26,6 +26,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/internal/clocktest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
@@ -97,6 +98,7 @@ type envConfig struct {
 	dpop    dpop.Options
 	nonces  bool
 	fetch   clientauth.FetchOptions
+	feed    revfeed.Source
 }
 
 type envOption func(*envConfig)
@@ -234,6 +236,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		TracerProvider: cfg.tracer,
 		Ready:          cfg.ready,
 		Refused:        cfg.refused,
+		Feed:           cfg.feed,
 	})
 	if err != nil {
 		tb.Fatal(err)

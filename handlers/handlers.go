@@ -20,6 +20,7 @@
 //
 //	handlers.go    Options, Server, New, Swap
 //	routes.go      the route table and the middleware every route runs through
+//	caller.go      who may call a route (auth), its authentication, the call a handler gets
 //	issue.go       POST /token
 //	validate.go    GET /token/validate: the verdict (token.Service.Verdict) to HTTP
 //	introspect.go  POST /token/introspect
@@ -152,32 +153,51 @@ type Options struct {
 	DPoPNonces bool
 }
 
-// Server holds the handlers. A Server is one set of clients and keys (svc
-// and clients), never changed: Swap stores a copy with the new set as the
-// current one, and every request runs on the Server current when it began
-// (route), so that it uses one set from start to finish. Every route is
-// registered through route.
+// Server holds the handlers: the parts that live as long as it does
+// (engine, options, logger, metrics, the feed, the DPoP and assertion
+// checkers with their caches), and, behind one atomic pointer, the set
+// that a reload replaces (set). Every request runs on the set in force when
+// it began (route), so that it uses one set from start to finish.
+//
+//	Server ── long-lived: engine, ids, feed, assertions, dpop, forwarders, log, metrics, opts
+//	   └── set (atomic.Pointer, Swap) ── per reload: svc (keys), clients, version, nonces
 type Server struct {
-	svc     *token.Service
-	clients *token.Clients
-	version Version
-	current *atomic.Pointer[Server] // shared by every copy
-	engine  *gin.Engine
-	ids     IDs
-	feed    *revfeed.Feed // nil without Options.Feed
+	set    atomic.Pointer[set]
+	engine *gin.Engine
+	ids    IDs
+	feed   *revfeed.Feed // nil without Options.Feed
 	// assertions checks client assertions: nil without
-	// Options.Assertions.Replay. One for every copy (Swap), so that its
-	// cache of fetched key sets outlives reloads of the clients.
+	// Options.Assertions.Replay. It outlives reloads of the clients, so
+	// that its cache of fetched key sets does (Swap drops the changed).
 	assertions *clientauth.Verifier
 	log        *slog.Logger
 	metrics    *metrics
 	opts       Options
 	dpop       *dpop.Checker
-	nonces     *nonces        // nil without Options.DPoPNonces; made from svc's keys
 	forwarders []netip.Prefix // Options.DPoPForwarders
 	// now is the service's clock (token.Options.Now), which decides when a
 	// client secret has expired as it decides when a token has.
 	now func() time.Time
+}
+
+// set is what a reload replaces, all at once (Swap): the service with its
+// keys, the clients, the files' version, and the DPoP nonces made from the
+// keys. A set is never changed once stored.
+type set struct {
+	svc     *token.Service
+	clients *token.Clients
+	version Version
+	nonces  *nonces // nil without Options.DPoPNonces; made from svc's keys
+}
+
+// newSet returns the set of svc, clients and v, with nonces made from
+// svc's keys if DPoP nonces are on.
+func newSet(svc *token.Service, clients *token.Clients, v Version, withNonces bool) *set {
+	st := &set{svc: svc, clients: clients, version: v}
+	if withNonces {
+		st.nonces = &nonces{key: svc.Keys().Secret("dpop nonce")}
+	}
+	return st
 }
 
 // Version names the clients and keys a Server uses, as /readyz shows them:
@@ -228,22 +248,20 @@ func NewServer(opts Options) (*Server, error) {
 		opts.BaseURL = opts.Service.Options().Issuer
 	}
 	opts.BaseURL = strings.TrimRight(opts.BaseURL, "/")
-	s := &Server{svc: opts.Service, clients: opts.Clients, version: opts.Version, current: new(atomic.Pointer[Server]),
-		ids: opts.IDs, log: opts.Logger, opts: opts, now: opts.Service.Options().Now}
-	s.current.Store(s)
+	s := &Server{ids: opts.IDs, log: opts.Logger, opts: opts, now: opts.Service.Options().Now}
+	s.set.Store(newSet(opts.Service, opts.Clients, opts.Version, opts.DPoPNonces))
 	forwarders, err := parsePrefixes("DPoPForwarders", opts.DPoPForwarders)
 	if err != nil {
 		return nil, err
 	}
 	s.forwarders = forwarders
 	if opts.DPoPNonces {
-		s.nonces = &nonces{key: opts.Service.Keys().Secret("dpop nonce")}
-		opts.DPoP.Nonce = func(n string, now time.Time) bool { return s.current.Load().nonces.valid(n, now) }
+		opts.DPoP.Nonce = func(n string, now time.Time) bool { return s.set.Load().nonces.valid(n, now) }
 	}
 	if s.dpop, err = dpop.New(opts.DPoP); err != nil {
 		return nil, fmt.Errorf("handlers: DPoP: %w", err)
 	}
-	m, err := newMetrics(opts.Registry, opts.IDs, func() *token.Clients { return s.current.Load().clients })
+	m, err := newMetrics(opts.Registry, opts.IDs, func() *token.Clients { return s.set.Load().clients })
 	if err != nil {
 		return nil, err
 	}
@@ -252,12 +270,12 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.Feed != nil {
 		fo := opts.FeedOptions
 		fo.Source, fo.Issuer, fo.Draining, fo.Logger = opts.Feed, opts.Service.Options().Issuer, opts.Draining, opts.Logger
-		// Signed with the keys of the Server current when it signs (Swap).
+		// Signed with the keys of the set in force when it signs (Swap).
 		fo.Sign = func(typ string, claims jwt.Claims) (string, error) {
-			return s.current.Load().svc.SignEvent(typ, claims)
+			return s.set.Load().svc.SignEvent(typ, claims)
 		}
 		fo.SignPayload = func(typ string, payload ...[]byte) ([]byte, error) {
-			return s.current.Load().svc.SignEventPayload(typ, payload...)
+			return s.set.Load().svc.SignEventPayload(typ, payload...)
 		}
 		if s.feed, err = revfeed.New(fo); err != nil {
 			return nil, fmt.Errorf("handlers: %w", err)
@@ -299,18 +317,13 @@ func (s *Server) Engine() *gin.Engine { return s.engine }
 // request on the new set, nor one begun on the old set after this call,
 // checks an assertion against keys fetched before the change.
 func (s *Server) Swap(svc *token.Service, clients *token.Clients, v Version) {
-	n := *s.current.Load()
 	if s.assertions != nil {
-		for _, reg := range n.clients.KeysChanged(clients) {
+		for _, reg := range s.set.Load().clients.KeysChanged(clients) {
 			s.assertions.Forget(reg)
 		}
 	}
-	n.svc, n.clients, n.version = svc, clients, v
 	s.metrics.knowClients(clients)
-	if n.nonces != nil {
-		n.nonces = &nonces{key: svc.Keys().Secret("dpop nonce")}
-	}
-	s.current.Store(&n)
+	s.set.Store(newSet(svc, clients, v, s.opts.DPoPNonces))
 	if s.feed != nil {
 		s.feed.Recheck()
 	}

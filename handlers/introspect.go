@@ -10,8 +10,8 @@ import (
 	"github.com/snowtoken/snowtoken/token"
 )
 
-func (s *Server) introspect(c *gin.Context) {
-	raw, client, err := s.tokenForm(c)
+func (s *Server) introspect(c *gin.Context, cl call) {
+	raw, err := tokenParam(cl.form)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -19,11 +19,11 @@ func (s *Server) introspect(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
 	// Examined, not presented: the answer tells the binding (token_type),
 	// which the introspecting client does not hold.
-	v, err := s.svc.Verdict(c.Request.Context(), s.clients, token.Request{Token: raw, Scheme: token.Examined})
+	v, err := cl.svc.Verdict(c.Request.Context(), cl.clients, token.Request{Token: raw, Scheme: token.Examined})
 	switch {
 	case errors.Is(err, token.ErrUnavailable):
 		s.fail(c, err) // fail closed, and say so: not "inactive"
-	case err != nil, !client.MayIntrospectToken(v.ClientID()):
+	case err != nil, !cl.client.MayIntrospectToken(v.ClientID()):
 		// Another client's token is as inactive as a bad one: the answer
 		// does not tell it exists (RFC 7662 §4).
 		c.JSON(http.StatusOK, gin.H{"active": false})

@@ -7,7 +7,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
@@ -23,34 +22,28 @@ type tokenResponse struct {
 	JTI         snowflakealg.ID `json:"jti"`
 }
 
-func (s *Server) issue(c *gin.Context) {
-	form, err := s.form(c)
-	if err != nil {
-		s.fail(c, err)
-		return
+// issueProof is POST /token's step before its client authenticates
+// (routeEntry.beforeAuth): a DPoP proof binds the token to its key (RFC
+// 9449 §5). It is checked before the client authenticates and recorded
+// against replay after (issue): a use_dpop_nonce answer makes the client
+// send the same body again, whose client assertion must not have been
+// spent by the first try (its jti is recorded as the client
+// authenticates), and no one else's request uses up a proof. The check
+// before is one signature, bounded by the proof's size
+// (dpop.Options.MaxLength).
+func (s *Server) issueProof(c *gin.Context, cl *call) error {
+	raw, ok, err := proofHeader(c)
+	if err != nil || !ok {
+		return err
 	}
-	// A DPoP proof binds the token to its key (RFC 9449 §5). It is checked
-	// before the client authenticates and recorded against replay after:
-	// a use_dpop_nonce answer makes the client send the same body again,
-	// whose client assertion must not have been spent by the first try
-	// (its jti is recorded as the client authenticates), and no one else's
-	// request uses up a proof. The check before is one signature, bounded
-	// by the proof's size (dpop.Options.MaxLength).
-	var proof *dpop.Proof
-	if raw, ok, err := proofHeader(c); err != nil {
-		s.fail(c, err)
-		return
-	} else if ok {
-		if proof, err = s.verifyProof(c, raw, http.MethodPost, s.tokenURL(), ""); err != nil {
-			s.fail(c, err)
-			return
-		}
-	}
-	client, err := s.authenticate(c, form)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
+	cl.proof, err = s.verifyProof(c, cl.set, raw, http.MethodPost, s.tokenURL(), "")
+	return err
+}
+
+// issue serves POST /token for the client cl authenticated, with the
+// proof issueProof checked.
+func (s *Server) issue(c *gin.Context, cl call) {
+	form, client, proof := cl.form, cl.client, cl.proof
 	switch gt := form.Get("grant_type"); gt {
 	case "client_credentials":
 	case "":
@@ -77,7 +70,7 @@ func (s *Server) issue(c *gin.Context) {
 		}
 		req.JKT = proof.Thumbprint
 	}
-	issued, err := s.svc.Issue(c.Request.Context(), client, req)
+	issued, err := cl.svc.Issue(c.Request.Context(), client, req)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -85,8 +78,8 @@ func (s *Server) issue(c *gin.Context) {
 	s.metrics.issued.Inc()
 	c.Header("Cache-Control", "no-store")
 	c.Header("Pragma", "no-cache")
-	if issued.JKT != "" && s.nonces != nil {
-		c.Header("DPoP-Nonce", s.nonces.give(s.now()))
+	if issued.JKT != "" && cl.nonces != nil {
+		c.Header("DPoP-Nonce", cl.nonces.give(s.now()))
 	}
 	writeJSON(c, http.StatusOK, &tokenResponse{
 		AccessToken: issued.AccessToken,

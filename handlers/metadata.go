@@ -21,15 +21,15 @@ import (
 // before it signs.
 var jwksCacheControl = "public, max-age=" + strconv.Itoa(int(token.JWKSMaxAge/time.Second))
 
-func (s *Server) jwks(c *gin.Context) {
+func (s *Server) jwks(c *gin.Context, cl call) {
 	c.Header("Cache-Control", jwksCacheControl)
-	c.JSON(http.StatusOK, s.svc.JWKS())
+	c.JSON(http.StatusOK, cl.svc.JWKS())
 }
 
-func (s *Server) metadata(c *gin.Context) {
+func (s *Server) metadata(c *gin.Context, cl call) {
 	b := s.opts.BaseURL
 	m := gin.H{
-		"issuer":                   s.svc.Options().Issuer,
+		"issuer":                   cl.svc.Options().Issuer,
 		"token_endpoint":           b + "/token",
 		"jwks_uri":                 b + "/.well-known/jwks.json",
 		"introspection_endpoint":   b + "/token/introspect",
@@ -54,7 +54,7 @@ func (s *Server) metadata(c *gin.Context) {
 	c.JSON(http.StatusOK, m)
 }
 
-func (s *Server) decodeID(c *gin.Context) {
+func (s *Server) decodeID(c *gin.Context, cl call) {
 	id, err := snowflakealg.ParseID(c.Param("id"))
 	if err != nil {
 		s.fail(c, err)
@@ -68,7 +68,7 @@ func (s *Server) decodeID(c *gin.Context) {
 	c.JSON(http.StatusOK, p)
 }
 
-func (s *Server) healthz(c *gin.Context) {
+func (s *Server) healthz(c *gin.Context, cl call) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
@@ -79,7 +79,7 @@ type configState struct {
 	Refused map[string]Refusal `json:"refused,omitempty"`
 }
 
-func (s *Server) ready(c *gin.Context) {
+func (s *Server) ready(c *gin.Context, cl call) {
 	if s.opts.Draining != nil && s.opts.Draining() {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": "shutting down"})
 		return
@@ -92,7 +92,7 @@ func (s *Server) ready(c *gin.Context) {
 		reasons = append(reasons, reason)
 		s.log.Warn("not ready", "err", err)
 	}
-	if err := s.svc.Ready(ctx); err != nil {
+	if err := cl.svc.Ready(ctx); err != nil {
 		notReady("redis does not accept writes: "+redisReason(err), err)
 	} else if s.opts.Ready != nil {
 		if err := s.opts.Ready(ctx); err != nil {
@@ -102,7 +102,7 @@ func (s *Server) ready(c *gin.Context) {
 	if err := s.ids.Health(); err != nil {
 		notReady(err.Error(), err)
 	}
-	config := configState{Version: s.version}
+	config := configState{Version: cl.version}
 	if s.opts.Refused != nil {
 		config.Refused = s.opts.Refused()
 	}

@@ -70,13 +70,13 @@ func (s *Server) form(c *gin.Context) (url.Values, error) {
 	return req.PostForm, nil
 }
 
-// authenticate finds the client by HTTP Basic (RFC 6749 §2.3.1: id and secret
+// formClient finds the client, in the clients of st, by HTTP Basic (RFC 6749 §2.3.1: id and secret
 // form-urlencoded, then base64), by client_id and client_secret in the form,
 // or by a client assertion (client_assertion_type and client_assertion, RFC
 // 7521 §4.2, RFC 7523 §2.2; see assertedClient); using two is an error. A
 // client whose token_endpoint_auth_method names one secret method may use
 // only that one.
-func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, error) {
+func (s *Server) formClient(c *gin.Context, st *set, form url.Values) (*token.Client, error) {
 	h, err := authorization(c)
 	if err != nil {
 		return nil, err
@@ -86,7 +86,7 @@ func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, e
 		if h != "" || formSecret != "" {
 			return nil, refusal.New(token.ErrInvalidRequest, "use one client authentication method")
 		}
-		return s.assertedClient(c, formID, form.Get("client_assertion_type"), form.Get("client_assertion"))
+		return s.assertedClient(c, st, formID, form.Get("client_assertion_type"), form.Get("client_assertion"))
 	}
 	if h != "" {
 		if formSecret != "" {
@@ -99,12 +99,12 @@ func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, e
 		if formID != "" && formID != id {
 			return nil, refusal.New(token.ErrInvalidRequest, "client_id does not match the Authorization header")
 		}
-		return s.authenticateClient(c, id, secret, token.AuthSecretBasic)
+		return s.authenticateClient(c, st, id, secret, token.AuthSecretBasic)
 	}
 	if formID == "" || formSecret == "" {
 		return nil, refusal.New(token.ErrInvalidClient, "no client credentials")
 	}
-	return s.authenticateClient(c, formID, formSecret, token.AuthSecretPost)
+	return s.authenticateClient(c, st, formID, formSecret, token.AuthSecretPost)
 }
 
 // assertedClient authenticates a client by its assertion (package
@@ -116,7 +116,7 @@ func (s *Server) authenticate(c *gin.Context, form url.Values) (*token.Client, e
 // secret is; the replay record failing is token.ErrUnavailable (503); a
 // key set that cannot be fetched is clientauth.ErrFetch (503 too, counted
 // and logged as the client's key server's failure: clientKeysUnavailable).
-func (s *Server) assertedClient(c *gin.Context, formID, typ, assertion string) (*token.Client, error) {
+func (s *Server) assertedClient(c *gin.Context, st *set, formID, typ, assertion string) (*token.Client, error) {
 	switch {
 	case typ == "" || assertion == "":
 		return nil, refusal.New(token.ErrInvalidRequest, "client_assertion and client_assertion_type go together")
@@ -134,7 +134,7 @@ func (s *Server) assertedClient(c *gin.Context, formID, typ, assertion string) (
 		if s.assertions == nil {
 			return nil, refusal.New(token.ErrInvalidClient, "this server does not accept client assertions")
 		}
-		client, reg, err := s.clients.AssertionClient(id)
+		client, reg, err := st.clients.AssertionClient(id)
 		switch {
 		case err != nil:
 			return nil, err
@@ -180,26 +180,12 @@ func (s *Server) clientKeysUnavailable(id string, err error) {
 	s.log.Warn("client keys unavailable", "client_id", id, "err", err)
 }
 
-// clientForm reads the form of an OAuth2 endpoint and the client it authenticates.
-func (s *Server) clientForm(c *gin.Context) (url.Values, *token.Client, error) {
-	form, err := s.form(c)
-	if err != nil {
-		return nil, nil, err
-	}
-	client, err := s.authenticate(c, form)
-	return form, client, err
-}
-
-// tokenForm reads the token parameter of introspection and revocation, and
-// the client that sends it.
-func (s *Server) tokenForm(c *gin.Context) (string, *token.Client, error) {
-	form, client, err := s.clientForm(c)
-	if err != nil {
-		return "", nil, err
-	}
+// tokenParam reads the token parameter of introspection and revocation
+// from their form.
+func tokenParam(form url.Values) (string, error) {
 	raw := form.Get("token")
 	if raw == "" {
-		return "", nil, refusal.New(token.ErrInvalidRequest, "token is required")
+		return "", refusal.New(token.ErrInvalidRequest, "token is required")
 	}
 	// A byte outside base64url and the dots (a line break, which base64
 	// decoding would skip) is a malformed parameter, not a token that
@@ -207,21 +193,21 @@ func (s *Server) tokenForm(c *gin.Context) (string, *token.Client, error) {
 	// nothing. What is merely not in a token's shape is the service's to
 	// call inactive (RFC 7662 §2.2, RFC 7009 §2.2).
 	if err := jwtpolicy.CheckSyntax(raw); errors.Is(err, jwtpolicy.ErrTokenBytes) {
-		return "", nil, refusal.Describe(fmt.Errorf("%w: token: %w", token.ErrInvalidRequest, err),
+		return "", refusal.Describe(fmt.Errorf("%w: token: %w", token.ErrInvalidRequest, err),
 			"the token parameter holds a byte outside base64url and its two dots (a line break, a space, padding)")
 	}
-	return raw, client, nil
+	return raw, nil
 }
 
 // basicClient authenticates the client of a request without a body: HTTP
 // Basic only, for every client with a secret (there is no form to send it
 // in, nor an assertion).
-func (s *Server) basicClient(c *gin.Context) (*token.Client, error) {
+func (s *Server) basicClient(c *gin.Context, st *set) (*token.Client, error) {
 	id, secret, err := basicCredentials(c)
 	if err != nil {
 		return nil, err
 	}
-	return s.authenticateClient(c, id, secret, "")
+	return s.authenticateClient(c, st, id, secret, "")
 }
 
 // authorization is the request's one Authorization header, "" for none

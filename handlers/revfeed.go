@@ -13,12 +13,13 @@ import (
 	"github.com/snowtoken/snowtoken/token"
 )
 
-// feedClient authenticates a client of the revocation feed (HTTP Basic) and
+// feedClient authenticates a client of the revocation feed (HTTP Basic), in
+// the clients of cur, for the feed routes (authFeed, authenticate), and
 // checks that it may follow it (mayFollow). The feed must be served
 // (Options.Feed), else ErrNotFound, before any credential is looked at. It
 // returns the client as the feed's registry keeps a stream or a waiting
 // poll of it (feedSubscriber).
-func (s *Server) feedClient(c *gin.Context) (*feedStanding, error) {
+func (s *Server) feedClient(c *gin.Context, cur *set) (*feedStanding, error) {
 	if s.feed == nil {
 		return nil, refusal.New(ErrNotFound, "no revocation feed here")
 	}
@@ -26,7 +27,7 @@ func (s *Server) feedClient(c *gin.Context) (*feedStanding, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := s.authenticateClient(c, id, secret, "")
+	client, err := s.authenticateClient(c, cur, id, secret, "")
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +35,7 @@ func (s *Server) feedClient(c *gin.Context) (*feedStanding, error) {
 		s.audit(c, "feed.refused", "refused the revocation feed to a client without revocation_feed", "client_id", client.ID, "route", c.FullPath())
 		return nil, err
 	}
-	return &feedStanding{s: s, clients: s.clients, id: client.ID, secret: secret, until: client.SecretExpiry(secret)}, nil
+	return &feedStanding{s: s, clients: cur.clients, id: client.ID, secret: secret, until: client.SecretExpiry(secret)}, nil
 }
 
 // mayFollow refuses a client that may not follow the revocation feed
@@ -70,8 +71,8 @@ func (st *feedStanding) subscriber() revfeed.Subscriber {
 
 // standing is revfeed.Subscriber.Standing.
 func (st *feedStanding) standing() (time.Time, error) {
-	cur := st.s.current.Load()
-	now := cur.now()
+	cur := st.s.set.Load()
+	now := st.s.now()
 	if cur.clients == st.clients && (st.until.IsZero() || now.Before(st.until)) {
 		return st.until, nil
 	}
@@ -96,12 +97,8 @@ func (st *feedStanding) audit(c *gin.Context) {
 }
 
 // revocationEvents serves GET /revocations/events (revfeed.Feed.Events).
-func (s *Server) revocationEvents(c *gin.Context) {
-	st, err := s.feedClient(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) revocationEvents(c *gin.Context, cl call) {
+	st := cl.feed
 	defer st.audit(c)
 	if err := s.feed.Events(c.Writer, c.Request, st.subscriber()); err != nil {
 		s.fail(c, err)
@@ -109,12 +106,8 @@ func (s *Server) revocationEvents(c *gin.Context) {
 }
 
 // revocationSnapshot serves GET /revocations (revfeed.Feed.Snapshot).
-func (s *Server) revocationSnapshot(c *gin.Context) {
-	st, err := s.feedClient(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) revocationSnapshot(c *gin.Context, cl call) {
+	st := cl.feed
 	if err := s.feed.Snapshot(c.Writer, c.Request, st.id); err != nil {
 		s.fail(c, err)
 	}
@@ -122,12 +115,8 @@ func (s *Server) revocationSnapshot(c *gin.Context) {
 
 // revocationPoll serves POST /revocations/poll (revfeed.Feed.Poll): an RFC
 // 8936 poll, application/json, bounded by MaxBodyBytes.
-func (s *Server) revocationPoll(c *gin.Context) {
-	st, err := s.feedClient(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) revocationPoll(c *gin.Context, cl call) {
+	st := cl.feed
 	defer st.audit(c)
 	req := c.Request
 	if ct := req.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/json") {

@@ -7,17 +7,17 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
 
-func (s *Server) revoke(c *gin.Context) {
-	raw, client, err := s.tokenForm(c)
+func (s *Server) revoke(c *gin.Context, cl call) {
+	client := cl.client
+	raw, err := tokenParam(cl.form)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	jti, err := s.svc.Revoke(c.Request.Context(), client, raw)
+	jti, err := cl.svc.Revoke(c.Request.Context(), client, raw)
 	if errors.Is(err, token.ErrForbidden) {
 		s.audit(c, "token.revoke_refused", "refused to revoke another client's token", "client_id", client.ID)
 	}
@@ -32,33 +32,23 @@ func (s *Server) revoke(c *gin.Context) {
 	c.Status(http.StatusOK)
 }
 
-func (s *Server) revokeSubject(c *gin.Context) {
-	s.adminRevoke(c, "subject", s.svc.RevokeSubject)
+func (s *Server) revokeSubject(c *gin.Context, cl call) {
+	s.adminRevoke(c, cl, "subject", cl.svc.RevokeSubject)
 }
 
-func (s *Server) revokeClient(c *gin.Context) {
-	s.adminRevoke(c, "client", s.svc.RevokeClient)
+func (s *Server) revokeClient(c *gin.Context, cl call) {
+	s.adminRevoke(c, cl, "client", cl.svc.RevokeClient)
 }
 
-// adminRevoke serves DELETE /{what}s/{name}/tokens: an admin client,
-// authenticated with HTTP Basic (there is no body), revokes every token of
-// the name in the path; 204.
-func (s *Server) adminRevoke(c *gin.Context, what string, revoke func(context.Context, string) error) {
-	client, err := s.basicClient(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if !client.Admin {
-		s.audit(c, "admin.refused", "refused an admin request from a client that is not an admin", "client_id", client.ID, "route", c.FullPath())
-		s.fail(c, refusal.New(token.ErrForbidden, "only an admin client may revoke a %s's tokens", what))
-		return
-	}
+// adminRevoke serves DELETE /{what}s/{name}/tokens: the admin client cl
+// authenticated (authAdmin) revokes every token of the name in the path;
+// 204.
+func (s *Server) adminRevoke(c *gin.Context, cl call, what string, revoke func(context.Context, string) error) {
 	name := c.Param(what)
 	if err := revoke(c.Request.Context(), name); err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.audit(c, what+".revoked", "revoked all tokens of a "+what, what, truncate(name), "client_id", client.ID)
+	s.audit(c, what+".revoked", "revoked all tokens of a "+what, what, truncate(name), "client_id", cl.client.ID)
 	c.Status(http.StatusNoContent)
 }

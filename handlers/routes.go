@@ -12,35 +12,51 @@ import (
 )
 
 // routes is the route table: every route the engine serves, by route group,
-// each group served from the file its comment names. Every route runs
-// through the middleware of newEngine, then route; a GET route answers HEAD
-// as well.
-var routes = [...]struct {
+// each group served from the file its comment names, with who may call it
+// (auth). Every route runs through the middleware of newEngine, then route,
+// which authenticates its caller as auth declares; a GET route answers
+// HEAD as well.
+var routes = [...]routeEntry{
+	// Token issue (issue.go): the proof is checked before the client
+	// authenticates (issueProof).
+	{method: http.MethodPost, path: "/token", auth: authClient, handle: (*Server).issue, beforeAuth: (*Server).issueProof},
+	// Validation (validate.go): the token is the credential, not a caller's.
+	{method: http.MethodGet, path: "/token/validate", auth: authNone, handle: (*Server).validate, parsesQuery: true},
+	// Introspection (introspect.go), revocation and admin revocation (revoke.go).
+	{method: http.MethodPost, path: "/token/introspect", auth: authClient, handle: (*Server).introspect},
+	{method: http.MethodPost, path: "/token/revoke", auth: authClient, handle: (*Server).revoke},
+	{method: http.MethodDelete, path: "/subjects/:subject/tokens", auth: authAdmin, handle: (*Server).revokeSubject,
+		forbidden: "only an admin client may revoke a subject's tokens"},
+	{method: http.MethodDelete, path: "/clients/:client/tokens", auth: authAdmin, handle: (*Server).revokeClient,
+		forbidden: "only an admin client may revoke a client's tokens"},
+	// The revocation feed (revfeed.go, package revfeed).
+	{method: http.MethodGet, path: "/revocations/events", auth: authFeed, handle: (*Server).revocationEvents},
+	{method: http.MethodGet, path: "/revocations", auth: authFeed, handle: (*Server).revocationSnapshot},
+	{method: http.MethodPost, path: "/revocations/poll", auth: authFeed, handle: (*Server).revocationPoll},
+	// Metadata: keys, discovery, IDs, health (metadata.go).
+	{method: http.MethodGet, path: "/.well-known/jwks.json", auth: authNone, handle: (*Server).jwks},
+	{method: http.MethodGet, path: "/.well-known/oauth-authorization-server", auth: authNone, handle: (*Server).metadata},
+	{method: http.MethodGet, path: "/ids/:id", auth: authNone, handle: (*Server).decodeID},
+	{method: http.MethodGet, path: "/healthz", auth: authNone, handle: (*Server).healthz},
+	{method: http.MethodGet, path: "/readyz", auth: authNone, handle: (*Server).ready},
+}
+
+// routeEntry is one route of the table.
+type routeEntry struct {
 	method, path string
-	handle       func(*Server, *gin.Context)
+	// auth is who may call the route, which route authenticates before
+	// handle runs (authenticate, caller.go).
+	auth   auth
+	handle func(*Server, *gin.Context, call)
 	// parsesQuery is set for a handler that reads its query, through
 	// query and first thing, so that route does not parse it twice.
 	parsesQuery bool
-}{
-	// Token issue (issue.go).
-	{http.MethodPost, "/token", (*Server).issue, false},
-	// Validation (validate.go).
-	{http.MethodGet, "/token/validate", (*Server).validate, true},
-	// Introspection (introspect.go), revocation and admin revocation (revoke.go).
-	{http.MethodPost, "/token/introspect", (*Server).introspect, false},
-	{http.MethodPost, "/token/revoke", (*Server).revoke, false},
-	{http.MethodDelete, "/subjects/:subject/tokens", (*Server).revokeSubject, false},
-	{http.MethodDelete, "/clients/:client/tokens", (*Server).revokeClient, false},
-	// The revocation feed (revfeed.go, package revfeed).
-	{http.MethodGet, "/revocations/events", (*Server).revocationEvents, false},
-	{http.MethodGet, "/revocations", (*Server).revocationSnapshot, false},
-	{http.MethodPost, "/revocations/poll", (*Server).revocationPoll, false},
-	// Metadata: keys, discovery, IDs, health (metadata.go).
-	{http.MethodGet, "/.well-known/jwks.json", (*Server).jwks, false},
-	{http.MethodGet, "/.well-known/oauth-authorization-server", (*Server).metadata, false},
-	{http.MethodGet, "/ids/:id", (*Server).decodeID, false},
-	{http.MethodGet, "/healthz", (*Server).healthz, false},
-	{http.MethodGet, "/readyz", (*Server).ready, false},
+	// beforeAuth, if set, runs on an authClient route once its form is
+	// read and before its client authenticates.
+	beforeAuth func(*Server, *gin.Context, *call) error
+	// forbidden is what a client that authenticates but is not an admin
+	// is told on an authAdmin route.
+	forbidden string
 }
 
 // newEngine returns the gin engine serving routes, behind this middleware,
@@ -71,8 +87,9 @@ func (s *Server) newEngine() (*gin.Engine, error) {
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, oauthError{Error: "invalid_request", Description: "method not allowed"})
 	})
 
-	for _, rt := range routes {
-		h := s.route(rt.handle, rt.parsesQuery)
+	for i := range routes {
+		rt := &routes[i]
+		h := s.route(rt)
 		r.Handle(rt.method, rt.path, h)
 		if rt.method == http.MethodGet {
 			// RFC 9110 §9.3.2: HEAD wherever GET is served. The handler is
@@ -85,20 +102,26 @@ func (s *Server) newEngine() (*gin.Engine, error) {
 	return r, nil
 }
 
-// route runs h on the Server current when the request begins. Unless h
-// parses the query itself (parsesQuery), route parses it first (query), so
-// that every route refuses a query that does not parse, whether or not it
-// reads one.
-func (s *Server) route(h func(*Server, *gin.Context), parsesQuery bool) gin.HandlerFunc {
+// route is the middleware of every route, and the one place a caller is
+// authenticated: it takes the set in force when the request begins, parses
+// the query (query) unless rt's handler does, so that every route refuses
+// a query that does not parse, whether or not it reads one, then
+// authenticates the caller as rt.auth declares (authenticate), and runs
+// rt's handler with the set and the caller (call).
+func (s *Server) route(rt *routeEntry) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		cur := s.current.Load()
-		if !parsesQuery {
+		cl := call{set: s.set.Load()}
+		if !rt.parsesQuery {
 			if _, err := query(c); err != nil {
-				cur.fail(c, err)
+				s.fail(c, err)
 				return
 			}
 		}
-		h(cur, c)
+		if err := s.authenticate(c, rt, &cl); err != nil {
+			s.fail(c, err)
+			return
+		}
+		rt.handle(s, c, cl)
 	}
 }
 

@@ -86,8 +86,8 @@ func (r *claimsResponse) set(v *token.Verified) {
 	}
 }
 
-func (s *Server) validate(c *gin.Context) {
-	v, err := s.checkBearer(c)
+func (s *Server) validate(c *gin.Context, cl call) {
+	v, err := s.checkBearer(c, cl.set)
 	if err != nil {
 		s.metrics.validation(err)
 		s.fail(c, err)
@@ -116,7 +116,7 @@ func (s *Server) validate(c *gin.Context) {
 // MaxQueryLen) before the token is looked at, what the caller asks for in
 // it only once its token passes. A token for another audience is invalid
 // here (401), whatever its scopes.
-func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
+func (s *Server) checkBearer(c *gin.Context, st *set) (*token.Verified, error) {
 	q, err := query(c)
 	if err != nil {
 		return nil, err
@@ -128,12 +128,12 @@ func (s *Server) checkBearer(c *gin.Context) (*token.Verified, error) {
 	req := token.Request{Token: raw, Scheme: token.Bearer}
 	if asDPoP {
 		req.Scheme = token.DPoP
-		req.Proof = func() (string, error) { return s.proofKey(c, raw) }
+		req.Proof = func() (string, error) { return s.proofKey(c, st, raw) }
 	}
 	if q != nil { // most calls have no query
 		req.Audience, req.Scope = q["audience"], requiredScope(q)
 	}
-	v, err := s.svc.Verdict(c.Request.Context(), s.clients, req)
+	v, err := st.svc.Verdict(c.Request.Context(), st.clients, req)
 	if err != nil {
 		s.logMismatch(err)
 	}
