@@ -64,7 +64,7 @@ type call struct {
 // authenticate authenticates the caller of a request to rt as rt.auth
 // declares, into cl; its error is the request's answer. The order of
 // every check is the route's own of before: a client route reads its form
-// first (then rt.beforeAuth), an admin route refuses a client that is not
+// first (then its DPoP proof, rt.proofFirst), an admin route refuses a client that is not
 // an admin after it authenticates, with the audit event admin.refused, a
 // feed route answers 404 where no feed is served before it looks at a
 // credential.
@@ -75,8 +75,8 @@ func (s *Server) authenticate(c *gin.Context, rt *routeEntry, cl *call) error {
 		if cl.form, err = s.form(c); err != nil {
 			return err
 		}
-		if rt.beforeAuth != nil {
-			if err := rt.beforeAuth(s, c, cl); err != nil {
+		if rt.proofFirst {
+			if cl.proof, err = s.issueProof(c, cl.set); err != nil {
 				return err
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
@@ -23,21 +24,20 @@ type tokenResponse struct {
 }
 
 // issueProof is POST /token's step before its client authenticates
-// (routeEntry.beforeAuth): a DPoP proof binds the token to its key (RFC
+// (routeEntry.proofFirst): a DPoP proof binds the token to its key (RFC
 // 9449 §5). It is checked before the client authenticates and recorded
 // against replay after (issue): a use_dpop_nonce answer makes the client
 // send the same body again, whose client assertion must not have been
 // spent by the first try (its jti is recorded as the client
 // authenticates), and no one else's request uses up a proof. The check
 // before is one signature, bounded by the proof's size
-// (dpop.Options.MaxLength).
-func (s *Server) issueProof(c *gin.Context, cl *call) error {
+// (dpop.Options.MaxLength). It returns the proof, nil for none.
+func (s *Server) issueProof(c *gin.Context, st *set) (*dpop.Proof, error) {
 	raw, ok, err := proofHeader(c)
 	if err != nil || !ok {
-		return err
+		return nil, err
 	}
-	cl.proof, err = s.verifyProof(c, cl.set, raw, http.MethodPost, s.tokenURL(), "")
-	return err
+	return s.verifyProof(c, st, raw, http.MethodPost, s.tokenURL(), "")
 }
 
 // issue serves POST /token for the client cl authenticated, with the

@@ -17,9 +17,9 @@ import (
 // which authenticates its caller as auth declares; a GET route answers
 // HEAD as well.
 var routes = [...]routeEntry{
-	// Token issue (issue.go): the proof is checked before the client
+	// Token issue (issue.go): its DPoP proof is checked before the client
 	// authenticates (issueProof).
-	{method: http.MethodPost, path: "/token", auth: authClient, handle: (*Server).issue, beforeAuth: (*Server).issueProof},
+	{method: http.MethodPost, path: "/token", auth: authClient, handle: (*Server).issue, proofFirst: true},
 	// Validation (validate.go): the token is the credential, not a caller's.
 	{method: http.MethodGet, path: "/token/validate", auth: authNone, handle: (*Server).validate, parsesQuery: true},
 	// Introspection (introspect.go), revocation and admin revocation (revoke.go).
@@ -51,9 +51,10 @@ type routeEntry struct {
 	// parsesQuery is set for a handler that reads its query, through
 	// query and first thing, so that route does not parse it twice.
 	parsesQuery bool
-	// beforeAuth, if set, runs on an authClient route once its form is
-	// read and before its client authenticates.
-	beforeAuth func(*Server, *gin.Context, *call) error
+	// proofFirst, on an authClient route, checks the request's DPoP
+	// proof once its form is read and before its client authenticates
+	// (issueProof).
+	proofFirst bool
 	// forbidden is what a client that authenticates but is not an admin
 	// is told on an authAdmin route.
 	forbidden string
