@@ -1,24 +1,32 @@
-// Package handlers serves the token service over HTTP with gin.
+// Package handlers serves the token service over HTTP with gin. Each route,
+// and who may call it (none, client, admin, feed: auth, caller.go):
 //
-//	POST   /token                                   issue (OAuth2 client credentials, RFC 6749 §4.4)
-//	GET    /token/validate                          check a Bearer token (for services and gateways)
-//	POST   /token/introspect                        RFC 7662
-//	POST   /token/revoke                            RFC 7009
-//	DELETE /subjects/{subject}/tokens               admin: revoke every token of a subject
-//	DELETE /clients/{client}/tokens                 admin: revoke every token of a client
-//	GET    /revocations/events                      the revocation feed, SSE (package revfeed)
-//	GET    /revocations                             the revocation feed's snapshot
-//	POST   /revocations/poll                        the revocation feed, RFC 8936 poll
-//	GET    /.well-known/jwks.json                   public keys
-//	GET    /.well-known/oauth-authorization-server  RFC 8414 metadata
-//	GET    /ids/{id}                                decode a Snowflake ID
-//	GET    /healthz, /readyz
+//	POST   /token                                   client  issue (OAuth2 client credentials, RFC 6749 §4.4)
+//	GET    /token/validate                          none    check a Bearer token (for services and gateways)
+//	POST   /token/introspect                        client  RFC 7662
+//	POST   /token/revoke                            client  RFC 7009
+//	DELETE /subjects/{subject}/tokens               admin   revoke every token of a subject
+//	DELETE /clients/{client}/tokens                 admin   revoke every token of a client
+//	GET    /revocations/events                      feed    the revocation feed, SSE (package revfeed)
+//	GET    /revocations                             feed    the revocation feed's snapshot
+//	POST   /revocations/poll                        feed    the revocation feed, RFC 8936 poll
+//	GET    /.well-known/jwks.json                   none    public keys
+//	GET    /.well-known/oauth-authorization-server  none    RFC 8414 metadata
+//	GET    /ids/{id}                                none    decode a Snowflake ID
+//	GET    /healthz, /readyz                        none
 //
-// Every GET route answers HEAD as well, and every route refuses a query that
-// does not parse (query); both come from the one route table (routes, in
-// routes.go). Each route group is served from a file of its own:
+// A token presented to GET /token/validate, or sent to introspection, is
+// judged by one call, token.Service.Verdict (signature and claims,
+// revocation, its client's standing, its DPoP binding, audience, scopes):
+// the handlers translate its answer to HTTP and decide nothing of it.
 //
-//	handlers.go    Options, Server, New, Swap
+// Every GET route answers HEAD as well, every route refuses a query that
+// does not parse (query), and every caller is authenticated as its route
+// declares before its handler runs: all three come from the one route
+// table (routes, in routes.go) and its middleware (route). Each route
+// group is served from a file of its own:
+//
+//	handlers.go    Options, Server and the set a reload swaps, New, Swap
 //	routes.go      the route table and the middleware every route runs through
 //	caller.go      who may call a route (auth), its authentication, the call a handler gets
 //	issue.go       POST /token

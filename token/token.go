@@ -29,6 +29,16 @@
 // in Redis, and its package doc draws the keys, the marker's lifecycle,
 // the revocation log and what happens when a key disappears.
 //
+// Whether a token is good for a request is answered by one call,
+// Service.Verdict (verdict.go), in this order:
+//
+//	signature and claims ─ session (the log, else Redis) ─ client's standing
+//	  ─ DPoP binding (jwtpolicy.CheckBinding) ─ audience ─ scopes
+//
+// Its steps are unexported: no caller can stop after the first and accept
+// a disabled client's token. What it returns (Verified, verified.go) is
+// shared through the cache and read through accessors only.
+//
 // Verifying an Ed25519 signature costs ~60 µs, so Verdict remembers JWTs it
 // has verified, keyed by the SHA-256 of the token, until they expire (with
 // Options.Revocations, opaque tokens too, with their claims). The cache
