@@ -29,7 +29,11 @@ const (
 // file with one client whose secret goes to DIR/<client-id>.secret, and a
 // random Redis password, in DIR/redis.password or the file
 // -redis-password-file names (the Compose stack's Redis mounts a volume that
-// holds only that file, not the signing key and the clients).
+// holds only that file, not the signing key and the clients). With
+// -feed-client-id the clients file holds a second client, one that may only
+// follow the revocation feed (revocation_feed, no scopes), whose secret goes
+// to -feed-secret-file (the Compose stack's following consumer mounts a
+// volume that holds only that file).
 // It never replaces a file that exists, so running it on every start (the
 // Compose stack's one-shot init service does) keeps the key and the client.
 //
@@ -37,13 +41,16 @@ const (
 // compose logs` and whatever collects them, and stays there. The secret file is
 // 0600 in the secrets volume; init prints only its path.
 func initCmd(args []string, stdout io.Writer) error {
-	flags := newCmdFlags("init", "-dir DIR [-client-id demo] [-scopes orders:read,orders:write] [-redis-password-file FILE]",
+	flags := newCmdFlags("init", "-dir DIR [-client-id demo] [-scopes orders:read,orders:write] [-redis-password-file FILE] [-feed-client-id ID [-feed-secret-file FILE]]",
 		"Prepare a production secrets directory: a signing key, a clients file with one client whose\n"+
-			"secret goes to DIR/<client-id>.secret, and a Redis password, never replacing a file that exists.", stdout)
+			"secret goes to DIR/<client-id>.secret (and, with -feed-client-id, a client that may only follow\n"+
+			"the revocation feed), and a Redis password, never replacing a file that exists.", stdout)
 	dir := flags.String("dir", "", "directory for "+initKeyFile+", "+initClientsFile+", <client-id>.secret and "+initRedisPasswordFile+" (created 0700 if missing)")
 	clientID := flags.String("client-id", "demo", "id of the client to create")
 	scopes := flags.String("scopes", "orders:read,orders:write", "comma-separated scopes the client may ask for")
 	passwordFile := flags.String("redis-password-file", "", "file for the Redis password (default DIR/"+initRedisPasswordFile+"; its directory is created 0700 if missing)")
+	feedID := flags.String("feed-client-id", "", "id of a second client, with revocation_feed and no scopes, for a service that follows the revocation feed (none: no such client)")
+	feedSecretFile := flags.String("feed-secret-file", "", "file for that client's secret (default DIR/<feed-client-id>.secret; its directory is created 0700 if missing)")
 	if err := flags.parse(args, "dir"); err != nil {
 		return err
 	}
@@ -54,7 +61,27 @@ func initCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, d := range []string{*dir, filepath.Dir(*passwordFile)} {
+	clients := []initEntry{{client, filepath.Join(*dir, client.ID+".secret")}}
+	dirs := []string{*dir, filepath.Dir(*passwordFile)}
+	switch {
+	case *feedID != "":
+		feed, err := initClient(*feedID, "")
+		if err != nil {
+			return err
+		}
+		feed.RevocationFeed = true
+		if *feedSecretFile == "" {
+			*feedSecretFile = filepath.Join(*dir, feed.ID+".secret")
+		}
+		if _, err := token.NewClients([]token.Client{client, feed}); err != nil {
+			return fmt.Errorf("init: %w", err)
+		}
+		clients = append(clients, initEntry{feed, *feedSecretFile})
+		dirs = append(dirs, filepath.Dir(*feedSecretFile))
+	case *feedSecretFile != "":
+		return usageErrorf("init", "-feed-secret-file is for -feed-client-id")
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("init: %w", err)
 		}
@@ -64,7 +91,7 @@ func initCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	clientsDone, err := initClients(*dir, client, stdout)
+	clientsDone, err := initClients(*dir, clients, stdout)
 	if err != nil {
 		return err
 	}
@@ -134,11 +161,18 @@ func initClient(id, scopeList string) (token.Client, error) {
 	return c, nil
 }
 
-// initClients writes a clients file holding c with a new secret, unless a
-// clients file is there. The secret file is written first, so a clients file
-// never exists whose secret was lost; a secret file left without a clients
-// file is refused rather than replaced.
-func initClients(dir string, c token.Client, stdout io.Writer) (bool, error) {
+// initEntry is a client init writes into a new clients file, and the file
+// its secret goes to.
+type initEntry struct {
+	client     token.Client
+	secretPath string
+}
+
+// initClients writes a clients file holding the clients, each with a new
+// secret, unless a clients file is there. The secret files are written
+// first, so a clients file never exists whose secret was lost; a secret file
+// left without a clients file is refused rather than replaced.
+func initClients(dir string, entries []initEntry, stdout io.Writer) (bool, error) {
 	clientsPath := filepath.Join(dir, initClientsFile)
 	exists, err := fileExists(clientsPath)
 	if err != nil {
@@ -148,34 +182,56 @@ func initClients(dir string, c token.Client, stdout io.Writer) (bool, error) {
 		fmt.Fprintf(stdout, "init: kept %s (exists)\n", clientsPath)
 		return false, nil
 	}
-	secret, sum, err := token.NewClientSecret()
+	var (
+		file    token.ClientsFile
+		written []string // the secret files, removed unless the clients file is written
+	)
+	defer func() {
+		for _, p := range written {
+			os.Remove(p)
+		}
+	}()
+	for _, e := range entries {
+		secret, sum, err := token.NewClientSecret()
+		if err != nil {
+			return false, err
+		}
+		e.client.SecretSHA256 = sum
+		file.Clients = append(file.Clients, e.client)
+		created, err := writeNewFile(e.secretPath, []byte(secret+"\n"))
+		if err != nil {
+			return false, err
+		}
+		if !created {
+			return false, fmt.Errorf("init: %s exists but %s does not: remove the stale secret file to create the client again", e.secretPath, clientsPath)
+		}
+		written = append(written, e.secretPath)
+	}
+	doc, err := json.MarshalIndent(file, "", "  ")
 	if err != nil {
 		return false, err
 	}
-	c.SecretSHA256 = sum
-	doc, err := json.MarshalIndent(token.ClientsFile{Clients: []token.Client{c}}, "", "  ")
-	if err != nil {
-		return false, err
-	}
-	secretPath := filepath.Join(dir, c.ID+".secret")
-	created, err := writeNewFile(secretPath, []byte(secret+"\n"))
-	if err != nil {
-		return false, err
-	}
-	if !created {
-		return false, fmt.Errorf("init: %s exists but %s does not: remove the stale secret file to create the client again", secretPath, clientsPath)
-	}
-	created, err = writeNewFile(clientsPath, append(doc, '\n'))
+	created, err := writeNewFile(clientsPath, append(doc, '\n'))
 	if err != nil || !created {
 		// Someone else wrote a clients file meanwhile: ours is not in use.
-		os.Remove(secretPath)
 		if err == nil {
 			fmt.Fprintf(stdout, "init: kept %s (exists)\n", clientsPath)
 		}
 		return false, err
 	}
-	fmt.Fprintf(stdout, "init: wrote %s (client %q, scopes %s)\n", clientsPath, c.ID, strings.Join(c.Scopes, " "))
-	fmt.Fprintf(stdout, "init: wrote %s (the client's secret, mode 0600; it is not printed)\n", secretPath)
+	written = nil
+	for i, e := range entries {
+		what := "scopes " + strings.Join(e.client.Scopes, " ")
+		if e.client.RevocationFeed {
+			what = "revocation_feed only"
+		}
+		if i == 0 {
+			fmt.Fprintf(stdout, "init: wrote %s (client %q, %s)\n", clientsPath, e.client.ID, what)
+		} else {
+			fmt.Fprintf(stdout, "init: and client %q (%s)\n", e.client.ID, what)
+		}
+		fmt.Fprintf(stdout, "init: wrote %s (client %q's secret, mode 0600; it is not printed)\n", e.secretPath, e.client.ID)
+	}
 	return true, nil
 }
 

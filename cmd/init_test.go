@@ -196,6 +196,58 @@ func TestInitRedisPasswordElsewhere(t *testing.T) {
 	}
 }
 
+// TestInitFeedClient: -feed-client-id adds a second client to the new
+// clients file, one that may follow the revocation feed and ask for no
+// scope, whose secret goes to -feed-secret-file in a directory of its own
+// (the Compose stack's following consumer mounts only that one), 0700 and
+// 0600, never printed; a second run keeps both.
+func TestInitFeedClient(t *testing.T) {
+	dir, feedDir := filepath.Join(t.TempDir(), "secrets"), filepath.Join(t.TempDir(), "feed")
+	feedFile := filepath.Join(feedDir, "orders-feed.secret")
+	out, err := runInit(t, "-dir", dir, "-feed-client-id", "orders-feed", "-feed-secret-file", feedFile)
+	if err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	if names := slices.Sorted(maps.Keys(readDir(t, dir))); !slices.Equal(names, []string{"clients.json", "demo.secret", "redis.password", "signing-key.pem"}) {
+		t.Errorf("%s holds %v, want no feed secret", dir, names)
+	}
+	before := readDir(t, feedDir)
+	secret := strings.TrimSpace(before["orders-feed.secret"])
+	if len(before) != 1 || len(secret) < 40 {
+		t.Fatalf("%s holds %d files, want only the feed client's secret", feedDir, len(before))
+	}
+	for path, want := range map[string]os.FileMode{feedDir: 0o700, feedFile: 0o600} {
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: %v, want mode %v", path, err, want)
+		}
+	}
+	if strings.Contains(out, secret) || !strings.Contains(out, feedFile) {
+		t.Errorf("stdout shows the feed secret or does not name %s:\n%s", feedFile, out)
+	}
+	clients, err := token.LoadClients(filepath.Join(dir, "clients.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := clients.Authenticate("orders-feed", secret, time.Now())
+	if err != nil {
+		t.Fatalf("the feed secret does not authenticate client orders-feed: %v", err)
+	}
+	if !c.MayFollowRevocations() || c.Admin || len(c.Scopes) != 0 {
+		t.Errorf("feed client revocation_feed=%v admin=%v scopes %v; want the feed alone", c.RevocationFeed, c.Admin, c.Scopes)
+	}
+	if _, err := clients.Authenticate("demo", strings.TrimSpace(readDir(t, dir)["demo.secret"]), time.Now()); err != nil {
+		t.Errorf("demo beside the feed client: %v", err)
+	}
+
+	out, err = runInit(t, "-dir", dir, "-feed-client-id", "orders-feed", "-feed-secret-file", feedFile)
+	if err != nil || !strings.Contains(out, "nothing to do") {
+		t.Errorf("second init: %v\n%s", err, out)
+	}
+	if after := readDir(t, feedDir); !maps.Equal(after, before) {
+		t.Error("second run changed the feed secret")
+	}
+}
+
 func TestInitKeepsAnExistingFile(t *testing.T) {
 	for _, tc := range []struct{ name, other string }{
 		{"signing-key.pem", "clients.json"},
@@ -255,6 +307,9 @@ func TestInitRejectsBadInputBeforeWriting(t *testing.T) {
 		{"bad client id", []string{"-dir", "DIR", "-client-id", "has space"}},
 		{"bad scope", []string{"-dir", "DIR", "-scopes", `a,"b"`}},
 		{"unknown flag", []string{"-dir", "DIR", "-admin"}},
+		{"feed client as the client", []string{"-dir", "DIR", "-feed-client-id", "demo"}},
+		{"bad feed client id", []string{"-dir", "DIR", "-feed-client-id", "has space"}},
+		{"feed secret file alone", []string{"-dir", "DIR", "-feed-secret-file", "DIR/f.secret"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "secrets")
