@@ -95,7 +95,7 @@ func volume(tb testing.TB, s types.ServiceConfig, target string) types.ServiceVo
 
 func TestComposeServices(t *testing.T) {
 	p := loadCompose(t, true)
-	if got, want := slices.Sorted(maps.Keys(p.Services)), []string{"consumer", "consumer-dpop", "init", "issuer", "nginx", "redis"}; !slices.Equal(got, want) {
+	if got, want := slices.Sorted(maps.Keys(p.Services)), []string{"consumer", "consumer-dpop", "consumer-follow", "init", "issuer", "nginx", "redis"}; !slices.Equal(got, want) {
 		t.Errorf("services = %v, want %v", got, want)
 	}
 	if p.Name != "snowtoken" {
@@ -177,16 +177,33 @@ func redisScript(tb testing.TB, r types.ServiceConfig) (script string, args []st
 	return script, words[4:], m[1]
 }
 
-// initArgs returns the directory the init service writes the signing key and
-// the clients into, and the file it writes the Redis password to: its command
-// is [init -dir DIR -redis-password-file FILE].
-func initArgs(tb testing.TB, initSvc types.ServiceConfig) (secretsDir, passwordFile string) {
+// initCommand is the init service's command, [init -dir DIR
+// -redis-password-file FILE -feed-client-id ID -feed-secret-file FILE]; the
+// values are at initDir, initPasswordFile, initFeedID and initFeedSecretFile.
+func initCommand(tb testing.TB, initSvc types.ServiceConfig) []string {
 	tb.Helper()
 	args := []string(initSvc.Command)
-	if len(args) != 5 || args[0] != "init" || args[1] != "-dir" || args[3] != "-redis-password-file" {
-		tb.Fatalf("init command %q, want [init -dir DIR -redis-password-file FILE]", args)
+	if len(args) != 9 || args[0] != "init" || args[1] != "-dir" || args[3] != "-redis-password-file" ||
+		args[5] != "-feed-client-id" || args[7] != "-feed-secret-file" {
+		tb.Fatalf("init command %q, want [init -dir DIR -redis-password-file FILE -feed-client-id ID -feed-secret-file FILE]", args)
 	}
-	return args[2], args[4]
+	return args
+}
+
+// Where initCommand's values are.
+const (
+	initDir            = 2
+	initPasswordFile   = 4
+	initFeedID         = 6
+	initFeedSecretFile = 8
+)
+
+// initArgs returns the directory the init service writes the signing key and
+// the clients into, and the file it writes the Redis password to.
+func initArgs(tb testing.TB, initSvc types.ServiceConfig) (secretsDir, passwordFile string) {
+	tb.Helper()
+	args := initCommand(tb, initSvc)
+	return args[initDir], args[initPasswordFile]
 }
 
 func TestComposeRedis(t *testing.T) {
@@ -491,13 +508,13 @@ func TestComposeNetworkIsolation(t *testing.T) {
 		if _, ok := issuer.Networks[n]; !ok {
 			t.Errorf("redis is on network %s, the issuer is not", n)
 		}
-		for _, other := range []string{"nginx", "consumer", "consumer-dpop"} {
+		for _, other := range []string{"nginx", "consumer", "consumer-dpop", "consumer-follow"} {
 			if _, ok := service(t, p, other).Networks[n]; ok {
 				t.Errorf("%s shares network %s with redis", other, n)
 			}
 		}
 	}
-	for _, other := range []string{"nginx", "consumer", "consumer-dpop"} {
+	for _, other := range []string{"nginx", "consumer", "consumer-dpop", "consumer-follow"} {
 		if !slices.ContainsFunc(slices.Collect(maps.Keys(service(t, p, other).Networks)), func(n string) bool {
 			_, ok := issuer.Networks[n]
 			return ok
@@ -888,7 +905,7 @@ func TestComposeNginx(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^\s*listen 8080;`).Match(conf) {
 		t.Error("nginx/default.conf does not listen on 8080, the published port's target")
 	}
-	for _, want := range []string{"set $snowtoken_issuer issuer:8080;", "server consumer:8081;", "server consumer-dpop:8081;"} {
+	for _, want := range []string{"set $snowtoken_issuer issuer:8080;", "server consumer:8081;", "server consumer-dpop:8081;", "server consumer-follow:8081;"} {
 		if !strings.Contains(string(conf), want) {
 			t.Errorf("nginx/default.conf has no %s", want)
 		}
@@ -927,9 +944,10 @@ func TestComposeIssuerStarts(t *testing.T) {
 	initSvc, issuer := service(t, p, "init"), service(t, p, "issuer")
 	secretsDir, passwordFile := initArgs(t, initSvc)
 
-	dir, pwDir := filepath.Join(t.TempDir(), "secrets"), filepath.Join(t.TempDir(), "redis-auth")
-	args := slices.Clone([]string(initSvc.Command))
-	args[2], args[4] = dir, filepath.Join(pwDir, filepath.Base(passwordFile))
+	dir, pwDir, feedDir := filepath.Join(t.TempDir(), "secrets"), filepath.Join(t.TempDir(), "redis-auth"), filepath.Join(t.TempDir(), "feed-auth")
+	args := slices.Clone(initCommand(t, initSvc))
+	args[initDir], args[initPasswordFile] = dir, filepath.Join(pwDir, filepath.Base(passwordFile))
+	args[initFeedSecretFile] = filepath.Join(feedDir, filepath.Base(args[initFeedSecretFile]))
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("snowtoken %q: %v\n%s", args, err, out)
@@ -959,6 +977,14 @@ func TestComposeIssuerStarts(t *testing.T) {
 	}
 	if _, err := clients.Authenticate("demo", strings.TrimSpace(string(secret)), time.Now()); err != nil {
 		t.Errorf("demo.secret does not authenticate client demo: %v", err)
+	}
+	// consumer-follow's feed client, whose secret is alone in its volume.
+	feedSecret, err := os.ReadFile(args[initFeedSecretFile])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := clients.Authenticate(args[initFeedID], strings.TrimSpace(string(feedSecret)), time.Now()); err != nil || !c.MayFollowRevocations() || c.Admin || len(c.Scopes) > 0 {
+		t.Errorf("the feed secret init wrote: client %q %+v, %v; want one that may follow the revocation feed alone", args[initFeedID], c, err)
 	}
 
 	// Redis with the password init wrote, as the redis service has it.

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -101,19 +102,22 @@ func TestNginxVersion(t *testing.T) {
 }
 
 // nginxHosts are the host-specific strings of nginx/default.conf: Docker's
-// DNS server, the issuer's and the two consumers' addresses, and the listen
-// address.
-type nginxHosts struct{ resolver, issuer, consumer, consumerDPoP, listen string }
+// DNS server, the issuer's and the three consumers' addresses, and the
+// listen address. An empty consumerFollow is 127.0.0.1:1, where nothing
+// answers.
+type nginxHosts struct{ resolver, issuer, consumer, consumerDPoP, listen, consumerFollow string }
 
-// renderNginxConf is nginx/default.conf with its five host-specific strings
+// renderNginxConf is nginx/default.conf with its six host-specific strings
 // replaced, each exactly once, and nothing else changed.
 func renderNginxConf(tb testing.TB, conf string, h nginxHosts) string {
 	tb.Helper()
+	h.consumerFollow = cmp.Or(h.consumerFollow, "127.0.0.1:1")
 	for _, r := range []struct{ old, new string }{
 		{"resolver 127.0.0.11 ", "resolver " + h.resolver + " "},
 		{"set $snowtoken_issuer issuer:8080;", "set $snowtoken_issuer " + h.issuer + ";"},
 		{"server consumer:8081;", "server " + h.consumer + ";"},
 		{"server consumer-dpop:8081;", "server " + h.consumerDPoP + ";"},
+		{"server consumer-follow:8081;", "server " + h.consumerFollow + ";"},
 		{"listen 8080;", "listen " + h.listen + ";"},
 	} {
 		if n := strings.Count(conf, r.old); n != 1 {
@@ -147,15 +151,16 @@ func TestRenderNginxConf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := renderNginxConf(t, string(conf), nginxHosts{"127.0.0.1:4", "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:5", "127.0.0.1:3"})
+	got := renderNginxConf(t, string(conf), nginxHosts{"127.0.0.1:4", "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:5", "127.0.0.1:3", "127.0.0.1:6"})
 	if got == string(conf) {
 		t.Fatal("rendering changed nothing")
 	}
-	// Undoing the five replacements gives the file back: nothing else changed.
+	// Undoing the six replacements gives the file back: nothing else changed.
 	back := strings.NewReplacer("resolver 127.0.0.1:4 ", "resolver 127.0.0.11 ", "issuer 127.0.0.1:1;", "issuer issuer:8080;",
-		"server 127.0.0.1:2;", "server consumer:8081;", "server 127.0.0.1:5;", "server consumer-dpop:8081;", "listen 127.0.0.1:3;", "listen 8080;").Replace(got)
+		"server 127.0.0.1:2;", "server consumer:8081;", "server 127.0.0.1:5;", "server consumer-dpop:8081;",
+		"server 127.0.0.1:6;", "server consumer-follow:8081;", "listen 127.0.0.1:3;", "listen 8080;").Replace(got)
 	if back != string(conf) {
-		t.Error("rendering changed more than the five host-specific strings")
+		t.Error("rendering changed more than the six host-specific strings")
 	}
 }
 

@@ -297,6 +297,7 @@ func TestStack(t *testing.T) {
 
 	t.Run("DPoP consumer", func(t *testing.T) { checkDPoPConsumer(t, g.secret) })
 	t.Run("a client with no secret", func(t *testing.T) { s.checkSecretlessClient(ctx, t) })
+	t.Run("a consumer that follows the revocation feed", func(t *testing.T) { s.checkFollowConsumer(ctx, t, g) })
 
 	// Three replicas, three worker IDs: each its backend address's last octet.
 	replicas := s.issuers(ctx)

@@ -1,6 +1,10 @@
 // Command consumer is the demo service of the Compose stack: a service that
-// accepts snowtoken tokens through package client (remote mode: the issuer
-// is asked about every token, so revocation takes effect at once).
+// accepts snowtoken tokens through package client. By default it is in
+// remote mode: the issuer is asked about every token, so revocation takes
+// effect at once. With CONSUMER_FEED_CLIENT_ID it verifies tokens itself
+// and follows the issuer's revocation feed (follow.go): no call to the
+// issuer per request, and a revoked token refused within about a
+// heartbeat (25 ms) of the revocation.
 //
 //	GET /orders   the orders, for a token with scope orders:read: a bearer
 //	              token, or with CONSUMER_PUBLIC_URL a DPoP-bound one too
@@ -34,6 +38,9 @@
 //	CONSUMER_PUBLIC_URL   the consumer's base URL as its clients reach it, such
 //	                      as http://localhost:8080/dpop; empty (the default)
 //	                      refuses DPoP-bound tokens (client.Options.DPoP)
+//
+// and, to follow the revocation feed, CONSUMER_FEED_CLIENT_ID,
+// CONSUMER_FEED_SECRET_FILE and CONSUMER_ISSUER (follow.go).
 package main
 
 import (
@@ -74,16 +81,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return call(ctx, getenv, stdout)
 	}
 	if len(args) > 0 {
-		return fmt.Errorf("unexpected arguments %q: configure with SNOWTOKEN_ISSUER_URL, CONSUMER_ADDR and CONSUMER_PUBLIC_URL", args)
+		return fmt.Errorf("unexpected arguments %q: configure with the environment (see the package doc)", args)
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, nil))
-	v, err := client.New(client.Options{
-		IssuerURL: getenv("SNOWTOKEN_ISSUER_URL"), Timeout: issuerTimeout, Logger: log,
-		DPoP: client.DPoP{PublicURL: getenv("CONSUMER_PUBLIC_URL")},
-	})
+	opts, err := options(getenv, log)
 	if err != nil {
-		return fmt.Errorf("SNOWTOKEN_ISSUER_URL or CONSUMER_PUBLIC_URL: %w", err)
+		return err
 	}
+	v, err := client.New(opts)
+	if err != nil {
+		return fmt.Errorf("SNOWTOKEN_ISSUER_URL, CONSUMER_ISSUER or CONSUMER_PUBLIC_URL: %w", err)
+	}
+	defer v.Close()
 	mux := http.NewServeMux()
 	mux.Handle("GET /orders", v.Middleware(http.HandlerFunc(orders), "orders:read"))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -99,6 +108,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "issuer", getenv("SNOWTOKEN_ISSUER_URL"), "public_url", getenv("CONSUMER_PUBLIC_URL"))
+	follow(ctx, v, opts, log)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
