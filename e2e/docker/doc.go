@@ -6,7 +6,8 @@
 //   - observability_test.go checks the profile observability (prometheus
 //     and grafana) as files: images, limits, networks, and that each mounts
 //     what the other files name (the rules, the dashboards, the data source).
-//   - compose_test.go loads docker-compose.yml with compose-go and checks the
+//   - compose_test.go (and compose_follow_test.go, for consumer-follow)
+//     loads docker-compose.yml with compose-go and checks the
 //     stack: services, replicas, networks, the Redis password, pinned images,
 //     limits, health checks, start order, and the issuer's environment
 //     against config.Vars and config.Load; it runs the Redis service's script
@@ -28,6 +29,10 @@
 //     DPoP-bound one accepted by consumer-dpop, refused as Bearer; three
 //     replicas with distinct worker IDs; the profile observability's
 //     Prometheus scraping them, every rule and dashboard query running there;
+//     consumer-follow (stack_follow_test.go) answering 200 requests with no
+//     call to the issuers (their /token/validate count, read from each
+//     replica's metrics, does not move) and refusing a token revoked through
+//     the gateway within 100 ms of the revoke request, the time logged;
 //     one of them cut off from Redis, no request through nginx failing, and
 //     SnowtokenRedisUnreachable's expression holding for it; that one
 //     killed, the others serving.
