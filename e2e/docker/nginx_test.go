@@ -411,7 +411,23 @@ func TestNginxGateway(t *testing.T) {
 	consumerSrv := httptest.NewServer(consumerRec)
 	t.Cleanup(consumerSrv.Close)
 
-	gw := startNginx(t, nginx, nginxHosts{resolver: "127.0.0.11", issuer: issuerSrv.Listener.Addr().String(), consumer: consumerSrv.Listener.Addr().String(), consumerDPoP: "127.0.0.1:1"})
+	// consumer-follow stands in: it validates tokens itself, so nginx
+	// passes the request on as it came.
+	var (
+		followMu   sync.Mutex
+		followPath string
+	)
+	followRec := &recorder{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		followMu.Lock()
+		followPath = r.URL.RequestURI()
+		followMu.Unlock()
+		io.WriteString(w, `{"orders":[]}`)
+	})}
+	followSrv := httptest.NewServer(followRec)
+	t.Cleanup(followSrv.Close)
+
+	gw := startNginx(t, nginx, nginxHosts{resolver: "127.0.0.11", issuer: issuerSrv.Listener.Addr().String(), consumer: consumerSrv.Listener.Addr().String(), consumerDPoP: "127.0.0.1:1",
+		consumerFollow: followSrv.Listener.Addr().String()})
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	t.Cleanup(client.CloseIdleConnections)
 
@@ -576,6 +592,31 @@ func TestNginxGateway(t *testing.T) {
 		for _, p := range []string{"/metrics", "/healthz", "/subjects/demo/tokens", "/_auth/orders", "/orders/1"} {
 			if resp, _ := do(t, "GET", p, nil, ""); resp.StatusCode != http.StatusNotFound {
 				t.Errorf("GET %s: %s, want 404", p, resp.Status)
+			}
+		}
+	})
+
+	t.Run("follow consumer gets the request with no auth_request", func(t *testing.T) {
+		asked := issuerRec.count()
+		resp, body := do(t, "GET", "/follow/orders", withForged(bearer(tok.AccessToken)), "")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /follow/orders: %s %s, want the consumer's 200", resp.Status, body)
+		}
+		if issuerRec.count() != asked {
+			t.Error("nginx asked the issuer about a request to /follow/orders: consumer-follow validates it itself")
+		}
+		got := followRec.last(t)
+		followMu.Lock()
+		if followPath != "/orders" {
+			t.Errorf("consumer-follow got %s, want /orders (/follow stripped)", followPath)
+		}
+		followMu.Unlock()
+		if a := got.Get("Authorization"); a != "Bearer "+tok.AccessToken {
+			t.Errorf("consumer-follow got Authorization %q, want the client's", a)
+		}
+		for k := range forged {
+			if v := got.Values(k); len(v) > 0 {
+				t.Errorf("consumer-follow got client-sent %s: %q", k, v)
 			}
 		}
 	})
