@@ -84,8 +84,9 @@ Usage:
                                          one step of a key rotation in a keys directory: add a next key,
                                          activate it once published long enough, drop expired retired keys
   snowtoken keys list -dir DIR           the keys of a keys directory, their states and next steps
-  snowtoken init -dir DIR [-client-id demo] [-scopes a,b] [-redis-password-file FILE]
-                                         create a signing key, a clients file and a Redis password in DIR, never overwriting (Compose init)
+  snowtoken init -dir DIR [-client-id demo] [-scopes a,b] [-redis-password-file FILE] [-feed-client-id ID [-feed-secret-file FILE]]
+                                         create a signing key, a clients file (and a feed client) and a Redis password in DIR,
+                                         never overwriting (Compose init)
   snowtoken id decode ID                 print an ID's time, worker and sequence
   snowtoken healthcheck                  exit 0 when the local issuer is ready (Docker HEALTHCHECK)
   snowtoken version                      print the module version and VCS revision
