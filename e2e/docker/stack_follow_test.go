@@ -84,10 +84,11 @@ func (s *stack) checkFollowConsumer(ctx context.Context, t *testing.T, g *gatewa
 			t.Fatalf("consumer-follow with a new token: %d %s %v, want 200", status, body, err)
 		}
 		m := g.timeRevoke(ctx, t, tok)
-		t.Logf("revocation %d through the gateway: refused at consumer-follow %v after the revoke request was sent "+
-			"(%v after its 200 came back; the revoke took %v; %d requests to consumer-follow in between, the last accepted one sent %v after the revoke)",
+		t.Logf("revocation %d through the gateway: refused at consumer-follow %v after the revoke request was sent, "+
+			"%v after its 200 came back (the revoke took %v); the last request accepted was sent at %v from the revoke (negative: before it), "+
+			"and %d more were sent from the revoke to the refusal",
 			trial+1, m.refused.Round(100*time.Microsecond), (m.refused - m.revoked).Round(100*time.Microsecond),
-			m.revoked.Round(100*time.Microsecond), m.requests, m.lastAccepted.Round(100*time.Microsecond))
+			m.revoked.Round(100*time.Microsecond), m.lastAccepted.Round(100*time.Microsecond), m.requests)
 		if m.refused > revokeToRefusal {
 			t.Errorf("revocation %d: refused at consumer-follow %v after the revoke was sent, want within %v", trial+1, m.refused, revokeToRefusal)
 		}
@@ -100,7 +101,7 @@ type revokeTiming struct {
 	revoked      time.Duration // its 200 came back
 	refused      time.Duration // the first 401 from consumer-follow came back
 	lastAccepted time.Duration // the last 200 from consumer-follow was asked for
-	requests     int           // to consumer-follow, from the revoke to the first refusal
+	requests     int           // accepted by consumer-follow, sent from the revoke to the first refusal
 }
 
 // timeRevoke revokes tok through the gateway (POST /token/revoke as its
