@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/client"
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/clienttest"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // TestFollowRealIssuer runs a Validator with RevocationCheck Follow against
@@ -41,7 +41,7 @@ func TestFollowRealIssuer(t *testing.T) {
 	other := issue(t, is, "")
 	validated := is.Requests("/token/validate")
 
-	src.Add(revlog.KindToken, c.JTI, time.Now().UnixMilli(), c.ExpiresAt.Unix())
+	src.Add(revocation.KindToken, c.JTI, time.Now().UnixMilli(), c.ExpiresAt.Unix())
 	waitFor(t, v, tok, client.ErrInvalidToken)
 	if _, err := v.Validate(t.Context(), other); err != nil {
 		t.Fatalf("a token not revoked: %v", err)
@@ -57,7 +57,7 @@ func TestFollowRealIssuer(t *testing.T) {
 	src.SetFresh(true, 0)
 	waitFor(t, v, other, nil)
 
-	src.Add(revlog.KindSubject, c.Subject, time.Now().Add(time.Minute).UnixMilli(), 0)
+	src.Add(revocation.KindSubject, c.Subject, time.Now().Add(time.Minute).UnixMilli(), 0)
 	waitFor(t, v, other, client.ErrInvalidToken)
 	if n := is.Requests("/token/validate"); n != validated {
 		t.Errorf("%d calls to /token/validate while following, want none", n-validated)

@@ -25,6 +25,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client"
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 )
 
@@ -100,7 +101,7 @@ func feedLast(tb testing.TB, p *fleetProc, c fleetClient) string {
 	if status != http.StatusOK {
 		tb.Fatalf("GET /revocations as %s: %d %s", c.id, status, body)
 	}
-	var cl revfeed.SnapshotClaims
+	var cl revocation.SnapshotClaims
 	if _, _, err := jwt.NewParser().ParseUnverified(string(body), &cl); err != nil || cl.Last == "" {
 		tb.Fatalf("GET /revocations: %v, last %q", err, cl.Last)
 	}
@@ -282,7 +283,7 @@ func TestFeedLongPollRealServer(t *testing.T) {
 		if !ok || r.err != nil {
 			t.Fatalf("a poll on a quiet log: no answer (%v after %v), want 200 at the end of its wait (%v)", r.err, r.after, revfeed.DefaultPollWait)
 		}
-		var pr revfeed.PollResponse
+		var pr revocation.PollResponse
 		if r.status != http.StatusOK || json.Unmarshal(r.body, &pr) != nil || len(pr.Sets) != 0 || pr.Heartbeat == "" || pr.Reset {
 			t.Fatalf("a poll on a quiet log: %d %s, want 200 with no SET and the heartbeat", r.status, r.body)
 		}
@@ -307,14 +308,14 @@ func TestFeedLongPollRealServer(t *testing.T) {
 		if !ok || r.err != nil {
 			t.Fatalf("a poll with a revocation 12 s into its wait: no answer (%v after %v), want 200 with its SET", r.err, r.after)
 		}
-		var pr revfeed.PollResponse
+		var pr revocation.PollResponse
 		if r.status != http.StatusOK || json.Unmarshal(r.body, &pr) != nil || len(pr.Sets) != 1 {
 			t.Fatalf("a poll with a revocation 12 s into its wait: %d %s, want 200 with one SET", r.status, r.body)
 		}
 		for _, raw := range pr.Sets {
-			var set revfeed.SETClaims
+			var set revocation.SETClaims
 			if _, _, err := jwt.NewParser().ParseUnverified(raw, &set); err != nil ||
-				set.Events[revfeed.EventTokenRevoked].Key != strconv.FormatInt(int64(tok.TokenID), 10) {
+				set.Events[revocation.EventTokenRevoked].Key != strconv.FormatInt(int64(tok.TokenID), 10) {
 				t.Errorf("the SET %+v (%v), want token %d revoked", set, err, tok.TokenID)
 			}
 		}

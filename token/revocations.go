@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
@@ -40,30 +41,25 @@ type Revocations interface {
 	Decide(now time.Time, q LogQuery) LogVerdict
 }
 
-// LogMark is a position in a follower's state: it grows with every entry
-// applied and jumps past every earlier mark at every full read, so a mark
-// taken before a full read never vouches for the state after it. Zero is
-// no mark.
-type LogMark uint64
+// LogMark is a position in a follower's state (revocation.Mark): it grows
+// with every entry applied and jumps past every earlier mark at every full
+// read, so a mark taken before a full read never vouches for the state
+// after it. Zero is no mark.
+type LogMark = revocation.Mark
 
-// LogQuery is one token, as Decide needs it.
-type LogQuery struct {
-	JTI, Subject, Client string
-	// Issued is the time of the token's ID, Unix ms.
-	Issued int64
-	// Checked is the mark taken before the last Redis check that found the
-	// token live, or zero.
-	Checked LogMark
-}
+// LogQuery is one token, as Decide needs it (revocation.Query): Issued is
+// the time of the token's ID, Unix ms; Checked the mark taken before the
+// last Redis check that found the token live, or zero.
+type LogQuery = revocation.Query
 
-// LogVerdict is Decide's answer.
-type LogVerdict int8
+// LogVerdict is Decide's answer (revocation.Verdict).
+type LogVerdict = revocation.Verdict
 
-// Verdicts of Decide.
+// Verdicts of Decide, the core's (revocation.State.DecideLog is the rule).
 const (
-	LogUnknown LogVerdict = iota // not fresh, or the log alone cannot tell: check Redis
-	LogLive                      // nothing in the log covers the token
-	LogRevoked                   // an entry covers the token
+	LogUnknown = revocation.Unknown // not fresh, or the log alone cannot tell: check Redis
+	LogLive    = revocation.Live    // nothing in the log covers the token
+	LogRevoked = revocation.Revoked // an entry covers the token
 )
 
 // LocalRevocations is a Revocations that takes this replica's own

@@ -10,8 +10,8 @@ import (
 var (
 	// ErrEventID: an event or stream ID that does not parse.
 	ErrEventID = errors.New("revocation: malformed event id")
-	// ErrEvent: an event that is none of the three kinds, has no key, or
-	// does not follow the last one applied in the state's epoch.
+	// ErrEvent: an event that is none of the three kinds, or does not
+	// follow the last one applied in the state's epoch.
 	ErrEvent = errors.New("revocation: an event the state cannot apply")
 	// ErrOptions: a negative Leeway or Retention.
 	ErrOptions = errors.New("revocation: invalid options")
@@ -89,8 +89,8 @@ func (s *State) Apply(ev Event, now time.Time) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: %w", ErrEvent, err)
-	case !ev.Kind.Valid() || ev.Key == "":
-		return fmt.Errorf("%w: %s of kind %.8q, key %.40q", ErrEvent, ev.ID, ev.Kind, ev.Key)
+	case !ev.Kind.Valid():
+		return fmt.Errorf("%w: %s of kind %.8q", ErrEvent, ev.ID, ev.Kind)
 	case id.Epoch != s.epoch || !s.last.Less(id.StreamID):
 		return fmt.Errorf("%w: %s does not follow %s-%s", ErrEvent, ev.ID, s.epoch, s.last)
 	}

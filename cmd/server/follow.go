@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/token"
@@ -141,16 +142,16 @@ func (d *decisions) Collect(ch chan<- prometheus.Metric) {
 // (revlog.Options.Redo): a token's entry appended again, a subject revoked
 // again (a new marker: the one the loss took is gone with it), a client's
 // cutoff written again.
-func redoer(store *redisstore.Store) func(context.Context, revlog.Event) error {
-	return func(ctx context.Context, ev revlog.Event) error {
+func redoer(store *redisstore.Store) func(context.Context, revocation.Event) error {
+	return func(ctx context.Context, ev revocation.Event) error {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		switch ev.Kind {
-		case revlog.KindToken:
+		case revocation.KindToken:
 			return store.RelogToken(ctx, ev.Key, ev.Exp)
-		case revlog.KindSubject:
+		case revocation.KindSubject:
 			return store.RevokeSubject(ctx, ev.Key)
-		case revlog.KindClient:
+		case revocation.KindClient:
 			return store.RevokeClient(ctx, ev.Key, time.UnixMilli(ev.Cutoff))
 		}
 		return nil

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token/redisstore"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // TestRedoer: what serve gives a follower to write again what the log lost
@@ -21,10 +21,10 @@ func TestRedoer(t *testing.T) {
 	t.Cleanup(store.Close)
 	redo := redoer(store)
 	cut := time.Now().Add(time.Minute).Truncate(time.Millisecond)
-	for _, ev := range []revlog.Event{
-		{Kind: revlog.KindToken, Key: "7250000000000000001", Exp: time.Now().Add(time.Hour).Unix()},
-		{Kind: revlog.KindSubject, Key: "alice"},
-		{Kind: revlog.KindClient, Key: "gateway", Cutoff: cut.UnixMilli()},
+	for _, ev := range []revocation.Event{
+		{Kind: revocation.KindToken, Key: "7250000000000000001", Exp: time.Now().Add(time.Hour).Unix()},
+		{Kind: revocation.KindSubject, Key: "alice"},
+		{Kind: revocation.KindClient, Key: "gateway", Cutoff: cut.UnixMilli()},
 	} {
 		if err := redo(context.Background(), ev); err != nil {
 			t.Fatalf("redo %+v: %v", ev, err)

@@ -13,14 +13,13 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/handlers"
-	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/redisstore"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // TestLargeSnapshotServed: a snapshot of 200,000 subject revocations
@@ -34,7 +33,7 @@ func TestLargeSnapshotServed(t *testing.T) {
 		t.Skip("waits 11 s, past the server's WriteTimeout")
 	}
 	const n = 200_000
-	src := revfeedtest.NewLarge(revlog.KindSubject, n)
+	src := revfeedtest.NewLarge(revocation.KindSubject, n)
 	key, err := token.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +104,7 @@ func TestLargeSnapshotServed(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Length") != strconv.Itoa(len(body)) {
 		t.Fatalf("status %d, Content-Length %s, %d bytes", resp.StatusCode, resp.Header.Get("Content-Length"), len(body))
 	}
-	var cl revfeed.SnapshotClaims
+	var cl revocation.SnapshotClaims
 	if _, err := jwt.ParseWithClaims(string(body), &cl, func(*jwt.Token) (any, error) { return key.Private.Public().(ed25519.PublicKey), nil },
 		jwt.WithValidMethods([]string{"EdDSA"})); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/client/dpop"
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
 	"github.com/snowtoken/snowtoken/internal/logtest"
@@ -31,7 +32,6 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/redisstore"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // envRequireNginx makes a missing nginx a failure instead of a skip; CI sets it.
@@ -820,8 +820,8 @@ func TestNginxRevocationFeed(t *testing.T) {
 	t.Cleanup(issuerSrv.Close)
 	gw := startNginx(t, nginx, nginxHosts{resolver: "127.0.0.11", issuer: issuerSrv.Listener.Addr().String(), consumer: "127.0.0.1:1", consumerDPoP: "127.0.0.1:1"})
 
-	first := iss.feed.Add(revlog.KindToken, "117811659438825472", 1001, 2_000_000_000)
-	second := iss.feed.Add(revlog.KindSubject, "alice", 1002, 0)
+	first := iss.feed.Add(revocation.KindToken, "117811659438825472", 1001, 2_000_000_000)
+	second := iss.feed.Add(revocation.KindSubject, "alice", 1002, 0)
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, gw+"/revocations/events", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -892,7 +892,7 @@ func TestNginxRevocationFeed(t *testing.T) {
 	// buffering proxy's buffer out. A revocation now is the stream's only
 	// data: it arrives as it is, or never.
 	iss.feed.SetFresh(false, 0)
-	third := iss.feed.Add(revlog.KindClient, "partner", 1003, 0)
+	third := iss.feed.Add(revocation.KindClient, "partner", 1003, 0)
 	if ev := next("revoked"); ev.id != third.ID {
 		t.Fatalf("event %s, want %s", ev.id, third.ID)
 	}

@@ -17,7 +17,7 @@ import (
 func (f *Feed) Events(w http.ResponseWriter, r *http.Request, who Subscriber) error {
 	last := r.Header.Get("Last-Event-ID")
 	if last != "" {
-		if err := CheckID(last); err != nil {
+		if _, err := CheckID(last); err != nil {
 			return refusal.Within("Last-Event-ID", err)
 		}
 	}

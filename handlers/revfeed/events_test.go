@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // TestEventsResume checks that a subscriber resuming after an event gets
@@ -19,9 +19,9 @@ import (
 // last event, signed after the stream JWT, then the events that come later.
 func TestEventsResume(t *testing.T) {
 	src := revfeedtest.New(true)
-	first := add(src, revlog.KindToken, "117811659438825472")
-	add(src, revlog.KindSubject, "alice")
-	add(src, revlog.KindClient, "partner")
+	first := add(src, revocation.KindToken, "117811659438825472")
+	add(src, revocation.KindSubject, "alice")
+	add(src, revocation.KindClient, "partner")
 	is := newIssuer(t, src, revfeed.Options{})
 
 	before := time.Now().UnixMilli()
@@ -35,34 +35,34 @@ func TestEventsResume(t *testing.T) {
 	if st.name != "stream" {
 		t.Fatalf("first event %q, want stream", st.name)
 	}
-	var sc revfeed.StreamClaims
-	is.verify(t, st.data, revfeed.TypeStream, &sc)
+	var sc revocation.StreamClaims
+	is.verify(t, st.data, revocation.TypeStream, &sc)
 	if sc.Nonce != testNonce || sc.IssuedAtMs < before {
 		t.Fatalf("stream JWT %+v, want nonce %s signed after the request", sc, testNonce)
 	}
-	check := func(ev event, want revlog.Event, uri string) {
+	check := func(ev event, want revocation.Event, uri string) {
 		t.Helper()
 		if ev.name != "revoked" || ev.id != want.ID {
 			t.Fatalf("event %s %s, want revoked %s", ev.name, ev.id, want.ID)
 		}
-		var cl revfeed.SETClaims
-		is.verify(t, ev.data, revfeed.TypeSET, &cl)
+		var cl revocation.SETClaims
+		is.verify(t, ev.data, revocation.TypeSET, &cl)
 		got, ok := cl.Events[uri]
 		if cl.ID != want.ID || len(cl.Events) != 1 || !ok || got.Key != want.Key || got.At != want.At ||
 			got.Exp != want.Exp || got.Cutoff != want.Cutoff || got.Kind != want.Kind {
 			t.Fatalf("SET %+v, want %+v under %s", cl, want, uri)
 		}
 	}
-	check(next(t, evs), src.Events()[1], revfeed.EventSubjectRevoked)
-	check(next(t, evs), src.Events()[2], revfeed.EventClientRevoked)
+	check(next(t, evs), src.Events()[1], revocation.EventSubjectRevoked)
+	check(next(t, evs), src.Events()[2], revocation.EventClientRevoked)
 	hb := nextNamed(t, evs, "heartbeat")
-	var cl revfeed.HeartbeatClaims
-	is.verify(t, hb.data, revfeed.TypeHeartbeat, &cl)
+	var cl revocation.HeartbeatClaims
+	is.verify(t, hb.data, revocation.TypeHeartbeat, &cl)
 	if cl.Last != src.Events()[2].ID || cl.Epoch != epoch || cl.Horizon != 1000 || cl.IssuedAtMs < sc.IssuedAtMs {
 		t.Fatalf("heartbeat %+v, want last %s", cl, src.Events()[2].ID)
 	}
-	later := add(src, revlog.KindToken, "117811659438825999")
-	check(nextNamed(t, evs, "revoked"), later, revfeed.EventTokenRevoked)
+	later := add(src, revocation.KindToken, "117811659438825999")
+	check(nextNamed(t, evs, "revoked"), later, revocation.EventTokenRevoked)
 }
 
 // TestEventsReset checks that a stream that cannot resume says reset and
@@ -70,8 +70,8 @@ func TestEventsResume(t *testing.T) {
 // and that a malformed Last-Event-ID is a 400.
 func TestEventsReset(t *testing.T) {
 	src := revfeedtest.New(true)
-	old := add(src, revlog.KindToken, "1")
-	add(src, revlog.KindToken, "2")
+	old := add(src, revocation.KindToken, "1")
+	add(src, revocation.KindToken, "2")
 	src.Forget(2)
 	is := newIssuer(t, src, revfeed.Options{})
 	for name, last := range map[string]string{
@@ -103,7 +103,7 @@ func TestEventsReset(t *testing.T) {
 // heartbeat is one signed after the source went Fresh (its age).
 func TestNoHeartbeatWhileStale(t *testing.T) {
 	src := revfeedtest.New(false)
-	ev := add(src, revlog.KindToken, "1")
+	ev := add(src, revocation.KindToken, "1")
 	is := newIssuer(t, src, revfeed.Options{Heartbeat: 5 * time.Millisecond})
 	resp := is.get(t, t.Context(), "/revocations/events", "api", map[string]string{"Last-Event-ID": ev.ID})
 	defer resp.Body.Close()
@@ -120,11 +120,11 @@ func TestNoHeartbeatWhileStale(t *testing.T) {
 	if hb.name == "stream" { // the stream's opening JWT, signed at connect
 		hb = next(t, evs)
 	}
-	var cl revfeed.HeartbeatClaims
+	var cl revocation.HeartbeatClaims
 	if hb.name != "heartbeat" {
 		t.Fatalf("event %q, want heartbeat", hb.name)
 	}
-	is.verify(t, hb.data, revfeed.TypeHeartbeat, &cl)
+	is.verify(t, hb.data, revocation.TypeHeartbeat, &cl)
 	if cl.AgeMs != 7 {
 		t.Fatalf("the first heartbeat has age_ms %d: it was signed while the source was stale", cl.AgeMs)
 	}
@@ -162,7 +162,7 @@ func (is *issuer) waitGauge(t *testing.T, want float64) {
 // 503 and Retry-After, and that the place is free again once one leaves.
 func TestSubscriberCap(t *testing.T) {
 	src := revfeedtest.New(true)
-	ev := add(src, revlog.KindToken, "1")
+	ev := add(src, revocation.KindToken, "1")
 	is := newIssuer(t, src, revfeed.Options{MaxSubscribers: 1})
 	hdr := map[string]string{"Last-Event-ID": ev.ID}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -193,7 +193,7 @@ func TestSubscriberCap(t *testing.T) {
 // being queued for.
 func TestSlowSubscriberDropped(t *testing.T) {
 	src := revfeedtest.New(true)
-	ev := add(src, revlog.KindToken, "1")
+	ev := add(src, revocation.KindToken, "1")
 	is := newIssuer(t, src, revfeed.Options{WriteTimeout: 100 * time.Millisecond})
 	conn, err := net.Dial("tcp", strings.TrimPrefix(is.URL, "http://"))
 	if err != nil {
@@ -210,7 +210,7 @@ func TestSlowSubscriberDropped(t *testing.T) {
 	// Far more than the socket buffers hold, never read.
 	key := strings.Repeat("k", 32<<10)
 	for range 2000 {
-		add(src, revlog.KindSubject, key)
+		add(src, revocation.KindSubject, key)
 	}
 	is.waitGauge(t, 0)
 }
@@ -219,7 +219,7 @@ func TestSlowSubscriberDropped(t *testing.T) {
 // status and headers, and ends, without a stream.
 func TestEventsHead(t *testing.T) {
 	src := revfeedtest.New(true)
-	ev := add(src, revlog.KindToken, "1")
+	ev := add(src, revocation.KindToken, "1")
 	is := newIssuer(t, src, revfeed.Options{})
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodHead, is.URL+"/revocations/events", nil)
 	req.SetBasicAuth("api", is.creds["api"])

@@ -5,7 +5,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/snowtoken/snowtoken/token/revlog"
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // beat is one tick: the heartbeat signed then (empty while the Source was
@@ -57,25 +57,11 @@ func (f *Feed) current() *beat {
 	return f.beat
 }
 
-// HeartbeatClaims are a heartbeat's claims.
-type HeartbeatClaims struct {
-	jwt.RegisteredClaims
-	IssuedAtMs int64  `json:"iat_ms"`
-	Epoch      string `json:"epoch"`
-	Last       string `json:"last"`
-	AgeMs      int64  `json:"age_ms"`
-	Horizon    int64  `json:"horizon"`
-	// Nonce is the poll's nonce on a heartbeat signed for a poll's answer
-	// (PollRequest.Nonce); a stream's heartbeats have none (its first JWT
-	// carries the stream's).
-	Nonce string `json:"nonce,omitempty"`
-}
-
 // signHeartbeat signs a heartbeat for st now, with nonce if not empty; it
 // returns it and its iat_ms.
-func (f *Feed) signHeartbeat(st revlog.Status, nonce string) (string, int64, error) {
+func (f *Feed) signHeartbeat(st revocation.Status, nonce string) (string, int64, error) {
 	now := f.opts.Now()
-	raw, err := f.opts.Sign(TypeHeartbeat, &HeartbeatClaims{
+	raw, err := f.opts.Sign(revocation.TypeHeartbeat, &revocation.HeartbeatClaims{
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: f.opts.Issuer, IssuedAt: jwt.NewNumericDate(now)},
 		IssuedAtMs:       now.UnixMilli(), Epoch: st.Epoch, Last: st.Last,
 		AgeMs: max(st.Age.Milliseconds(), 0), Horizon: st.Horizon, Nonce: nonce,

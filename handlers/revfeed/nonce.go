@@ -7,6 +7,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -48,19 +49,11 @@ func checkNonceValue(n string) error {
 
 const base64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
-// StreamClaims are the claims of a stream's first JWT: the nonce of the
-// request it answers and when it was signed.
-type StreamClaims struct {
-	jwt.RegisteredClaims
-	IssuedAtMs int64  `json:"iat_ms"`
-	Nonce      string `json:"nonce,omitempty"`
-}
-
 // bind writes the stream's first JWT, signed now, after the request
 // arrived, with its nonce: the consumer measures the heartbeats' age by it.
 func (s *stream) bind() error {
 	now := s.f.opts.Now()
-	raw, err := s.f.opts.Sign(TypeStream, &StreamClaims{
+	raw, err := s.f.opts.Sign(revocation.TypeStream, &revocation.StreamClaims{
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: s.f.opts.Issuer, IssuedAt: jwt.NewNumericDate(now)},
 		IssuedAtMs:       now.UnixMilli(), Nonce: s.nonce,
 	})

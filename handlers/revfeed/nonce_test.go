@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // TestNonceRefused checks that a nonce that is not 22 to 128 base64url
@@ -17,7 +17,7 @@ import (
 // the snapshot, before anything is served.
 func TestNonceRefused(t *testing.T) {
 	src := revfeedtest.New(true)
-	ev := add(src, revlog.KindToken, "1")
+	ev := add(src, revocation.KindToken, "1")
 	is := newIssuer(t, src, revfeed.Options{})
 	for _, q := range []string{"nonce=short", "nonce=" + testNonce + "%2B", "nonce=" + testNonce + "=",
 		"nonce=" + strings.Repeat("a", 129), "nonce=" + testNonce + "&nonce=" + testNonce, "nonce="} {

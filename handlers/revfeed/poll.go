@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -14,39 +15,13 @@ import (
 // maxPollBody bounds a poll request's body: acks of Page IDs and room.
 const maxPollBody = 64 << 10
 
-// PollRequest is a poll (RFC 8936 §2.4). The issuer keeps no state per
-// receiver: the receiver's position is the latest event ID it acks (an
-// event's jti, or a snapshot's last), and setErrs are read and dropped.
-// Nonce is ours: if given, the answer's heartbeat carries it, so that a
-// receiver that sends a new one with every poll can tell a heartbeat signed
-// for this poll from a recorded answer replayed to it.
-type PollRequest struct {
-	Ack               []string                   `json:"ack"`
-	SetErrs           map[string]json.RawMessage `json:"setErrs"`
-	MaxEvents         *int                       `json:"maxEvents"`
-	ReturnImmediately bool                       `json:"returnImmediately"`
-	Nonce             string                     `json:"nonce"`
-}
-
-// PollResponse is a poll's answer (RFC 8936 §2.5), with two members of
-// ours: reset (the position cannot be resumed: fetch the snapshot and poll
-// with its last acked) and heartbeat (the stream's heartbeat, signed for
-// this answer, present only while the issuer's state is fresh; it vouches
-// for every event up to its last).
-type PollResponse struct {
-	Sets          map[string]string `json:"sets"`
-	MoreAvailable bool              `json:"moreAvailable"`
-	Reset         bool              `json:"reset,omitempty"`
-	Heartbeat     string            `json:"heartbeat,omitempty"`
-}
-
 // parsePoll reads a poll request strictly: one JSON object of RFC 8936's
 // members and nonce (no others), every ack an event ID, maxEvents not
 // negative, a nonce as CheckNonce's.
-func parsePoll(body io.Reader) (*PollRequest, string, error) {
+func parsePoll(body io.Reader) (*revocation.PollRequest, string, error) {
 	dec := json.NewDecoder(io.LimitReader(body, maxPollBody+1))
 	dec.DisallowUnknownFields()
-	var req PollRequest
+	var req revocation.PollRequest
 	if err := dec.Decode(&req); err != nil {
 		return nil, "", refusal.Describe(fmt.Errorf("%w: poll: %w", token.ErrInvalidRequest, err),
 			"the body is not a poll request: a JSON object of ack, setErrs, maxEvents and returnImmediately (RFC 8936 §2.4), at most 64 KiB")
@@ -63,13 +38,13 @@ func parsePoll(body io.Reader) (*PollRequest, string, error) {
 		}
 	}
 	var pos string
-	var posID streamPos
+	var posID revocation.EventID
 	for _, id := range req.Ack {
-		if err := CheckID(id); err != nil {
+		p, err := CheckID(id)
+		if err != nil {
 			return nil, "", refusal.Within("ack", err)
 		}
-		p := parsePos(id)
-		if pos == "" || p.epoch != posID.epoch || posID.before(p) {
+		if pos == "" || !p.SameEpoch(posID) || posID.Less(p.StreamID) {
 			pos, posID = id, p
 		}
 	}
@@ -94,7 +69,7 @@ func (f *Feed) Poll(w http.ResponseWriter, r *http.Request, body io.Reader, who 
 	if req.MaxEvents != nil {
 		limit = min(*req.MaxEvents, f.opts.Page)
 	}
-	resp := PollResponse{Sets: map[string]string{}}
+	resp := revocation.PollResponse{Sets: map[string]string{}}
 	if pos == "" {
 		resp.Reset = true
 		return f.writePoll(w, &resp)
@@ -174,7 +149,7 @@ func (f *Feed) Poll(w http.ResponseWriter, r *http.Request, body io.Reader, who 
 	}
 }
 
-func (f *Feed) writePoll(w http.ResponseWriter, resp *PollResponse) error {
+func (f *Feed) writePoll(w http.ResponseWriter, resp *revocation.PollResponse) error {
 	b, err := json.Marshal(resp)
 	if err != nil {
 		return err

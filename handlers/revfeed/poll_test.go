@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
 	"github.com/snowtoken/snowtoken/token"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // poll sends POST /revocations/poll as client api with body.
@@ -37,13 +37,13 @@ func (is *issuer) poll(t *testing.T, ctx context.Context, contentType, body stri
 	return resp, b
 }
 
-func (is *issuer) pollOK(t *testing.T, body string) revfeed.PollResponse {
+func (is *issuer) pollOK(t *testing.T, body string) revocation.PollResponse {
 	t.Helper()
 	resp, b := is.poll(t, t.Context(), "application/json", body)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("poll %s: %d %s", body, resp.StatusCode, b)
 	}
-	var pr revfeed.PollResponse
+	var pr revocation.PollResponse
 	if err := json.Unmarshal(b, &pr); err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +56,9 @@ func (is *issuer) pollOK(t *testing.T, body string) revfeed.PollResponse {
 // waits until an event comes.
 func TestPoll(t *testing.T) {
 	src := revfeedtest.New(true)
-	first := add(src, revlog.KindToken, "1")
-	second := add(src, revlog.KindSubject, "alice")
-	third := add(src, revlog.KindClient, "partner")
+	first := add(src, revocation.KindToken, "1")
+	second := add(src, revocation.KindSubject, "alice")
+	third := add(src, revocation.KindClient, "partner")
 	is := newIssuer(t, src, revfeed.Options{})
 
 	if pr := is.pollOK(t, `{"returnImmediately":true}`); !pr.Reset || len(pr.Sets) != 0 {
@@ -71,13 +71,13 @@ func TestPoll(t *testing.T) {
 	if pr.Reset || pr.MoreAvailable || len(pr.Sets) != 2 || pr.Sets[second.ID] == "" || pr.Sets[third.ID] == "" {
 		t.Fatalf("after the first: %+v", pr)
 	}
-	var set revfeed.SETClaims
-	is.verify(t, pr.Sets[third.ID], revfeed.TypeSET, &set)
-	if set.ID != third.ID || set.Events[revfeed.EventClientRevoked].Key != "partner" {
+	var set revocation.SETClaims
+	is.verify(t, pr.Sets[third.ID], revocation.TypeSET, &set)
+	if set.ID != third.ID || set.Events[revocation.EventClientRevoked].Key != "partner" {
 		t.Errorf("SET %+v", set)
 	}
-	var hb revfeed.HeartbeatClaims
-	is.verify(t, pr.Heartbeat, revfeed.TypeHeartbeat, &hb)
+	var hb revocation.HeartbeatClaims
+	is.verify(t, pr.Heartbeat, revocation.TypeHeartbeat, &hb)
 	if hb.Last != third.ID || hb.Nonce != "" {
 		t.Errorf("heartbeat last %s, nonce %q; want %s and none", hb.Last, hb.Nonce, third.ID)
 	}
@@ -85,8 +85,8 @@ func TestPoll(t *testing.T) {
 	// replayed to a later poll names another nonce.
 	const nonce = "bm9uY2Utb2YtdGhpcy1wb2xsLTEyMzQ1Ng"
 	pr = is.pollOK(t, `{"ack":["`+first.ID+`"],"nonce":"`+nonce+`","returnImmediately":true}`)
-	hb = revfeed.HeartbeatClaims{}
-	is.verify(t, pr.Heartbeat, revfeed.TypeHeartbeat, &hb)
+	hb = revocation.HeartbeatClaims{}
+	is.verify(t, pr.Heartbeat, revocation.TypeHeartbeat, &hb)
 	if hb.Nonce != nonce || hb.Last != third.ID {
 		t.Errorf("heartbeat of a poll with a nonce: nonce %q, last %s; want %q, %s", hb.Nonce, hb.Last, nonce, third.ID)
 	}
@@ -100,12 +100,12 @@ func TestPoll(t *testing.T) {
 	}
 
 	// A poll that waits: it is answered once an event comes.
-	done := make(chan revfeed.PollResponse)
+	done := make(chan revocation.PollResponse)
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, is.URL+"/revocations/poll", strings.NewReader(`{"ack":["`+third.ID+`"]}`))
 	req.SetBasicAuth("api", is.creds["api"])
 	req.Header.Set("Content-Type", "application/json")
 	go func() { // no t.Fatal here: the answer, or nothing, goes to done
-		var pr revfeed.PollResponse
+		var pr revocation.PollResponse
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			_ = json.NewDecoder(resp.Body).Decode(&pr)
 			resp.Body.Close()
@@ -113,7 +113,7 @@ func TestPoll(t *testing.T) {
 		done <- pr
 	}()
 	is.waitGauge(t, 1)
-	fourth := add(src, revlog.KindToken, "4")
+	fourth := add(src, revocation.KindToken, "4")
 	select {
 	case pr := <-done:
 		if len(pr.Sets) != 1 || pr.Sets[fourth.ID] == "" {
@@ -215,13 +215,13 @@ func (is *issuer) withWriteTimeout(t *testing.T, d time.Duration) {
 func TestPollOutlastsWriteTimeout(t *testing.T) {
 	const writeTimeout, pollWait = 200 * time.Millisecond, 600 * time.Millisecond
 	src := revfeedtest.New(true)
-	ev := add(src, revlog.KindToken, "1")
+	ev := add(src, revocation.KindToken, "1")
 	is := newIssuer(t, src, revfeed.Options{PollWait: pollWait})
 	is.withWriteTimeout(t, writeTimeout)
 	body := `{"ack":["` + ev.ID + `"]}`
 
 	a := await(t, is.pollAsync(t, t.Context(), "api", body), hangGuard)
-	var pr revfeed.PollResponse
+	var pr revocation.PollResponse
 	if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &pr) != nil || len(pr.Sets) != 0 || pr.Heartbeat == "" {
 		t.Fatalf("a poll on a quiet log: %d %s %v, want 200 with no SET and the heartbeat", a.status, a.body, a.err)
 	}
@@ -229,9 +229,9 @@ func TestPollOutlastsWriteTimeout(t *testing.T) {
 	res := is.pollAsync(t, t.Context(), "api", body)
 	is.waitGauge(t, 1)
 	time.Sleep(2 * writeTimeout) // what is tested: the event comes past the server's deadline
-	second := add(src, revlog.KindToken, "2")
+	second := add(src, revocation.KindToken, "2")
 	a = await(t, res, hangGuard)
-	if pr = (revfeed.PollResponse{}); a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &pr) != nil || pr.Sets[second.ID] == "" {
+	if pr = (revocation.PollResponse{}); a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &pr) != nil || pr.Sets[second.ID] == "" {
 		t.Fatalf("an event past the write timeout: %d %s %v, want 200 with its SET", a.status, a.body, a.err)
 	}
 

@@ -102,21 +102,21 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/snowtoken/snowtoken/token/revlog"
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // Source is what the feed serves: a revlog.Follower.
 type Source interface {
 	// Since returns up to max events applied after the event whose ID is after, oldest first;
 	// ok is false when after cannot be resumed from (another epoch, or older than the follower keeps): reset.
-	Since(after string, max int) (evs []revlog.Event, ok bool)
+	Since(after string, max int) (evs []revocation.Event, ok bool)
 	// Changed returns a channel closed at the next change: an event applied, a heartbeat accepted, a resync.
 	Changed() <-chan struct{}
 	// Status is the follower's status at now.
-	Status(now time.Time) revlog.Status
+	Status(now time.Time) revocation.Status
 	// Snapshot is the whole state at now. The feed builds it once per
 	// Status.Version, which must grow at every change of what it holds.
-	Snapshot(now time.Time) revlog.Snapshot
+	Snapshot(now time.Time) revocation.Snapshot
 }
 
 // Defaults of Options.
@@ -137,18 +137,6 @@ const (
 	// MaxHeartbeat is the longest Heartbeat allowed: consumers count on one
 	// at least this often.
 	MaxHeartbeat = 50 * time.Millisecond
-)
-
-// JWT types (typ) and SET event URIs.
-const (
-	TypeSET       = "secevent+jwt"
-	TypeHeartbeat = "revocation-heartbeat+jwt"
-	TypeSnapshot  = "revocation-snapshot+jwt"
-	TypeStream    = "revocation-stream+jwt"
-
-	EventTokenRevoked   = "https://snowtoken.dev/secevent/token-revoked"
-	EventSubjectRevoked = "https://snowtoken.dev/secevent/subject-revoked"
-	EventClientRevoked  = "https://snowtoken.dev/secevent/client-revoked"
 )
 
 // Errors of the feed.

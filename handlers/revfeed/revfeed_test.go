@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
@@ -24,7 +25,6 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/redisstore"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 const (
@@ -33,7 +33,7 @@ const (
 )
 
 // add applies an event to src, a ms after the last.
-func add(src *revfeedtest.Source, kind, key string) revlog.Event {
+func add(src *revfeedtest.Source, kind revocation.Kind, key string) revocation.Event {
 	at := int64(revfeedtest.Horizon + 1 + len(src.Events()))
 	return src.Add(kind, key, at, 2_000_000_000)
 }
@@ -265,8 +265,8 @@ func TestSignedWithCurrentKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cl revfeed.SnapshotClaims
-	is.verify(t, string(body), revfeed.TypeSnapshot, &cl) // checks the kid
+	var cl revocation.SnapshotClaims
+	is.verify(t, string(body), revocation.TypeSnapshot, &cl) // checks the kid
 }
 
 // testNonce is a nonce as the client module makes one: 32 bytes, base64url.

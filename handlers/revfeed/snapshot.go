@@ -12,7 +12,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/snowtoken/snowtoken/token/revlog"
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // DefaultMaxSnapshots is Options.MaxSnapshots's default: the snapshots
@@ -34,59 +34,6 @@ const (
 	snapshotWriteFloor  = 10 * time.Second
 	snapshotWritePerMiB = time.Second
 )
-
-// SnapshotClaims are the snapshot's claims: the request's own members
-// (SnapshotStamp) and the whole state (SnapshotState).
-type SnapshotClaims struct {
-	SnapshotStamp
-	SnapshotState
-}
-
-// SnapshotStamp are the members of a snapshot that are its request's own:
-// when it was signed, the request's nonce, and whether the state was fresh
-// then (the Source's Status, for the state version it holds; false when the
-// state moved on while it was built).
-type SnapshotStamp struct {
-	jwt.RegisteredClaims
-	IssuedAtMs int64  `json:"iat_ms"`
-	Nonce      string `json:"nonce,omitempty"` // the request's
-	Fresh      bool   `json:"fresh"`
-	AgeMs      int64  `json:"age_ms"`
-}
-
-// SnapshotState is the state a snapshot holds: the same in every snapshot
-// of one state version (revlog.Status.Version), which is encoded once for
-// all of them.
-type SnapshotState struct {
-	Epoch    string          `json:"epoch"`
-	Last     string          `json:"last"`
-	Horizon  int64           `json:"horizon"`
-	Tokens   []RevokedToken  `json:"tokens"`
-	Subjects []RevokedName   `json:"subjects"`
-	Clients  []RevokedClient `json:"clients"`
-}
-
-// RevokedToken is a revoked token in the snapshot: its jti and exp (Unix s,
-// 0 when unknown).
-type RevokedToken struct {
-	JTI string `json:"jti"`
-	Exp int64  `json:"exp,omitempty"`
-	At  int64  `json:"at"`
-}
-
-// RevokedName is a subject whose tokens were revoked at At (Unix ms).
-type RevokedName struct {
-	Subject string `json:"sub"`
-	At      int64  `json:"at"`
-}
-
-// RevokedClient is a client whose tokens with an ID time at or before Cutoff
-// (Unix ms) are revoked.
-type RevokedClient struct {
-	ClientID string `json:"client_id"`
-	Cutoff   int64  `json:"cutoff"`
-	At       int64  `json:"at"`
-}
 
 // Snapshot writes the whole state as one signed JWT (application/jwt),
 // with the request's nonce, to client (the authenticated client's ID). An
@@ -121,7 +68,7 @@ func (f *Feed) Snapshot(w http.ResponseWriter, r *http.Request, client string) e
 		return err
 	}
 	now := f.opts.Now()
-	stamp := SnapshotStamp{
+	stamp := revocation.SnapshotStamp{
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: f.opts.Issuer, IssuedAt: jwt.NewNumericDate(now)},
 		IssuedAtMs:       now.UnixMilli(), Nonce: nonce,
 	}
@@ -139,7 +86,7 @@ func (f *Feed) Snapshot(w http.ResponseWriter, r *http.Request, client string) e
 	for len(head)%3 != 0 {
 		head = append(head, ' ')
 	}
-	raw, err := f.opts.SignPayload(TypeSnapshot, b64.AppendEncode(nil, head), state.tail)
+	raw, err := f.opts.SignPayload(revocation.TypeSnapshot, b64.AppendEncode(nil, head), state.tail)
 	if err != nil {
 		return fmt.Errorf("revfeed: signing the snapshot: %w", err)
 	}
@@ -209,7 +156,7 @@ type builtState struct {
 }
 
 // of reports whether b was built of the state st describes.
-func (b *builtState) of(st revlog.Status) bool {
+func (b *builtState) of(st revocation.Status) bool {
 	return b.version == st.Version && b.epoch == st.Epoch && b.last == st.Last
 }
 
@@ -217,7 +164,7 @@ func (b *builtState) of(st revlog.Status) bool {
 // arrived (the Source's when the request arrived): the last built, else one
 // built now from src. Requests that arrive while it is built wait for it,
 // holding nothing, and are served it.
-func (s *snapshots) get(src Source, arrived revlog.Status, now func() time.Time) (*builtState, error) {
+func (s *snapshots) get(src Source, arrived revocation.Status, now func() time.Time) (*builtState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if b := s.last; b != nil && (b.version > arrived.Version || b.of(arrived)) {
@@ -233,20 +180,20 @@ func (s *snapshots) get(src Source, arrived revlog.Status, now func() time.Time)
 }
 
 // buildState encodes snap's state.
-func buildState(snap revlog.Snapshot) (*builtState, error) {
-	st := SnapshotState{Epoch: snap.Epoch, Last: snap.Last, Horizon: snap.Horizon,
-		Tokens:   make([]RevokedToken, 0, len(snap.Tokens)),
-		Subjects: make([]RevokedName, 0, len(snap.Subjects)),
-		Clients:  make([]RevokedClient, 0, len(snap.Clients)),
+func buildState(snap revocation.Snapshot) (*builtState, error) {
+	st := revocation.SnapshotState{Epoch: snap.Epoch, Last: snap.Last, Horizon: snap.Horizon,
+		Tokens:   make([]revocation.RevokedToken, 0, len(snap.Tokens)),
+		Subjects: make([]revocation.RevokedName, 0, len(snap.Subjects)),
+		Clients:  make([]revocation.RevokedClient, 0, len(snap.Clients)),
 	}
 	for _, e := range snap.Tokens {
-		st.Tokens = append(st.Tokens, RevokedToken{JTI: e.Key, Exp: e.Exp, At: e.At})
+		st.Tokens = append(st.Tokens, revocation.RevokedToken{JTI: e.Key, Exp: e.Exp, At: e.At})
 	}
 	for _, e := range snap.Subjects {
-		st.Subjects = append(st.Subjects, RevokedName{Subject: e.Key, At: e.At})
+		st.Subjects = append(st.Subjects, revocation.RevokedName{Subject: e.Key, At: e.At})
 	}
 	for _, e := range snap.Clients {
-		st.Clients = append(st.Clients, RevokedClient{ClientID: e.Key, Cutoff: e.Cutoff, At: e.At})
+		st.Clients = append(st.Clients, revocation.RevokedClient{ClientID: e.Key, Cutoff: e.Cutoff, At: e.At})
 	}
 	js, err := json.Marshal(&st)
 	if err != nil {

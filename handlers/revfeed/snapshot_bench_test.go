@@ -11,9 +11,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // discard is a ResponseWriter that counts what is written and keeps none.
@@ -55,10 +55,10 @@ func (is *issuer) snapshotRequest() *http.Request {
 // (the state and the test's own: base-RSS-MB), and its peak while the round
 // is served (peak-RSS-MB, VmHWM reset before each round).
 func BenchmarkSnapshot(b *testing.B) {
-	src := revfeedtest.NewLarge(revlog.KindSubject, 200_000)
+	src := revfeedtest.NewLarge(revocation.KindSubject, 200_000)
 	is := newIssuer(b, src, revfeed.Options{})
 	b.Run("built", func(b *testing.B) {
-		benchSnapshots(b, is, 1, func() { src.Add(revlog.KindToken, "117811659438825472", 1795700000000, 1795800000) })
+		benchSnapshots(b, is, 1, func() { src.Add(revocation.KindToken, "117811659438825472", 1795700000000, 1795800000) })
 	})
 	for _, n := range []int{1, 32} {
 		b.Run(fmt.Sprintf("same-state/concurrent=%d", n), func(b *testing.B) { benchSnapshots(b, is, n, nil) })

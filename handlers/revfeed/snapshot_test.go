@@ -10,18 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // TestSnapshot checks the snapshot: one JWT signed by the issuer's key,
 // application/jwt, holding the whole state.
 func TestSnapshot(t *testing.T) {
 	src := revfeedtest.New(true)
-	tok := add(src, revlog.KindToken, "117811659438825472")
-	sub := add(src, revlog.KindSubject, "alice")
-	cli := add(src, revlog.KindClient, "partner")
+	tok := add(src, revocation.KindToken, "117811659438825472")
+	sub := add(src, revocation.KindSubject, "alice")
+	cli := add(src, revocation.KindClient, "partner")
 	is := newIssuer(t, src, revfeed.Options{})
 	resp := is.get(t, t.Context(), "/revocations?nonce="+testNonce, "api", nil)
 	defer resp.Body.Close()
@@ -32,12 +32,12 @@ func TestSnapshot(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/jwt" {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	var cl revfeed.SnapshotClaims
-	is.verify(t, string(body), revfeed.TypeSnapshot, &cl)
+	var cl revocation.SnapshotClaims
+	is.verify(t, string(body), revocation.TypeSnapshot, &cl)
 	if cl.Nonce != testNonce || cl.Epoch != epoch || cl.Last != cli.ID || cl.Horizon != 1000 || !cl.Fresh ||
-		len(cl.Tokens) != 1 || cl.Tokens[0] != (revfeed.RevokedToken{JTI: tok.Key, Exp: tok.Exp, At: tok.At}) ||
-		len(cl.Subjects) != 1 || cl.Subjects[0] != (revfeed.RevokedName{Subject: sub.Key, At: sub.At}) ||
-		len(cl.Clients) != 1 || cl.Clients[0] != (revfeed.RevokedClient{ClientID: cli.Key, Cutoff: cli.Cutoff, At: cli.At}) {
+		len(cl.Tokens) != 1 || cl.Tokens[0] != (revocation.RevokedToken{JTI: tok.Key, Exp: tok.Exp, At: tok.At}) ||
+		len(cl.Subjects) != 1 || cl.Subjects[0] != (revocation.RevokedName{Subject: sub.Key, At: sub.At}) ||
+		len(cl.Clients) != 1 || cl.Clients[0] != (revocation.RevokedClient{ClientID: cli.Key, Cutoff: cli.Cutoff, At: cli.At}) {
 		t.Fatalf("snapshot %+v", cl)
 	}
 }
@@ -66,7 +66,7 @@ func newHeldIssuer(t *testing.T, src *heldSource, opts revfeed.Options) *issuer 
 	return is
 }
 
-func (s *heldSource) Snapshot(now time.Time) revlog.Snapshot {
+func (s *heldSource) Snapshot(now time.Time) revocation.Snapshot {
 	snap := s.Source.Snapshot(now)
 	s.built <- struct{}{}
 	<-s.release
@@ -126,7 +126,7 @@ func (is *issuer) goSnapshotAs(ctx context.Context, client, nonce string) <-chan
 }
 
 // snapshotOK checks that r is a snapshot for nonce and returns its claims.
-func (is *issuer) snapshotOK(t *testing.T, r result, nonce string) revfeed.SnapshotClaims {
+func (is *issuer) snapshotOK(t *testing.T, r result, nonce string) revocation.SnapshotClaims {
 	t.Helper()
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -134,8 +134,8 @@ func (is *issuer) snapshotOK(t *testing.T, r result, nonce string) revfeed.Snaps
 	if r.resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", r.resp.StatusCode, r.body)
 	}
-	var cl revfeed.SnapshotClaims
-	is.verify(t, string(r.body), revfeed.TypeSnapshot, &cl)
+	var cl revocation.SnapshotClaims
+	is.verify(t, string(r.body), revocation.TypeSnapshot, &cl)
 	if cl.Nonce != nonce {
 		t.Fatalf("nonce %q, want %q", cl.Nonce, nonce)
 	}
@@ -146,7 +146,7 @@ func (is *issuer) snapshotOK(t *testing.T, r result, nonce string) revfeed.Snaps
 // at once with 503 temporarily_unavailable and Retry-After, without
 // building another, and is served again once the one in progress ends.
 func TestSnapshotsBounded(t *testing.T) {
-	src := newHeldSource(revfeedtest.NewLarge(revlog.KindSubject, 20_000))
+	src := newHeldSource(revfeedtest.NewLarge(revocation.KindSubject, 20_000))
 	is := newHeldIssuer(t, src, revfeed.Options{MaxSnapshots: 1})
 	first := is.goSnapshot(t.Context(), testNonce)
 	wait(t, src.built, "first snapshot built") // and held there, in its place
@@ -183,7 +183,7 @@ func TestSnapshotsBounded(t *testing.T) {
 // epoch rotation, or a client asking in a loop) cannot take every place
 // (the bound was only in all).
 func TestSnapshotsPerClient(t *testing.T) {
-	src := newHeldSource(revfeedtest.NewLarge(revlog.KindSubject, 1_000))
+	src := newHeldSource(revfeedtest.NewLarge(revocation.KindSubject, 1_000))
 	is := newHeldIssuer(t, src, revfeed.Options{})
 	first := is.goSnapshot(t.Context(), testNonce)
 	wait(t, src.built, "first snapshot built") // and held there, in its place
@@ -212,8 +212,8 @@ func TestSnapshotsPerClient(t *testing.T) {
 // that a new version is built again.
 func TestSnapshotBuiltOncePerVersion(t *testing.T) {
 	src := revfeedtest.New(true)
-	add(src, revlog.KindToken, "117811659438825472")
-	sub := add(src, revlog.KindSubject, "alice")
+	add(src, revocation.KindToken, "117811659438825472")
+	sub := add(src, revocation.KindSubject, "alice")
 	is := newIssuer(t, src, revfeed.Options{MaxSnapshotsPerClient: revfeed.DefaultMaxSnapshots})
 	nonces := []string{testNonce[:22], testNonce[:23], testNonce[:24], strings.Repeat(testNonce, 3)[:128], ""}
 	var answers []<-chan result
@@ -232,7 +232,7 @@ func TestSnapshotBuiltOncePerVersion(t *testing.T) {
 	if n := src.Snapshots(); n != 1 {
 		t.Fatalf("%d snapshots built for %d answers of one state, want 1", n, len(nonces))
 	}
-	cli := add(src, revlog.KindClient, "partner")
+	cli := add(src, revocation.KindClient, "partner")
 	cl := is.snapshotOK(t, wait(t, is.goSnapshot(t.Context(), testNonce), "an answer"), testNonce)
 	if n := src.Snapshots(); n != 2 || cl.Last != cli.ID || len(cl.Clients) != 1 {
 		t.Fatalf("after a revocation: %d built, last %s, clients %v; want 2, %s, partner", n, cl.Last, cl.Clients, cli.ID)
@@ -243,13 +243,13 @@ func TestSnapshotBuiltOncePerVersion(t *testing.T) {
 // contract.
 type unversioned struct{ *revfeedtest.Source }
 
-func (s unversioned) Status(now time.Time) revlog.Status {
+func (s unversioned) Status(now time.Time) revocation.Status {
 	st := s.Source.Status(now)
 	st.Version = 0
 	return st
 }
 
-func (s unversioned) Snapshot(now time.Time) revlog.Snapshot {
+func (s unversioned) Snapshot(now time.Time) revocation.Snapshot {
 	sn := s.Source.Snapshot(now)
 	sn.Version = 0
 	return sn
@@ -260,10 +260,10 @@ func (s unversioned) Snapshot(now time.Time) revlog.Snapshot {
 // snapshot is never served for a state it does not hold.
 func TestSnapshotOfAnUnversionedSource(t *testing.T) {
 	src := revfeedtest.New(true)
-	add(src, revlog.KindSubject, "alice")
+	add(src, revocation.KindSubject, "alice")
 	is := newIssuer(t, unversioned{src}, revfeed.Options{})
 	is.snapshotOK(t, wait(t, is.goSnapshot(t.Context(), testNonce), "an answer"), testNonce)
-	bob := add(src, revlog.KindSubject, "bob")
+	bob := add(src, revocation.KindSubject, "bob")
 	if cl := is.snapshotOK(t, wait(t, is.goSnapshot(t.Context(), testNonce), "an answer"), testNonce); cl.Last != bob.ID || len(cl.Subjects) != 2 {
 		t.Fatalf("after bob: last %s, %d subjects; want %s, 2", cl.Last, len(cl.Subjects), bob.ID)
 	}
@@ -275,11 +275,11 @@ func TestSnapshotOfAnUnversionedSource(t *testing.T) {
 func TestSnapshotOfAnEarlierVersion(t *testing.T) {
 	src := newHeldSource(revfeedtest.New(true))
 	src.SetFresh(true, 7*time.Millisecond)
-	first := add(src.Source, revlog.KindSubject, "alice")
+	first := add(src.Source, revocation.KindSubject, "alice")
 	is := newHeldIssuer(t, src, revfeed.Options{})
 	answer := is.goSnapshot(t.Context(), testNonce)
 	wait(t, src.built, "snapshot built")
-	later := add(src.Source, revlog.KindSubject, "bob")
+	later := add(src.Source, revocation.KindSubject, "bob")
 	src.let()
 	if cl := is.snapshotOK(t, wait(t, answer, "an answer"), testNonce); cl.Last != first.ID || cl.Fresh || cl.AgeMs != 0 {
 		t.Fatalf("built before bob: last %s, fresh %v, age_ms %d; want %s, false, 0", cl.Last, cl.Fresh, cl.AgeMs, first.ID)
@@ -293,7 +293,7 @@ func TestSnapshotOfAnEarlierVersion(t *testing.T) {
 // status and headers without building one.
 func TestSnapshotHead(t *testing.T) {
 	src := revfeedtest.New(true)
-	add(src, revlog.KindToken, "1")
+	add(src, revocation.KindToken, "1")
 	is := newIssuer(t, src, revfeed.Options{})
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodHead, is.URL+"/revocations", nil)
 	req.SetBasicAuth("api", is.creds["api"])

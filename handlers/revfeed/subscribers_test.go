@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
 	"github.com/snowtoken/snowtoken/token"
-	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
 // cutOff is how soon a stream or a waiting poll of a client that may no
@@ -45,7 +45,7 @@ func (is *issuer) reload(t *testing.T, id string, edit func(c *token.Client) boo
 // Before the fix one client could take every place.
 func TestSubscribersPerClient(t *testing.T) {
 	src := revfeedtest.New(true)
-	ev := add(src, revlog.KindToken, "1")
+	ev := add(src, revocation.KindToken, "1")
 	is := newIssuer(t, src, revfeed.Options{MaxSubscribers: 3, MaxPerClient: 2})
 	hdr := map[string]string{"Last-Event-ID": ev.ID}
 	wait := `{"ack":["` + ev.ID + `"]}`
@@ -133,7 +133,7 @@ func TestCutOffOnReload(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := revfeedtest.New(true)
-			ev := add(src, revlog.KindToken, "1")
+			ev := add(src, revocation.KindToken, "1")
 			is := newIssuer(t, src, revfeed.Options{})
 			stream := is.get(t, t.Context(), "/revocations/events", "api", map[string]string{"Last-Event-ID": ev.ID})
 			defer stream.Body.Close()
@@ -143,12 +143,12 @@ func TestCutOffOnReload(t *testing.T) {
 
 			is.reload(t, tc.id, tc.edit)
 			if tc.status == 0 {
-				next := add(src, revlog.KindToken, "2")
+				next := add(src, revocation.KindToken, "2")
 				if got := nextNamed(t, evs, "revoked"); got.id != next.ID {
 					t.Fatalf("the stream's next event %s, want %s", got.id, next.ID)
 				}
 				nextNamed(t, evs, "heartbeat")
-				var pr revfeed.PollResponse
+				var pr revocation.PollResponse
 				if a := await(t, poll, hangGuard); a.status != http.StatusOK || json.Unmarshal(a.body, &pr) != nil || pr.Sets[next.ID] == "" {
 					t.Fatalf("the poll: %d %s %v, want 200 with the next event", a.status, a.body, a.err)
 				}
@@ -220,7 +220,7 @@ func TestCutOffAtSecretExpiry(t *testing.T) {
 	}{{"expiring", false}, {"rotated with an overlap", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := revfeedtest.New(true)
-			ev := add(src, revlog.KindToken, "1")
+			ev := add(src, revocation.KindToken, "1")
 			is := newIssuer(t, src, revfeed.Options{})
 			var expires time.Time
 			if !tc.rotation {

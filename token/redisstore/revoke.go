@@ -7,16 +7,17 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
 
-// Kinds of revocation log entries (the k field; see the package doc).
-const (
-	logToken   = "t" // i: the jti; v: the token's exp, Unix s ("" if unknown)
-	logSubject = "s" // i: the subject; v: its new marker
-	logClient  = "c" // i: the client; v: its revocation time, Unix ms
-)
+// The k field of a revocation log entry is its kind, the core's
+// (revocation.Kind; see the package doc):
+//
+//	t  i: the jti;     v: the token's exp, Unix s ("" if unknown)
+//	s  i: the subject; v: its new marker
+//	c  i: the client;  v: its revocation time, Unix ms
 
 // logAppendLua defines logAppend(key), which appends to the revocation log
 // key the entry ARGV[2] (k), ARGV[3] (i), ARGV[4] (v), with an ID of
@@ -176,7 +177,7 @@ func (s *Store) RevokeToken(ctx context.Context, key, jti string, exp int64) err
 	if exp > 0 {
 		v = strconv.FormatInt(exp, 10)
 	}
-	args := []any{strconv.FormatInt(s.logRetention.Milliseconds(), 10), logToken, jti, v,
+	args := []any{strconv.FormatInt(s.logRetention.Milliseconds(), 10), string(revocation.KindToken), jti, v,
 		strconv.FormatInt(3*s.leeway.Milliseconds(), 10)}
 	if !s.cluster {
 		_, err := s.evalInt(ctx, revokeTokenScript, revokeTokenLua, []string{key, s.logKey, s.seenKey(jti)}, args...)
@@ -202,7 +203,7 @@ func (s *Store) RelogToken(ctx context.Context, jti string, exp int64) error {
 		v = strconv.FormatInt(exp, 10)
 	}
 	_, err := s.evalInt(ctx, logAppendScript, logAppendSrc, []string{s.logKey},
-		strconv.FormatInt(s.logRetention.Milliseconds(), 10), logToken, jti, v)
+		strconv.FormatInt(s.logRetention.Milliseconds(), 10), string(revocation.KindToken), jti, v)
 	return err
 }
 
@@ -214,7 +215,7 @@ func (s *Store) RelogToken(ctx context.Context, jti string, exp int64) error {
 // marker each time).
 func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 	k := s.Keys(subject, "", "", time.Time{})
-	return s.revoke(ctx, revokeSubjectScript, revokeSubjectLua, k.Gen, logSubject, subject, newMarker(), false)
+	return s.revoke(ctx, revokeSubjectScript, revokeSubjectLua, k.Gen, string(revocation.KindSubject), subject, newMarker(), false)
 }
 
 // RevokeClient makes every token of client whose ID's time is at or before
@@ -228,7 +229,7 @@ func (s *Store) RevokeClient(ctx context.Context, client string, before time.Tim
 	if err := token.CheckName(client); err != nil {
 		return refusal.New(token.ErrInvalidRequest, "client: %w", err)
 	}
-	return s.revoke(ctx, revokeClientScript, revokeClientLua, s.clientKey(client), logClient, client,
+	return s.revoke(ctx, revokeClientScript, revokeClientLua, s.clientKey(client), string(revocation.KindClient), client,
 		strconv.FormatInt(before.UnixMilli(), 10), true)
 }
 

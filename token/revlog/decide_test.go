@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/internal/clocktest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
@@ -107,8 +108,8 @@ func TestMarksDoNotSurviveAFullRead(t *testing.T) {
 // horizon), and goes fresh again.
 func TestEntriesLostWithTheEpoch(t *testing.T) {
 	var store *redisstore.Store
-	rg := sharedRig(t, Options{Redo: func(ctx context.Context, ev Event) error {
-		if ev.Kind != KindToken {
+	rg := sharedRig(t, Options{Redo: func(ctx context.Context, ev revocation.Event) error {
+		if ev.Kind != revocation.KindToken {
 			return fmt.Errorf("redo of a %s", ev.Kind)
 		}
 		return store.RelogToken(ctx, ev.Key, ev.Exp)
@@ -180,7 +181,10 @@ func TestSinceResumes(t *testing.T) {
 	if !ok || len(evs) != 3 {
 		t.Fatalf("Since(%s) = %v, %v; want 3 events", st.Last, evs, ok)
 	}
-	want := []struct{ kind, key string }{{KindToken, "31"}, {KindSubject, "bob"}, {KindClient, "gw"}}
+	want := []struct {
+		kind revocation.Kind
+		key  string
+	}{{revocation.KindToken, "31"}, {revocation.KindSubject, "bob"}, {revocation.KindClient, "gw"}}
 	for i, w := range want {
 		if evs[i].Kind != w.kind || evs[i].Key != w.key || !strings.HasPrefix(evs[i].ID, st.Epoch+"-") {
 			t.Errorf("event %d = %+v, want %s %s in epoch %s", i, evs[i], w.kind, w.key, st.Epoch)
@@ -253,30 +257,6 @@ func TestSnapshotVersion(t *testing.T) {
 	moved("a resync")
 }
 
-// TestForgetsOldSubjectsAndClients: a subject's or client's entry older
-// than the retention covers only expired tokens: it is dropped.
-func TestForgetsOldSubjectsAndClients(t *testing.T) {
-	st := newState()
-	now := time.Now()
-	st.subjects["old"] = subjectEntry{at: now.Add(-2 * time.Hour).UnixMilli()}
-	st.subjects["new"] = subjectEntry{at: now.Add(-30 * time.Minute).UnixMilli()}
-	st.clients["old"] = clientEntry{at: now.Add(-2 * time.Hour).UnixMilli(), cutoff: now.Add(-2 * time.Hour).UnixMilli()}
-	st.clients["new"] = clientEntry{at: now.Add(-2 * time.Hour).UnixMilli(), cutoff: now.UnixMilli()}
-	st.forget(now, time.Hour)
-	if _, ok := st.subjects["old"]; ok {
-		t.Error("old subject kept")
-	}
-	if _, ok := st.clients["old"]; ok {
-		t.Error("old client kept")
-	}
-	if _, ok := st.subjects["new"]; !ok {
-		t.Error("new subject dropped")
-	}
-	if _, ok := st.clients["new"]; !ok {
-		t.Error("a client whose cutoff is recent dropped")
-	}
-}
-
 // TestRevokedHere: a subject or client this replica revoked is decided as
 // revoked (or left to Redis) at once, before the entry comes back; the
 // entry then takes the local note's place.
@@ -330,24 +310,6 @@ func TestWriterSilentWhileHeard(t *testing.T) {
 		return n > 0
 	})
 	stop()
-}
-
-// TestMarkDuringResyncVoid: a mark taken of the state before a full read,
-// after a local note moved it on while the read ran, vouches for nothing
-// after the swap.
-func TestMarkDuringResyncVoid(t *testing.T) {
-	f, err := New(nil, "st:{revlog}", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := newState() // what sync builds
-	st.subjects["alice"] = subjectEntry{at: 1}
-	f.SubjectRevokedHere("bob") // meanwhile, on the state in force
-	m := f.Mark()
-	f.swap(st, time.Now())
-	if m >= f.st.start {
-		t.Errorf("a mark of the old state (%d) is valid in the new one (start %d)", m, f.st.start)
-	}
 }
 
 // TestNotesDuringFullReads: local notes (a revoke at this replica) while

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -47,7 +48,7 @@ type Options struct {
 	// revoke again (serve's revokes through redisstore.Store), so that every
 	// replica, and Redis's records, hear of it again. Nil: the follower
 	// keeps them for itself.
-	Redo func(ctx context.Context, ev Event) error
+	Redo func(ctx context.Context, ev revocation.Event) error
 }
 
 // Reasons for a resync, the label of the resyncs metric.
@@ -71,14 +72,8 @@ const ReasonLoss = "loss"
 // keeps track of (maxRecent); it reads the log afresh.
 const ReasonBacklog = "backlog"
 
-// Sizes of what a Follower keeps.
-const (
-	// maxRecent bounds the entries applied since the last heartbeat.
-	maxRecent = 1 << 16
-	// ringSize is how many recent events Since can resume from (at least;
-	// up to twice as many are kept).
-	ringSize = 4096
-)
+// maxRecent bounds the entries applied since the last heartbeat.
+const maxRecent = 1 << 16
 
 // Follower keeps in memory what the revocation log says is revoked; see the
 // package doc. Its query methods are safe for concurrent use with Run.
@@ -90,57 +85,31 @@ type Follower struct {
 
 	mu      sync.RWMutex
 	st      *state
-	fresh   freshness
 	heardAt time.Time // Options.Now when the last heartbeat was accepted
 	// lostAfter is the log's last ID when a loss was found: the events
 	// after it are gone from the log. Written and read by Run's goroutine.
-	lostAfter streamID
+	lostAfter revocation.StreamID
 	changed   chan struct{} // closed and replaced at every change (Changed)
 	// version is Status.Version: incremented, under mu, by whatever
 	// changes what Snapshot holds.
 	version uint64
 }
 
-// state is what the log says, and how far it was read.
+// state is what the log says (the core's State: what is revoked, the
+// marks, freshness), the latest events for the feed, and how far the
+// streams were read.
 type state struct {
-	tokens   map[string]int64 // jti -> Unix s after which it is forgotten
-	subjects map[string]subjectEntry
-	clients  map[string]clientEntry
-	epoch    string
-	horizon  int64    // Unix ms when the epoch began
-	applied  streamID // the last log entry applied
-	count    int64    // the log's entries-added up to applied
-	base     mark     // the last heartbeat's l and n, or the snapshot's
-	recent   []mark   // entries applied since base
-	hbPos    string   // the last heartbeat read
-	forgotAt int64    // Unix s of the last forget
-	// start is the first mark of this state, seq the last: marks below
-	// start were taken of an earlier state (token.LogMark).
-	start, seq token.LogMark
-	// events are the latest events applied, oldest first; every entry
-	// after ringFrom is among them.
-	events   []Event
-	ids      []streamID
-	ringFrom streamID
-}
-
-// subjectEntry is the latest entry of a subject.
-type subjectEntry struct {
-	marker string
-	at     int64         // Unix ms, the entry's ID
-	seq    token.LogMark // the mark it was applied at
-	local  bool          // SubjectRevokedHere's, until the entry comes
-}
-
-// clientEntry is the latest cutoff of a client.
-type clientEntry struct {
-	cutoff int64 // Unix ms; math.MaxInt64 when it did not parse
-	at     int64 // Unix ms, the entry's ID
+	core   *revocation.State
+	ring   revocation.Ring
+	count  int64  // the log's entries-added up to the last applied
+	base   mark   // the last heartbeat's l and n, or the snapshot's
+	recent []mark // entries applied since base
+	hbPos  string // the last heartbeat read
 }
 
 // mark is a log ID and the log's entries-added up to it.
 type mark struct {
-	id    streamID
+	id    revocation.StreamID
 	count int64
 }
 
@@ -170,7 +139,11 @@ func New(rdb redis.UniversalClient, logKey string, opts Options) (*Follower, err
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &Follower{rdb: rdb, keys: keysFor(logKey), opts: opts, st: newState(), changed: make(chan struct{})}
+	f := &Follower{rdb: rdb, keys: keysFor(logKey), opts: opts, changed: make(chan struct{})}
+	var err error
+	if f.st, err = f.newState("", 0); err != nil {
+		return nil, err
+	}
 	f.met = newMetrics(f)
 	if opts.Registerer != nil {
 		if err := f.met.register(opts.Registerer); err != nil {
@@ -182,10 +155,14 @@ func New(rdb redis.UniversalClient, logKey string, opts Options) (*Follower, err
 
 var _ token.LocalRevocations = (*Follower)(nil)
 
-// newState returns an empty state; swap gives it its marks.
-func newState() *state {
-	return &state{tokens: map[string]int64{}, subjects: map[string]subjectEntry{}, clients: map[string]clientEntry{},
-		start: 1, seq: 1}
+// newState returns an empty state of epoch, begun at horizon (Unix ms);
+// swap gives it its marks.
+func (f *Follower) newState(epoch string, horizon int64) (*state, error) {
+	core, err := revocation.NewState(revocation.Options{Leeway: f.opts.Leeway, Retention: f.opts.Retention}, epoch, horizon)
+	if err != nil {
+		return nil, err
+	}
+	return &state{core: core}, nil
 }
 
 // notify wakes Changed's waiters. Under f.mu (write).

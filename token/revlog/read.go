@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // Following: XREAD BLOCK on the log and the heartbeat stream, each
@@ -29,7 +31,7 @@ const readSlack = time.Second
 func (f *Follower) follow(ctx context.Context, since time.Time) (string, error) {
 	for {
 		f.mu.RLock()
-		pos, hbPos := f.st.applied.String(), f.st.hbPos
+		pos, hbPos := f.st.core.Last().StreamID.String(), f.st.hbPos
 		f.mu.RUnlock()
 		sent := f.opts.Now()
 		rctx, cancel := context.WithTimeout(ctx, f.opts.BlockTimeout+readSlack)
@@ -72,12 +74,12 @@ func (f *Follower) quiet(ctx context.Context) (string, error) {
 	switch {
 	case err != nil:
 		return ReasonEntry, err
-	case sn.epoch != f.st.epoch:
+	case sn.epoch != f.st.core.Epoch():
 		return ReasonEpoch, nil
-	case sn.count < f.st.count || sn.last.less(f.st.applied):
+	case sn.count < f.st.count || sn.last.Less(f.st.core.Last().StreamID):
 		f.lostAfter = sn.last // under f.mu's read lock: only this goroutine writes it
 		return ReasonLoss, nil
-	case sn.hb.less(hb):
+	case sn.hb.Less(hb):
 		return ReasonQuiet, nil
 	}
 	return "", nil
@@ -102,7 +104,7 @@ func (f *Follower) apply(res []redis.XStream, since time.Time) (full bool, reaso
 				return false, ReasonEntry, err
 			}
 			st.count++
-			st.recent = append(st.recent, mark{st.applied, st.count})
+			st.recent = append(st.recent, mark{st.core.Last().StreamID, st.count})
 		}
 		full = len(s.Messages) == pageSize
 	}
@@ -120,8 +122,9 @@ func (f *Follower) apply(res []redis.XStream, since time.Time) (full bool, reaso
 	}
 	if len(hbs) > 0 {
 		f.met.accepted(since, now)
-		f.fresh.at, f.heardAt = since, now
-		if st.forget(now, f.opts.Retention) {
+		st.core.Heard(since, f.opts.Threshold)
+		f.heardAt = now
+		if st.core.Forget(now) {
 			f.version++
 		}
 	}
@@ -140,24 +143,25 @@ func (f *Follower) applyHeartbeat(st *state, m redis.XMessage) (string, error) {
 	if err != nil || err2 != nil {
 		return ReasonEntry, fmt.Errorf("%w: heartbeat %s %v", ErrEntry, m.ID, m.Values)
 	}
-	if e != st.epoch {
+	applied := st.core.Last().StreamID
+	if e != st.core.Epoch() {
 		return ReasonEpoch, nil
 	}
-	if st.applied.less(l) {
+	if applied.Less(l) {
 		return ReasonUnapplied, nil
 	}
-	if l.less(st.base.id) {
+	if l.Less(st.base.id) {
 		f.lostAfter = l
 		return ReasonLoss, nil // older than what we read: entries we applied are gone
 	}
-	if hb, err := parseID(m.ID); err == nil && l.less(st.applied) && hb.ms > st.applied.ms {
+	if hb, err := parseID(m.ID); err == nil && l.Less(applied) && hb.MS > applied.MS {
 		// Appended after the last entry applied (Redis's clock, a later
 		// millisecond), yet it does not name it: the log lost it.
 		f.lostAfter = l
 		return ReasonLoss, nil
 	}
 	at, i := st.base.count, 0
-	for ; i < len(st.recent) && !l.less(st.recent[i].id); i++ {
+	for ; i < len(st.recent) && !l.Less(st.recent[i].id); i++ {
 		at = st.recent[i].count
 	}
 	switch {
@@ -171,7 +175,8 @@ func (f *Follower) applyHeartbeat(st *state, m redis.XMessage) (string, error) {
 	return "", nil
 }
 
-// applyEntry applies one log entry to st and makes it the last applied.
+// applyEntry reads one log entry as an event, applies it to st's core
+// and keeps it among the latest events.
 func (f *Follower) applyEntry(st *state, m redis.XMessage, now time.Time) error {
 	id, err := parseID(m.ID)
 	if err != nil {
@@ -180,36 +185,26 @@ func (f *Follower) applyEntry(st *state, m redis.XMessage, now time.Time) error 
 	k, _ := m.Values["k"].(string)
 	i, _ := m.Values["i"].(string)
 	v, _ := m.Values["v"].(string)
-	at := int64(id.ms)
-	ev := Event{ID: st.epoch + "-" + m.ID, Kind: k, Key: i, At: at}
-	st.seq++
-	switch k {
-	case KindToken:
-		until := at/1000 + int64(f.opts.Retention/time.Second)
+	ev := revocation.Event{ID: revocation.EventID{Epoch: st.core.Epoch(), StreamID: id}.String(),
+		Kind: revocation.Kind(k), Key: i, At: int64(id.MS)}
+	switch ev.Kind {
+	case revocation.KindToken:
 		if exp, err := strconv.ParseInt(v, 10, 64); err == nil && exp > 0 {
-			until, ev.Exp = exp+int64(f.opts.Leeway/time.Second)+1, exp
+			ev.Exp = exp
 		}
-		if until > now.Unix() {
-			st.tokens[i] = max(st.tokens[i], until)
-		}
-	case KindSubject:
-		if cur, ok := st.subjects[i]; !ok || cur.local || at >= cur.at {
-			st.subjects[i] = subjectEntry{marker: v, at: at, seq: st.seq}
-		}
-	case KindClient:
+	case revocation.KindSubject:
+		ev.Marker = v
+	case revocation.KindClient:
 		c, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			c = math.MaxInt64
-		}
-		if cur, ok := st.clients[i]; !ok || c > cur.cutoff {
-			st.clients[i] = clientEntry{cutoff: c, at: at}
+			c = math.MaxInt64 // fail closed: every token of the client
 		}
 		ev.Cutoff = c
-	default:
-		return fmt.Errorf("%w: log entry %s of kind %q", ErrEntry, m.ID, k)
 	}
-	st.applied = id
-	st.record(ev, id)
+	if err := st.core.Apply(ev, now); err != nil {
+		return fmt.Errorf("%w: log entry %s: %w", ErrEntry, m.ID, err)
+	}
+	st.ring.Record(ev, id)
 	f.met.applied.Inc()
 	return nil
 }

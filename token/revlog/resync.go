@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // The full read (resync): the state read afresh from a snapshot of the
@@ -23,13 +25,7 @@ func (f *Follower) redo(ctx context.Context) {
 		return
 	}
 	f.mu.RLock()
-	after := f.lostAfter
-	var evs []Event
-	for i, id := range f.st.ids {
-		if after.less(id) {
-			evs = append(evs, f.st.events[i])
-		}
-	}
+	evs := f.st.ring.After(f.lostAfter)
 	f.mu.RUnlock()
 	for _, ev := range evs {
 		if err := f.opts.Redo(ctx, ev); err != nil {
@@ -49,7 +45,7 @@ var errLoss = errors.New("revlog: entries applied earlier are gone from the log"
 // follower did already.
 func (f *Follower) rotate(ctx context.Context) error {
 	f.mu.RLock()
-	epoch := f.st.epoch
+	epoch := f.st.core.Epoch()
 	f.mu.RUnlock()
 	if err := rotateScript.Run(ctx, f.rdb, []string{f.keys.epoch}, epoch, newToken()).Err(); err != nil {
 		return fmt.Errorf("revlog: rotate the epoch: %w", err)
@@ -69,7 +65,7 @@ return {e, last, tostring(n), hb}
 // snapshot is what snapshotScript read.
 type snapshot struct {
 	epoch, lastID, hbID string
-	last, hb            streamID
+	last, hb            revocation.StreamID
 	count, horizon      int64
 }
 
@@ -104,7 +100,7 @@ func (f *Follower) sync(ctx context.Context, reason string) (time.Time, error) {
 	// Counted with the reset of freshness, under the lock: whoever sees
 	// the count sees the state unfresh until this read is done.
 	f.met.resyncs.WithLabelValues(reason).Inc()
-	f.fresh = freshness{}
+	f.st.core.Stale()
 	f.met.resynced(f.opts.Now())
 	prev := f.st
 	f.notify()
@@ -114,17 +110,20 @@ func (f *Follower) sync(ctx context.Context, reason string) (time.Time, error) {
 	if err != nil {
 		return sent, err
 	}
-	if sn.epoch == prev.epoch && (sn.count < prev.count || sn.last.less(prev.applied)) {
+	applied := prev.core.Last().StreamID
+	if sn.epoch == prev.core.Epoch() && (sn.count < prev.count || sn.last.Less(applied)) {
 		f.mu.Lock()
 		f.lostAfter = sn.last
 		f.mu.Unlock()
-		return sent, fmt.Errorf("%w: applied %s (%d added), the log is at %s (%d added)", errLoss, prev.applied, prev.count, sn.last, sn.count)
+		return sent, fmt.Errorf("%w: applied %s (%d added), the log is at %s (%d added)", errLoss, applied, prev.count, sn.last, sn.count)
 	}
-	st := newState()
-	st.epoch, st.horizon, st.hbPos, st.applied, st.count = sn.epoch, sn.horizon, sn.hbID, sn.last, sn.count
-	st.base = mark{st.applied, st.count}
+	st, err := f.newState(sn.epoch, sn.horizon)
+	if err != nil {
+		return sent, err
+	}
+	st.hbPos, st.count, st.base = sn.hbID, sn.count, mark{sn.last, sn.count}
 	now := f.opts.Now()
-	for start := "-"; sn.last != (streamID{}); {
+	for start := "-"; sn.last != (revocation.StreamID{}); {
 		msgs, err := f.rdb.XRangeN(ctx, f.keys.log, start, sn.lastID, pageSize).Result()
 		if err != nil {
 			return sent, fmt.Errorf("revlog: full read: %w", err)
@@ -142,51 +141,21 @@ func (f *Follower) sync(ctx context.Context, reason string) (time.Time, error) {
 	// Up to the last ID Redis generated, read or not: an entry deleted
 	// since (XDEL, or trimmed) is not there to read, and a heartbeat names
 	// the last generated.
-	st.applied = sn.last
-	st.forget(now, f.opts.Retention)
+	st.core.Advance(sn.last)
+	st.core.Forget(now)
 	f.swap(st, now)
 	return sent, nil
 }
 
-// swap puts st, a full read's, in force. Every mark taken of the state
-// before, even one that a local note (SubjectRevokedHere) moved past st's
-// start while the read ran, stays below st's start; and every subject
-// entry of st counts as of the full read.
+// swap puts st, a full read's, in force: the core adopts what the state
+// in force knew, with the local notes taken while the read ran (they
+// write it under f.mu), and moves its marks past that state's
+// (revocation.State.Adopt).
 func (f *Follower) swap(st *state, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	// The state in force as it is now, with the local notes taken while
-	// the read ran (they write it under f.mu).
-	st.merge(f.st, now)
-	st.start = max(st.start, f.st.seq+1)
-	st.seq = st.start
-	for sub, e := range st.subjects {
-		e.seq = st.start
-		st.subjects[sub] = e
-	}
-	f.st, f.fresh.synced = st, true
+	st.core.Adopt(f.st.core, now)
+	f.st = st
 	f.version++
 	f.notify()
-}
-
-// merge adds to st what prev knew and st does not: its tokens not yet
-// forgotten, a later entry of a subject (at st's start: Redis checks taken
-// since saw it), a later cutoff of a client.
-func (st *state) merge(prev *state, now time.Time) {
-	for jti, until := range prev.tokens {
-		if until > now.Unix() && until > st.tokens[jti] {
-			st.tokens[jti] = until
-		}
-	}
-	for sub, e := range prev.subjects {
-		if cur, ok := st.subjects[sub]; !ok || e.at > cur.at {
-			e.seq = st.start
-			st.subjects[sub] = e
-		}
-	}
-	for c, e := range prev.clients {
-		if cur, ok := st.clients[c]; !ok || e.cutoff > cur.cutoff {
-			st.clients[c] = e
-		}
-	}
 }

@@ -143,6 +143,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // Defaults for the zero values of Options and WriterOptions.
@@ -217,22 +219,15 @@ func horizonOf(epoch string) (int64, error) {
 	return h, nil
 }
 
-// streamID is a stream entry ID, ms-seq.
-type streamID struct{ ms, seq uint64 }
-
-func parseID(s string) (streamID, error) {
-	ms, seq, ok := strings.Cut(s, "-")
-	a, err1 := strconv.ParseUint(ms, 10, 64)
-	b, err2 := strconv.ParseUint(seq, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
-		return streamID{}, fmt.Errorf("%w: stream id %q", ErrEntry, s)
+// parseID parses a stream entry ID (revocation.ParseStreamID), an
+// ErrEntry when it does not.
+func parseID(s string) (revocation.StreamID, error) {
+	id, err := revocation.ParseStreamID(s)
+	if err != nil {
+		return id, fmt.Errorf("%w: %w", ErrEntry, err)
 	}
-	return streamID{a, b}, nil
+	return id, nil
 }
-
-func (a streamID) less(b streamID) bool { return a.ms < b.ms || a.ms == b.ms && a.seq < b.seq }
-
-func (a streamID) String() string { return fmt.Sprintf("%d-%d", a.ms, a.seq) }
 
 // newToken is 32 random hex digits: an epoch or a writer's owner token.
 func newToken() string {

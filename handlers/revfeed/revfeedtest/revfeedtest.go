@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/snowtoken/snowtoken/token/revlog"
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // Epoch is the epoch of a new Source.
@@ -24,7 +24,7 @@ const Horizon = 1000
 type Source struct {
 	mu      sync.Mutex
 	epoch   string
-	evs     []revlog.Event
+	evs     []revocation.Event
 	floor   int // events before it are forgotten: not resumable
 	fresh   bool
 	age     time.Duration
@@ -41,14 +41,14 @@ func New(fresh bool) *Source {
 
 // Add applies an event of kind for key; its time (At, and Cutoff for a
 // client) is at, Unix ms, and a token's Exp is exp, Unix s.
-func (s *Source) Add(kind, key string, at, exp int64) revlog.Event {
+func (s *Source) Add(kind revocation.Kind, key string, at, exp int64) revocation.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := revlog.Event{ID: fmt.Sprintf("%s-%d-%d", s.epoch, at, len(s.evs)), Kind: kind, Key: key, At: at}
+	ev := revocation.Event{ID: fmt.Sprintf("%s-%d-%d", s.epoch, at, len(s.evs)), Kind: kind, Key: key, At: at}
 	switch kind {
-	case revlog.KindToken:
+	case revocation.KindToken:
 		ev.Exp = exp
-	case revlog.KindClient:
+	case revocation.KindClient:
 		ev.Cutoff = at
 	}
 	s.evs = append(s.evs, ev)
@@ -61,17 +61,17 @@ func (s *Source) Add(kind, key string, at, exp int64) revlog.Event {
 // and times of a real log's lengths: a token's jti a Snowflake ID (18
 // digits), a subject a UUID (36 characters), a client ID of 24 characters,
 // each at a time of 13 digits (Unix ms).
-func NewLarge(kind string, n int) *Source {
+func NewLarge(kind revocation.Kind, n int) *Source {
 	s := New(true)
 	const at = 1795700000000
 	for i := range n {
 		var key string
 		switch kind {
-		case revlog.KindToken:
+		case revocation.KindToken:
 			key = strconv.FormatInt(117811659438825472+int64(i), 10)
-		case revlog.KindSubject:
+		case revocation.KindSubject:
 			key = fmt.Sprintf("3f2a9c1e-7b4d-4e8a-9c0f-%012d", i)
-		case revlog.KindClient:
+		case revocation.KindClient:
 			key = fmt.Sprintf("partner-service-%08d", i)
 		}
 		s.Add(kind, key, at+int64(i), 1795800000)
@@ -80,10 +80,10 @@ func NewLarge(kind string, n int) *Source {
 }
 
 // Events returns the events applied so far.
-func (s *Source) Events() []revlog.Event {
+func (s *Source) Events() []revocation.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]revlog.Event(nil), s.evs...)
+	return append([]revocation.Event(nil), s.evs...)
 }
 
 // Forget makes the first n events unresumable, as a follower that no longer
@@ -127,7 +127,7 @@ func (s *Source) SetFresh(fresh bool, age time.Duration) {
 func (s *Source) StatusCalls() <-chan struct{} { return s.calls }
 
 // Since implements revfeed.Source.
-func (s *Source) Since(after string, max int) ([]revlog.Event, bool) {
+func (s *Source) Since(after string, max int) ([]revocation.Event, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	start := -1
@@ -143,7 +143,7 @@ func (s *Source) Since(after string, max int) ([]revlog.Event, bool) {
 		return nil, false
 	}
 	end := min(len(s.evs), start+max)
-	return append([]revlog.Event(nil), s.evs[start:end]...), true
+	return append([]revocation.Event(nil), s.evs[start:end]...), true
 }
 
 // Changed implements revfeed.Source.
@@ -154,7 +154,7 @@ func (s *Source) Changed() <-chan struct{} {
 }
 
 // Status implements revfeed.Source.
-func (s *Source) Status(time.Time) revlog.Status {
+func (s *Source) Status(time.Time) revocation.Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	select {
@@ -164,12 +164,12 @@ func (s *Source) Status(time.Time) revlog.Status {
 	return s.statusLocked()
 }
 
-func (s *Source) statusLocked() revlog.Status {
+func (s *Source) statusLocked() revocation.Status {
 	last := s.epoch + "-0-0"
 	if len(s.evs) > 0 {
 		last = s.evs[len(s.evs)-1].ID
 	}
-	return revlog.Status{Fresh: s.fresh, Age: s.age, Epoch: s.epoch, Last: last, Horizon: Horizon, Version: s.version}
+	return revocation.Status{Fresh: s.fresh, Age: s.age, Epoch: s.epoch, Last: last, Horizon: Horizon, Version: s.version}
 }
 
 // Snapshots is how many times Snapshot was called: how many snapshots the
@@ -181,18 +181,18 @@ func (s *Source) Snapshots() int {
 }
 
 // Snapshot implements revfeed.Source.
-func (s *Source) Snapshot(time.Time) revlog.Snapshot {
+func (s *Source) Snapshot(time.Time) revocation.Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.snaps++
-	snap := revlog.Snapshot{Status: s.statusLocked()}
+	snap := revocation.Snapshot{Status: s.statusLocked()}
 	for _, ev := range s.evs {
 		switch ev.Kind {
-		case revlog.KindToken:
+		case revocation.KindToken:
 			snap.Tokens = append(snap.Tokens, ev)
-		case revlog.KindSubject:
+		case revocation.KindSubject:
 			snap.Subjects = append(snap.Subjects, ev)
-		case revlog.KindClient:
+		case revocation.KindClient:
 			snap.Clients = append(snap.Clients, ev)
 		}
 	}
