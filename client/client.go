@@ -105,6 +105,7 @@ import (
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/client/internal/refusal"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // Errors returned by this package, wrapped with detail; match them with
@@ -329,9 +330,9 @@ func (v *Validator) claims(ctx context.Context, raw string, scopes []string, p *
 		case Follow:
 			v.feed.start()
 			switch v.feed.decide(c) {
-			case revoked:
+			case revocation.Revoked:
 				return nil, refusal.New(ErrInvalidToken, "revoked (revocation feed)")
-			case live:
+			case revocation.Live:
 				return c, nil
 			}
 			if v.opts.WhenStale == FailClosed {

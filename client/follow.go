@@ -14,19 +14,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-)
 
-// The revocation feed as the issuer serves it (its package revfeed): JWT
-// types and SET event URIs.
-const (
-	typeSET       = "secevent+jwt"
-	typeHeartbeat = "revocation-heartbeat+jwt"
-	typeSnapshot  = "revocation-snapshot+jwt"
-	typeStream    = "revocation-stream+jwt"
-
-	eventTokenRevoked   = "https://snowtoken.dev/secevent/token-revoked"
-	eventSubjectRevoked = "https://snowtoken.dev/secevent/subject-revoked"
-	eventClientRevoked  = "https://snowtoken.dev/secevent/client-revoked"
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // Bounds of what is read from the feed.
@@ -50,15 +39,6 @@ const (
 // errFeedReset: the issuer cannot resume the stream; fetch the snapshot.
 var errFeedReset = errors.New("the issuer reset the stream")
 
-// verdict is what the followed state says of a token.
-type verdict int
-
-const (
-	unknown verdict = iota // stale, or not decidable locally
-	live
-	revoked
-)
-
 // feed follows {IssuerURL}/revocations/events (RevocationCheck Follow) and
 // keeps the revocations in memory. Its lifecycle:
 //
@@ -79,25 +59,26 @@ type feed struct {
 	fresh                chan struct{} // closed at the first fresh heartbeat
 	freshOnce            sync.Once
 	mu                   sync.RWMutex
-	synced               bool   // a snapshot is applied
-	epoch, last          string // of the state
-	horizon              int64  // Unix ms: no revocation before it is in the state
-	forgotten            int64  // Unix ms: the newest revocation of a subject or client let go (pruneLocked)
-	tokens               map[string]int64
-	subjects, clients    map[string]int64
-	freshUntil           time.Time // by Options.Now
-	lastBeatMs           int64     // the iat_ms of the last heartbeat accepted: replays are refused
+	state                *revocation.State // the followed state: the core's; synced once a snapshot is applied
+	lastBeatMs           int64             // the iat_ms of the last heartbeat accepted: replays are refused
 	newNonce             func() string
-	pruned               time.Time
+	pruned               time.Time // when the state last forgot what is past (State.Forget)
 }
 
 func newFeed(v *Validator, base string) *feed {
+	st, _ := revocation.NewState(v.stateOptions(), "", 0) // the options are checked by New
 	return &feed{
-		v: v, eventsURL: base + "/revocations/events", snapURL: base + "/revocations",
+		v: v, eventsURL: base + "/revocations/events", snapURL: base + "/revocations", state: st,
 		parser: jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
 			jwt.WithIssuer(v.opts.Issuer), jwt.WithIssuedAt(), jwt.WithLeeway(v.opts.Leeway), jwt.WithTimeFunc(v.opts.Now)),
 		fresh: make(chan struct{}), done: make(chan struct{}), newNonce: newNonce,
 	}
+}
+
+// stateOptions are the core's durations for the followed state: the
+// Validator's leeway, and FeedRetention past it.
+func (v *Validator) stateOptions() revocation.Options {
+	return revocation.Options{Leeway: v.opts.Leeway, Retention: v.opts.FeedRetention + v.opts.Leeway}
 }
 
 // newNonce returns 256 random bits, base64url: a request's nonce.
@@ -230,8 +211,8 @@ func (f *feed) request(ctx context.Context, u string, hdr map[string]string) (*h
 func (f *feed) follow(ctx context.Context) (progressed bool, err error) {
 	f.mu.RLock()
 	hdr := map[string]string{"Accept": "text/event-stream"}
-	if f.synced {
-		hdr["Last-Event-ID"] = f.last
+	if f.state.Synced() {
+		hdr["Last-Event-ID"] = f.state.Last().String()
 	}
 	f.mu.RUnlock()
 	c := &conn{nonce: f.newNonce(), sent: f.v.opts.Now()}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // fuzzNonce is the nonce of the fuzzed stream's connection.
@@ -35,7 +37,7 @@ func FuzzFeedStream(f *testing.F) {
 	}
 	set := func(k ed25519.PrivateKey, id string) string {
 		return sign("secevent+jwt", k, jwt.MapClaims{"iss": "https://issuer.test", "iat": now.Unix(), "jti": id,
-			"events": map[string]any{eventTokenRevoked: map[string]any{"id": id, "kind": "t", "key": "42", "at": 5, "exp": now.Unix() + 60}}})
+			"events": map[string]any{revocation.EventTokenRevoked: map[string]any{"id": id, "kind": "t", "key": "42", "at": 5, "exp": now.Unix() + 60}}})
 	}
 	beat := sign("revocation-heartbeat+jwt", key, jwt.MapClaims{"iss": "https://issuer.test", "iat": now.Unix(),
 		"iat_ms": now.UnixMilli(), "epoch": "e1", "last": "e1-5-0", "age_ms": 3})
@@ -51,8 +53,7 @@ func FuzzFeedStream(f *testing.F) {
 			MaxClockSkew: DefaultLeeway, JWKSMaxAge: time.Hour, JWKSMinInterval: time.Hour, Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)}}
 		v.keys = presetKeys(t, v, "k1", pub)
 		fd := newFeed(v, "http://issuer.test")
-		fd.synced, fd.epoch, fd.last = true, "e1", "e1-0-0"
-		fd.tokens, fd.subjects, fd.clients = map[string]int64{}, map[string]int64{}, map[string]int64{}
+		fd.state, _ = revocation.FromSnapshot(v.stateOptions(), revocation.SnapshotState{Epoch: "e1", Last: "e1-0-0"}, now)
 		verifies := func(raw, typ string) bool {
 			tok, err := jwt.Parse(raw, func(*jwt.Token) (any, error) { return pub, nil }, jwt.WithValidMethods([]string{"EdDSA"}))
 			return err == nil && tok.Header["typ"] == typ
@@ -77,20 +78,20 @@ func FuzzFeedStream(f *testing.F) {
 			}
 			switch ev.name {
 			case "stream":
-				if err := fd.applyStream(context.Background(), cn, ev.data); err == nil && !verifies(ev.data, typeStream) {
+				if err := fd.applyStream(context.Background(), cn, ev.data); err == nil && !verifies(ev.data, revocation.TypeStream) {
 					t.Fatalf("bound by a stream JWT that does not verify: %q", ev.data)
 				}
 			case "revoked":
-				before := fd.last
-				if err := fd.applySET(context.Background(), ev.id, ev.data); err == nil && !verifies(ev.data, typeSET) {
+				before := fd.state.Last()
+				if err := fd.applySET(context.Background(), ev.id, ev.data); err == nil && !verifies(ev.data, revocation.TypeSET) {
 					t.Fatalf("applied a SET that does not verify: %q", ev.data)
-				} else if err != nil && fd.last != before {
+				} else if err != nil && fd.state.Last() != before {
 					t.Fatal("a refused SET moved last")
 				}
 			case "heartbeat":
-				wasFresh := fd.decide(&Claims{JTI: "x", IssuedAt: now}) != unknown
+				wasFresh := fd.decide(&Claims{JTI: "x", IssuedAt: now}) != revocation.Unknown
 				if err := fd.applyHeartbeat(context.Background(), cn, ev.data); err == nil && !wasFresh &&
-					fd.decide(&Claims{JTI: "x", IssuedAt: now}) != unknown && !verifies(ev.data, typeHeartbeat) {
+					fd.decide(&Claims{JTI: "x", IssuedAt: now}) != revocation.Unknown && !verifies(ev.data, revocation.TypeHeartbeat) {
 					t.Fatalf("fresh from a heartbeat that does not verify: %q", ev.data)
 				}
 			}

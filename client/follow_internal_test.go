@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // testFeed is a feed that knows one key (kid k1, no fetch) and has applied
@@ -21,13 +23,26 @@ func testFeed(t *testing.T, now *time.Time, horizon int64) (*feed, ed25519.Priva
 	t.Helper()
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	clock := func() time.Time { return *now }
-	v := &Validator{opts: Options{Issuer: "https://issuer.test", Leeway: DefaultLeeway, FeedThreshold: DefaultFeedThreshold,
+	v := &Validator{opts: Options{Issuer: "https://issuer.test", Leeway: DefaultLeeway, FeedThreshold: DefaultFeedThreshold, FeedRetention: DefaultFeedRetention,
 		MaxClockSkew: DefaultLeeway, JWKSMaxAge: 100 * time.Hour, JWKSMinInterval: 100 * time.Hour, Now: clock, Logger: slog.New(slog.DiscardHandler)}}
 	v.keys = presetKeys(t, v, "k1", pub)
 	fd := newFeed(v, "http://issuer.test")
-	fd.synced, fd.epoch, fd.last, fd.horizon = true, "e1", "e1-0-0", horizon
-	fd.tokens, fd.subjects, fd.clients = map[string]int64{}, map[string]int64{}, map[string]int64{}
+	setSnapshot(t, fd, revocation.SnapshotState{Horizon: horizon})
 	return fd, key
+}
+
+// setSnapshot makes fd's state the snapshot sn, of epoch e1 at e1-0-0
+// unless sn says otherwise, on fd's clock.
+func setSnapshot(t *testing.T, fd *feed, sn revocation.SnapshotState) {
+	t.Helper()
+	if sn.Epoch == "" {
+		sn.Epoch, sn.Last = "e1", "e1-0-0"
+	}
+	st, err := revocation.FromSnapshot(fd.v.stateOptions(), sn, fd.v.opts.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd.state = st
 }
 
 func signTest(t *testing.T, key ed25519.PrivateKey, typ string, claims jwt.MapClaims) string {
@@ -49,23 +64,23 @@ func TestHeartbeatReplayRefused(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	fd, key := testFeed(t, &now, 0)
 	beat := func(ms int64) string {
-		return signTest(t, key, typeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test", "iat": now.Unix(),
+		return signTest(t, key, revocation.TypeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test", "iat": now.Unix(),
 			"iat_ms": ms, "epoch": "e1", "last": "e1-0-0", "age_ms": 50})
 	}
 	c := &Claims{JTI: "1", IssuedAt: now}
 	cn := bind(t, fd, key, now)
 	hb := beat(now.UnixMilli())
-	if err := fd.applyHeartbeat(t.Context(), cn, hb); err != nil || fd.decide(c) != live {
+	if err := fd.applyHeartbeat(t.Context(), cn, hb); err != nil || fd.decide(c) != revocation.Live {
 		t.Fatalf("first heartbeat: %v, %v", err, fd.decide(c))
 	}
 	now = now.Add(DefaultFeedThreshold - 50*time.Millisecond) // its age counts against it
-	if fd.decide(c) != unknown {
+	if fd.decide(c) != revocation.Unknown {
 		t.Fatal("fresh past FeedThreshold less the heartbeat's age")
 	}
-	if err := fd.applyHeartbeat(t.Context(), cn, hb); err != nil || fd.decide(c) != unknown {
+	if err := fd.applyHeartbeat(t.Context(), cn, hb); err != nil || fd.decide(c) != revocation.Unknown {
 		t.Fatalf("the same heartbeat again made the state fresh (%v)", err)
 	}
-	if err := fd.applyHeartbeat(t.Context(), cn, beat(now.UnixMilli())); err != nil || fd.decide(c) != live {
+	if err := fd.applyHeartbeat(t.Context(), cn, beat(now.UnixMilli())); err != nil || fd.decide(c) != revocation.Live {
 		t.Fatalf("a newer heartbeat: %v, %v", err, fd.decide(c))
 	}
 }
@@ -82,7 +97,7 @@ func bind(t *testing.T, fd *feed, key ed25519.PrivateKey, now time.Time) *conn {
 }
 
 func streamJWT(t *testing.T, key ed25519.PrivateKey, nonce string, ms int64) string {
-	return signTest(t, key, typeStream, jwt.MapClaims{"iss": "https://issuer.test", "iat": ms / 1000, "iat_ms": ms, "nonce": nonce})
+	return signTest(t, key, revocation.TypeStream, jwt.MapClaims{"iss": "https://issuer.test", "iat": ms / 1000, "iat_ms": ms, "nonce": nonce})
 }
 
 // TestReplayOnNewConnection checks that a recorded stream (its stream JWT
@@ -94,7 +109,7 @@ func TestReplayOnNewConnection(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	fd, key := testFeed(t, &now, 0)
 	recorded := streamJWT(t, key, newNonce(), now.UnixMilli())
-	beat := signTest(t, key, typeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test", "iat": now.Unix(),
+	beat := signTest(t, key, revocation.TypeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test", "iat": now.Unix(),
 		"iat_ms": now.UnixMilli() + 1, "epoch": "e1", "last": "e1-0-0", "age_ms": 0})
 	now = now.Add(10 * time.Millisecond) // replayed soon: within every clock window
 	cn := &conn{nonce: newNonce(), sent: now}
@@ -104,13 +119,13 @@ func TestReplayOnNewConnection(t *testing.T) {
 	if err := fd.applyHeartbeat(t.Context(), cn, beat); err == nil {
 		t.Fatal("a heartbeat accepted on a connection its stream JWT did not bind")
 	}
-	if fd.decide(&Claims{JTI: "1", IssuedAt: now}) != unknown {
+	if fd.decide(&Claims{JTI: "1", IssuedAt: now}) != revocation.Unknown {
 		t.Fatal("fresh from a replayed stream")
 	}
 	if err := fd.applyStream(t.Context(), cn, streamJWT(t, key, cn.nonce, now.UnixMilli())); err != nil {
 		t.Fatal(err)
 	}
-	if err := fd.applyHeartbeat(t.Context(), cn, beat); err != nil || fd.lastBeatMs != 0 || fd.decide(&Claims{JTI: "1", IssuedAt: now}) != unknown {
+	if err := fd.applyHeartbeat(t.Context(), cn, beat); err != nil || fd.lastBeatMs != 0 || fd.decide(&Claims{JTI: "1", IssuedAt: now}) != revocation.Unknown {
 		t.Fatalf("a heartbeat signed before this connection's stream JWT taken (%v)", err)
 	}
 }
@@ -125,22 +140,22 @@ func TestHeldHeartbeat(t *testing.T) {
 	fd, key := testFeed(t, &now, 0)
 	cn := bind(t, fd, key, now)
 	beat := func(ms int64) string {
-		return signTest(t, key, typeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test", "iat": ms / 1000,
+		return signTest(t, key, revocation.TypeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test", "iat": ms / 1000,
 			"iat_ms": ms, "epoch": "e1", "last": "e1-0-0", "age_ms": 10})
 	}
 	c := &Claims{JTI: "1", IssuedAt: now}
 	signed := now.UnixMilli() + 100
 	now = now.Add(100*time.Millisecond + 130*time.Millisecond) // held back 130 ms
-	if err := fd.applyHeartbeat(t.Context(), cn, beat(signed)); err != nil || fd.decide(c) != live {
+	if err := fd.applyHeartbeat(t.Context(), cn, beat(signed)); err != nil || fd.decide(c) != revocation.Live {
 		t.Fatalf("held 130 ms: %v, %v", err, fd.decide(c))
 	}
 	now = now.Add(10 * time.Millisecond) // 140 ms after signing: FeedThreshold − age
-	if fd.decide(c) != unknown {
+	if fd.decide(c) != revocation.Unknown {
 		t.Fatal("fresh past FeedThreshold less age after the heartbeat was signed")
 	}
 	last := fd.lastBeatMs
 	ahead := now.Add(DefaultLeeway + time.Millisecond).UnixMilli()
-	if err := fd.applyHeartbeat(t.Context(), cn, beat(ahead)); err != nil || fd.lastBeatMs != last || fd.decide(c) != unknown {
+	if err := fd.applyHeartbeat(t.Context(), cn, beat(ahead)); err != nil || fd.lastBeatMs != last || fd.decide(c) != revocation.Unknown {
 		t.Fatalf("a heartbeat from beyond MaxClockSkew ahead taken: %v", err)
 	}
 
@@ -149,7 +164,7 @@ func TestHeldHeartbeat(t *testing.T) {
 	now2 := now
 	fd2, key2 := testFeed(t, &now2, 0)
 	cn2 := bind(t, fd2, key2, now2)
-	hb := signTest(t, key2, typeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test", "iat": now2.Unix(),
+	hb := signTest(t, key2, revocation.TypeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test", "iat": now2.Unix(),
 		"iat_ms": now2.UnixMilli() + 1, "epoch": "e1", "last": "e1-0-0", "age_ms": 0})
 	now2 = now2.Add(DefaultFeedThreshold + DefaultLeeway + 2*time.Millisecond)
 	if err := fd2.applyHeartbeat(t.Context(), cn2, hb); err != nil || fd2.lastBeatMs != 0 {
@@ -165,7 +180,7 @@ func TestSnapshotNonce(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	fd, key := testFeed(t, &now, 0)
 	fd.v.opts.Timeout = time.Minute // a guard against a hang
-	fd.tokens["kept"] = 0
+	setSnapshot(t, fd, revocation.SnapshotState{Tokens: []revocation.RevokedToken{{JTI: "kept"}}})
 	recorded := newNonce()
 	for _, tc := range []struct {
 		name, want string // want: in the error, "" for none
@@ -186,17 +201,17 @@ func TestSnapshotNonce(t *testing.T) {
 			cl["iss"], cl["iat"], cl["epoch"], cl["last"], cl["horizon"] = "https://issuer.test", now.Unix(), "e2", "e2-0-0", 0
 			cl["tokens"] = []any{map[string]any{"jti": "new"}}
 			w.Header().Set("Content-Type", "application/jwt")
-			_, _ = w.Write([]byte(signTest(t, key, typeSnapshot, cl)))
+			_, _ = w.Write([]byte(signTest(t, key, revocation.TypeSnapshot, cl)))
 		}))
 		fd.v.http, fd.snapURL = srv.Client(), srv.URL+"/revocations"
 		err := fd.snapshot(t.Context())
 		srv.Close()
-		_, kept := fd.tokens["kept"]
+		kept := fd.state.TokenRevoked("kept")
 		if tc.want == "" {
-			if err != nil || kept || fd.epoch != "e2" {
-				t.Errorf("%s: %v, epoch %s", tc.name, err, fd.epoch)
+			if err != nil || kept || fd.state.Epoch() != "e2" {
+				t.Errorf("%s: %v, epoch %s", tc.name, err, fd.state.Epoch())
 			}
-		} else if err == nil || !strings.Contains(err.Error(), tc.want) || !kept || fd.epoch != "e1" {
+		} else if err == nil || !strings.Contains(err.Error(), tc.want) || !kept || fd.state.Epoch() != "e1" {
 			t.Errorf("%s: %v, want refused (%s) and the state kept", tc.name, err, tc.want)
 		}
 	}
@@ -210,42 +225,45 @@ func TestDecide(t *testing.T) {
 	iat := now.Add(-time.Minute)
 	horizon := iat.Add(-time.Hour).UnixMilli()
 	fd, key := testFeed(t, &now, horizon)
-	if err := fd.applyHeartbeat(t.Context(), bind(t, fd, key, now), signTest(t, key, typeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test",
+	ms := func(d time.Duration) int64 { return iat.Add(d).UnixMilli() }
+	setSnapshot(t, fd, revocation.SnapshotState{Horizon: horizon,
+		Tokens: []revocation.RevokedToken{{JTI: "revoked"}},
+		Subjects: []revocation.RevokedName{
+			{Subject: "before", At: ms(-10 * time.Second)}, // revoked before the token: it is live
+			{Subject: "after", At: ms(10 * time.Second)},   // revoked after the token was issued
+			{Subject: "near", At: ms(2 * time.Second)},     // within the leeway
+		},
+		Clients: []revocation.RevokedClient{{ClientID: "cut", Cutoff: ms(10 * time.Second)}, {ClientID: "old", Cutoff: ms(-10 * time.Second)}},
+	})
+	if err := fd.applyHeartbeat(t.Context(), bind(t, fd, key, now), signTest(t, key, revocation.TypeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test",
 		"iat": now.Unix(), "iat_ms": now.UnixMilli(), "epoch": "e1", "last": "e1-0-0", "age_ms": 0})); err != nil {
 		t.Fatal(err)
 	}
-	ms := func(d time.Duration) int64 { return iat.Add(d).UnixMilli() }
-	fd.tokens["revoked"] = 0
-	fd.subjects["before"] = ms(-10 * time.Second) // revoked before the token: it is live
-	fd.subjects["after"] = ms(10 * time.Second)   // revoked after the token was issued
-	fd.subjects["near"] = ms(2 * time.Second)     // within the leeway
-	fd.clients["cut"] = ms(10 * time.Second)
-	fd.clients["old"] = ms(-10 * time.Second)
 	for _, tc := range []struct {
 		name, jti, sub, client string
 		iat                    time.Time
-		want                   verdict
+		want                   revocation.Verdict
 	}{
-		{"untouched", "1", "x", "y", iat, live},
-		{"jti revoked", "revoked", "x", "y", iat, revoked},
-		{"subject revoked before it", "1", "before", "y", iat, live},
-		{"subject revoked after it", "1", "after", "y", iat, revoked},
-		{"subject within the leeway", "1", "near", "y", iat, unknown},
-		{"client cut after it", "1", "x", "cut", iat, revoked},
-		{"client cut before it", "1", "x", "old", iat, live},
-		{"client cut, subject near", "1", "near", "cut", iat, revoked},
-		{"before the horizon", "1", "x", "y", time.UnixMilli(horizon).Add(-time.Second), unknown},
-		{"within the leeway of the horizon", "1", "x", "y", time.UnixMilli(horizon).Add(time.Second), unknown},
+		{"untouched", "1", "x", "y", iat, revocation.Live},
+		{"jti revoked", "revoked", "x", "y", iat, revocation.Revoked},
+		{"subject revoked before it", "1", "before", "y", iat, revocation.Live},
+		{"subject revoked after it", "1", "after", "y", iat, revocation.Revoked},
+		{"subject within the leeway", "1", "near", "y", iat, revocation.Unknown},
+		{"client cut after it", "1", "x", "cut", iat, revocation.Revoked},
+		{"client cut before it", "1", "x", "old", iat, revocation.Live},
+		{"client cut, subject near", "1", "near", "cut", iat, revocation.Revoked},
+		{"before the horizon", "1", "x", "y", time.UnixMilli(horizon).Add(-time.Second), revocation.Unknown},
+		{"within the leeway of the horizon", "1", "x", "y", time.UnixMilli(horizon).Add(time.Second), revocation.Unknown},
 	} {
 		if got := fd.decide(&Claims{JTI: tc.jti, Subject: tc.sub, ClientID: tc.client, IssuedAt: tc.iat}); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	now = now.Add(time.Second) // stale: a revoked token stays revoked, the rest cannot be told
-	if got := fd.decide(&Claims{JTI: "revoked", IssuedAt: iat}); got != revoked {
+	if got := fd.decide(&Claims{JTI: "revoked", IssuedAt: iat}); got != revocation.Revoked {
 		t.Errorf("stale, jti revoked: %v", got)
 	}
-	if got := fd.decide(&Claims{JTI: "1", Subject: "x", ClientID: "y", IssuedAt: iat}); got != unknown {
+	if got := fd.decide(&Claims{JTI: "1", Subject: "x", ClientID: "y", IssuedAt: iat}); got != revocation.Unknown {
 		t.Errorf("stale, untouched: %v", got)
 	}
 }
@@ -260,24 +278,29 @@ func TestForgetOldRevocations(t *testing.T) {
 	fd, key := testFeed(t, &now, 0)
 	fd.v.opts.FeedRetention = time.Hour
 	revokedAt := now.Add(-time.Minute)
-	fd.subjects["gone"] = revokedAt.UnixMilli()
-	fd.clients["cut"] = revokedAt.Add(-time.Second).UnixMilli()
+	cut := revokedAt.Add(-time.Second).UnixMilli()
+	setSnapshot(t, fd, revocation.SnapshotState{
+		Subjects: []revocation.RevokedName{{Subject: "gone", At: revokedAt.UnixMilli()}},
+		Clients:  []revocation.RevokedClient{{ClientID: "cut", Cutoff: cut, At: cut}}})
 	now = now.Add(time.Hour + DefaultLeeway) // past the retention: forgotten at the next heartbeat
-	if err := fd.applyHeartbeat(t.Context(), bind(t, fd, key, now), signTest(t, key, typeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test",
+	if err := fd.applyHeartbeat(t.Context(), bind(t, fd, key, now), signTest(t, key, revocation.TypeHeartbeat, jwt.MapClaims{"iss": "https://issuer.test",
 		"iat": now.Unix(), "iat_ms": now.UnixMilli(), "epoch": "e1", "last": "e1-0-0", "age_ms": 0})); err != nil {
 		t.Fatal(err)
 	}
-	if len(fd.subjects) != 0 || len(fd.clients) != 0 {
-		t.Fatalf("past the retention the state still holds subjects %v and clients %v", fd.subjects, fd.clients)
+	if _, ok := fd.state.SubjectMarker("gone"); ok {
+		t.Fatal("past the retention the state still holds the subject")
+	}
+	if _, ok := fd.state.ClientCutoff("cut"); ok {
+		t.Fatal("past the retention the state still holds the client")
 	}
 	for _, tc := range []struct {
 		name string
 		iat  time.Time
-		want verdict
+		want revocation.Verdict
 	}{
-		{"issued before the forgotten revocation", revokedAt.Add(-time.Minute), unknown},
-		{"issued within the leeway of it", revokedAt.Add(time.Second), unknown},
-		{"issued after it", revokedAt.Add(DefaultLeeway + time.Second), live},
+		{"issued before the forgotten revocation", revokedAt.Add(-time.Minute), revocation.Unknown},
+		{"issued within the leeway of it", revokedAt.Add(time.Second), revocation.Unknown},
+		{"issued after it", revokedAt.Add(DefaultLeeway + time.Second), revocation.Live},
 	} {
 		if got := fd.decide(&Claims{JTI: "1", Subject: "gone", ClientID: "cut", IssuedAt: tc.iat}); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
