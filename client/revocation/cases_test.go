@@ -102,6 +102,12 @@ var cases = []decisionCase{
 		read: []Event{sub("alice", -2*time.Minute)}, q: token("1", -time.Minute), log: Unknown, feed: Live},
 	{name: "its subject revoked within the leeway of its issue",
 		read: []Event{sub("alice", -time.Minute)}, q: token("1", -time.Minute+time.Second), log: Unknown, feed: Unknown},
+	{name: "its subject revoked exactly the leeway before its iat: the clocks may disagree",
+		read: []Event{sub("alice", -time.Minute)}, q: token("1", -time.Minute+leeway), log: Unknown, feed: Unknown},
+	{name: "its subject revoked the leeway and a ms after the end of its iat's second",
+		read: []Event{sub("alice", -time.Minute+time.Second+leeway)}, q: token("1", -time.Minute), log: Unknown, feed: Revoked},
+	{name: "its subject revoked the leeway after the end of its iat's second: the clocks may disagree",
+		read: []Event{sub("alice", -time.Minute+time.Second-time.Millisecond+leeway)}, q: token("1", -time.Minute), log: Unknown, feed: Unknown},
 	{name: "its subject revoked in the full read, checked after it",
 		checked: true, read: []Event{sub("alice", -2*time.Minute)}, q: token("1", -time.Minute), log: Live, feed: Live},
 	{name: "its subject revoked after the mark",
@@ -158,27 +164,25 @@ func (c decisionCase) build(t *testing.T) (*State, Query) {
 	return s, q
 }
 
-// TestDecideLog runs the issuer's rule against the table.
-func TestDecideLog(t *testing.T) {
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			s, q := c.build(t)
-			if got := s.DecideLog(now, q); got != c.log {
-				t.Errorf("DecideLog = %v, want %v", got, c.log)
-			}
-		})
-	}
-}
-
-// TestDecideFeed runs the consuming service's rule against the table.
-func TestDecideFeed(t *testing.T) {
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			s, q := c.build(t)
-			if got := s.DecideFeed(now, q); got != c.feed {
-				t.Errorf("DecideFeed = %v, want %v", got, c.feed)
-			}
-		})
+// TestDecide runs each rule, the issuer's (DecideLog) and the consuming
+// service's (DecideFeed), against the one table.
+func TestDecide(t *testing.T) {
+	for _, rule := range []struct {
+		name   string
+		decide func(*State, time.Time, Query) Verdict
+		want   func(decisionCase) Verdict
+	}{
+		{"DecideLog", (*State).DecideLog, func(c decisionCase) Verdict { return c.log }},
+		{"DecideFeed", (*State).DecideFeed, func(c decisionCase) Verdict { return c.feed }},
+	} {
+		for _, c := range cases {
+			t.Run(rule.name+"/"+c.name, func(t *testing.T) {
+				s, q := c.build(t)
+				if got := rule.decide(s, now, q); got != rule.want(c) {
+					t.Errorf("%s = %v, want %v", rule.name, got, rule.want(c))
+				}
+			})
+		}
 	}
 }
 

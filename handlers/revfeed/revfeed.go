@@ -18,7 +18,11 @@
 //	heartbeat.go    the ticker that signs the shared heartbeat while anyone follows
 //	set.go          an event as a signed SET, and the cache that signs it once
 //	nonce.go        binding a stream or snapshot to its request (CheckNonce)
-//	eventid.go      event IDs: their shape (CheckID), epoch and order
+//	eventid.go      event IDs checked (CheckID) and their epochs compared, by the core's parser
+//
+// The messages' JWT types and claims, event IDs and the Event, Status and
+// Snapshot a Source gives are the revocation core's (package
+// client/revocation), which consumers verify with too.
 //
 // # The stream
 //

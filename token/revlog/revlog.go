@@ -55,9 +55,23 @@
 // assumes a Redis that loses no acknowledged write: appendfsync always,
 // and min-replicas-to-write with failover (docs/revocation.md).
 //
+// What the log says is held in the revocation core's State (package
+// client/revocation: no I/O), which holds the rules too; this package is
+// its reader from Redis:
+//
+//	revlog.go    the keys, the scripts that read the epoch and rotate it, stream IDs
+//	follower.go  Options, Follower, its state (the core's State and Ring, the read positions), Run
+//	read.go      XREAD BLOCK: entries applied, heartbeats checked, a quiet read
+//	resync.go    the full read, the merge into the state in force, redo after a loss
+//	fresh.go     Fresh and Heard
+//	decide.go    token.Revocations and token.LocalRevocations, handed to the core
+//	feed.go      the feed's Source: Status, Since, Snapshot
+//	writer.go    the heartbeat Writer
+//	metrics.go   the follower's metrics
+//
 // # Deciding (token.Revocations)
 //
-// Decide answers, only while Fresh: LogRevoked for a jti with an entry or
+// Decide answers (the core's revocation.State.DecideLog), only while Fresh: LogRevoked for a jti with an entry or
 // a token at or before its client's cutoff; LogLive when the subject has
 // no entry and the token was issued after the horizon and the leeway, or
 // when a Redis check marked (Mark) in the current state found it live and
@@ -117,8 +131,9 @@
 //
 // # The feed (Since, Changed, Status, Snapshot)
 //
-// Every entry applied is also an Event whose ID is the epoch and the
-// entry's stream ID; the latest 4,096 at least are kept, so a consumer that
+// Every entry applied is also an Event (revocation.Event) whose ID is the
+// epoch and the entry's stream ID; the latest 4,096 at least are kept (a
+// revocation.Ring), so a consumer that
 // lost its connection resumes from its last ID (Since) unless the epoch
 // changed or it fell further behind, and then starts from a Snapshot.
 // Changed wakes the feed's writers at every entry, heartbeat and resync.
