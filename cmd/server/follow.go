@@ -16,23 +16,33 @@ import (
 	"github.com/snowtoken/snowtoken/token/revlog"
 )
 
+// revocationLog is what validation decides from before it reads Redis
+// (token.LocalRevocations) and the revocation feed serves (revfeed.Source):
+// a revlog.Follower, or in dev mode a revlog.Local.
+type revocationLog interface {
+	token.LocalRevocations
+	revfeed.Source
+}
+
+var (
+	_ revocationLog = (*revlog.Follower)(nil)
+	_ revocationLog = (*revlog.Local)(nil)
+)
+
 // followRevocations starts this replica's heartbeat writer and its
 // follower of the revocation log (package revlog), each until the returned
 // stop, and returns the follower, which validation asks before it reads
-// Redis and the feed serves. It returns a nil follower, and starts
-// nothing, when SNOWTOKEN_REVLOG_THRESHOLD is off, and in dev mode: the
-// embedded Redis lacks what the follower needs (XINFO STREAM's
-// entries-added), so there every validation reads Redis, as it does on any
-// replica whose follower is stale. The follower's Redis client is its own:
-// it holds a connection in XREAD BLOCK.
-func followRevocations(cfg config.Config, rdb redis.UniversalClient, store *redisstore.Store, reg prometheus.Registerer, log *slog.Logger) (*revlog.Follower, func(), error) {
+// Redis and the feed serves. It returns nil, and starts nothing, when
+// SNOWTOKEN_REVLOG_THRESHOLD is off; in dev mode it returns devLog's. The
+// follower's Redis client is its own: it holds a connection in XREAD
+// BLOCK.
+func followRevocations(cfg config.Config, rdb redis.UniversalClient, store *redisstore.Store, reg prometheus.Registerer, log *slog.Logger) (revocationLog, func(), error) {
 	switch {
 	case cfg.RevlogOff:
 		log.Warn("SNOWTOKEN_REVLOG_THRESHOLD=off: no revocation log follower; every validation reads Redis")
 		return nil, func() {}, nil
 	case !cfg.RedisConfigured():
-		log.Warn("DEV MODE: the embedded Redis cannot carry the revocation log's heartbeats; every validation reads Redis")
-		return nil, func() {}, nil
+		return devLog(cfg, log)
 	}
 	frdb := cfg.NewRedisClient()
 	f, err := revlog.New(frdb, store.LogKey(), revlog.Options{Threshold: cfg.RevlogThreshold,
@@ -60,26 +70,56 @@ func followRevocations(cfg config.Config, rdb redis.UniversalClient, store *redi
 	}, nil
 }
 
+// devLog is dev mode's revocation log. The embedded Redis cannot carry the
+// log's heartbeats (XINFO STREAM's entries-added), and this one replica is
+// the only writer of its Redis: its own revocations make the log, in
+// process (revlog.Local), beating every SNOWTOKEN_REVLOG_HEARTBEAT. So
+// validation decides from it as a replica decides from its follower, and
+// the feed serves it: a Follow consumer works against go run . too.
+func devLog(cfg config.Config, log *slog.Logger) (revocationLog, func(), error) {
+	l, err := revlog.NewLocal(revlog.LocalOptions{Period: cfg.RevlogPeriod, Threshold: cfg.RevlogThreshold,
+		Leeway: token.DefaultLeeway, Retention: token.LogRetention(cfg.MaxTokenTTL, token.DefaultLeeway),
+		// The embedded Redis and the signing key are new with the process:
+		// no revocation, and no token of the key, predates its start. Less
+		// the leeway and a second: a consumer reads a token's iat to the
+		// second, and leaves one within the leeway of the horizon undecided.
+		Horizon: time.Now().Add(-token.DefaultLeeway - time.Second)})
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("DEV MODE: the revocation log is this process's own, in memory; the feed serves it")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = l.Run(ctx); close(done) }()
+	return l, func() {
+		cancel()
+		<-done
+	}, nil
+}
+
 // following starts the follower once the session store exists: its start
-// is redisstore.NewService's follow. After start, follower is the follower
-// (nil if none) and stop stops it; stop does nothing before start.
+// is redisstore.NewService's follow. After start, log is the follower (nil
+// if none) and stop stops it; stop does nothing before start.
 type following struct {
-	cfg      config.Config
-	rdb      redis.UniversalClient
-	reg      prometheus.Registerer
-	log      *slog.Logger
-	follower *revlog.Follower
-	stopped  func()
+	cfg     config.Config
+	rdb     redis.UniversalClient
+	reg     prometheus.Registerer
+	log     *slog.Logger
+	revlog  revocationLog
+	stopped func()
 }
 
 // start is followRevocations on store, kept for stop and the feed.
 func (fw *following) start(store *redisstore.Store) (token.Revocations, error) {
-	f, stop, err := followRevocations(fw.cfg, fw.rdb, store, fw.reg, fw.log)
+	l, stop, err := followRevocations(fw.cfg, fw.rdb, store, fw.reg, fw.log)
 	if err != nil {
 		return nil, err
 	}
-	fw.follower, fw.stopped = f, stop
-	return revocationsOf(f), nil
+	fw.revlog, fw.stopped = l, stop
+	if l == nil {
+		return nil, nil // nil, not a nil revocationLog in an interface
+	}
+	return l, nil
 }
 
 // stop stops what start started.
@@ -89,23 +129,14 @@ func (fw *following) stop() {
 	}
 }
 
-// revocationsOf is f as a token.Revocations: nil, not a nil *Follower in
-// an interface, when there is no follower.
-func revocationsOf(f *revlog.Follower) token.Revocations {
-	if f == nil {
-		return nil
-	}
-	return f
-}
-
-// feedOf is f as the source of the revocation feed (GET /revocations/events,
+// feed is the source of the revocation feed (GET /revocations/events,
 // package revfeed): nil when there is no follower, so that the routes
 // answer 404.
-func feedOf(f *revlog.Follower) revfeed.Source {
-	if f == nil {
+func (fw *following) feed() revfeed.Source {
+	if fw.revlog == nil {
 		return nil
 	}
-	return f
+	return fw.revlog
 }
 
 // decisions exports token.Service.LogStats, which the services of every
@@ -115,7 +146,7 @@ func feedOf(f *revlog.Follower) revfeed.Source {
 //	    log_live, log_revoked     from memory, no Redis command
 //	    redis_unknown             the follower could not tell (stale, a subject with an entry, before the horizon)
 //	    redis_uncached            an opaque token not cached yet
-//	    redis_no_log              no follower (SNOWTOKEN_REVLOG_THRESHOLD=off, dev mode)
+//	    redis_no_log              no follower (SNOWTOKEN_REVLOG_THRESHOLD=off)
 type decisions struct {
 	svc  *token.Service
 	desc *prometheus.Desc

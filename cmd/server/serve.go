@@ -137,7 +137,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	h, err := handlers.NewServer(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
 		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit, TrustedProxies: cfg.TrustedProxies,
 		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}, Refused: refused.load,
-		Feed: feedOf(fw.follower), FeedOptions: revfeed.Options{MaxSubscribers: feedMax, MaxPerClient: feedPerClient}, DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: cfg.DPoPNonce, DPoPForwarders: cfg.DPoPForwarders,
+		Feed: fw.feed(), FeedOptions: revfeed.Options{MaxSubscribers: feedMax, MaxPerClient: feedPerClient}, DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: cfg.DPoPNonce, DPoPForwarders: cfg.DPoPForwarders,
 		Assertions: clientauth.Options{Replay: store.Assertions(),
 			MaxLifetime: cfg.AssertionMaxLifetime, MaxWorkloadLifetime: cfg.WorkloadMaxLifetime,
 			Fetch: clientauth.FetchOptions{AllowNets: cfg.KeyFetchAllowNets}}})

@@ -44,39 +44,39 @@ func (f *Follower) ClientRevokedHere(client string, cutoff int64) {
 }
 
 // Mark returns the follower's position (token.Revocations).
-func (f *Follower) Mark() token.LogMark {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.st.core.Mark()
+func (m *memory) Mark() token.LogMark {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.st.core.Mark()
 }
 
 // Decide tells what the log says of a token at now (token.Revocations):
 // the issuer's rule, revocation.State.DecideLog.
-func (f *Follower) Decide(now time.Time, q token.LogQuery) token.LogVerdict {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.st.core.DecideLog(now, q)
+func (m *memory) Decide(now time.Time, q token.LogQuery) token.LogVerdict {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.st.core.DecideLog(now, q)
 }
 
 // TokenRevoked reports whether the log revoked the token jti.
-func (f *Follower) TokenRevoked(jti string) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.st.core.TokenRevoked(jti)
+func (m *memory) TokenRevoked(jti string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.st.core.TokenRevoked(jti)
 }
 
 // SubjectMarker is the latest marker the log gave sub.
-func (f *Follower) SubjectMarker(sub string) (string, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.st.core.SubjectMarker(sub)
+func (m *memory) SubjectMarker(sub string) (string, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.st.core.SubjectMarker(sub)
 }
 
 // ClientCutoff is the latest time (Unix ms) up to which the log revoked
 // client's tokens; math.MaxInt64 when an entry's time did not parse (all
 // of them: fail closed).
-func (f *Follower) ClientCutoff(client string) (int64, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.st.core.ClientCutoff(client)
+func (m *memory) ClientCutoff(client string) (int64, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.st.core.ClientCutoff(client)
 }

@@ -83,13 +83,20 @@ type Follower struct {
 	opts Options
 	met  *metrics
 
-	mu      sync.RWMutex
-	st      *state
+	memory
 	heardAt time.Time // Options.Now when the last heartbeat was accepted
 	// lostAfter is the log's last ID when a loss was found: the events
 	// after it are gone from the log. Written and read by Run's goroutine.
 	lostAfter revocation.StreamID
-	changed   chan struct{} // closed and replaced at every change (Changed)
+}
+
+// memory is what a Follower and a Local share: the state under its lock,
+// and what reads it: validation (Mark, Decide) and the feed (Status,
+// Since, Snapshot, Changed).
+type memory struct {
+	mu      sync.RWMutex
+	st      *state
+	changed chan struct{} // closed and replaced at every change (Changed)
 	// version is Status.Version: incremented, under mu, by whatever
 	// changes what Snapshot holds.
 	version uint64
@@ -139,7 +146,8 @@ func New(rdb redis.UniversalClient, logKey string, opts Options) (*Follower, err
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &Follower{rdb: rdb, keys: keysFor(logKey), opts: opts, changed: make(chan struct{})}
+	f := &Follower{rdb: rdb, keys: keysFor(logKey), opts: opts}
+	f.changed = make(chan struct{})
 	var err error
 	if f.st, err = f.newState("", 0); err != nil {
 		return nil, err
@@ -165,18 +173,18 @@ func (f *Follower) newState(epoch string, horizon int64) (*state, error) {
 	return &state{core: core}, nil
 }
 
-// notify wakes Changed's waiters. Under f.mu (write).
-func (f *Follower) notify() {
-	close(f.changed)
-	f.changed = make(chan struct{})
+// notify wakes Changed's waiters. Under m.mu (write).
+func (m *memory) notify() {
+	close(m.changed)
+	m.changed = make(chan struct{})
 }
 
 // Changed returns a channel closed at the next change: an entry applied, a
 // heartbeat accepted, a full read begun or done.
-func (f *Follower) Changed() <-chan struct{} {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.changed
+func (m *memory) Changed() <-chan struct{} {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.changed
 }
 
 // Run follows the log until ctx ends, then returns ctx's error: a full

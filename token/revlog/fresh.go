@@ -8,10 +8,10 @@ import "time"
 
 // Fresh reports whether the state may be decided on at now (a reading of
 // Options.Now): see the package doc.
-func (f *Follower) Fresh(now time.Time) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.st.core.Fresh(now)
+func (m *memory) Fresh(now time.Time) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.st.core.Fresh(now)
 }
 
 // Heard reports whether the follower accepted a heartbeat within the
@@ -24,8 +24,8 @@ func (f *Follower) Heard(d time.Duration) bool {
 
 // lastHeartbeat is the stamp of the last heartbeat accepted (zero: none
 // since the last full read began).
-func (f *Follower) lastHeartbeat() time.Time {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.st.core.Stamp()
+func (m *memory) lastHeartbeat() time.Time {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.st.core.Stamp()
 }
