@@ -16,15 +16,25 @@ const MaxEventIDLen = 80
 // was appended.
 type StreamID struct{ MS, Seq uint64 }
 
-// ParseStreamID parses <ms>-<seq>, each a decimal uint64.
+// ParseStreamID parses <ms>-<seq>, each a decimal uint64 as Redis writes
+// it: no sign, no leading zero, so that an ID has one spelling.
 func ParseStreamID(s string) (StreamID, error) {
 	ms, seq, ok := strings.Cut(s, "-")
-	a, err1 := strconv.ParseUint(ms, 10, 64)
-	b, err2 := strconv.ParseUint(seq, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
+	a, ok1 := parseDecimal(ms)
+	b, ok2 := parseDecimal(seq)
+	if !ok || !ok1 || !ok2 {
 		return StreamID{}, fmt.Errorf("%w: stream id %.80q", ErrEventID, s)
 	}
 	return StreamID{a, b}, nil
+}
+
+// parseDecimal parses a uint64 of decimal digits without a leading zero.
+func parseDecimal(s string) (uint64, bool) {
+	if len(s) > 1 && s[0] == '0' || s != "" && (s[0] < '0' || s[0] > '9') {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
 }
 
 // String is <ms>-<seq>.

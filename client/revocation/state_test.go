@@ -13,7 +13,7 @@ func TestParseEventID(t *testing.T) {
 	if err != nil || id.Epoch != epoch || id.StreamID != (StreamID{1795700000001, 3}) || id.String() != epoch+"-1795700000001-3" {
 		t.Fatalf("ParseEventID = %+v, %v", id, err)
 	}
-	for _, bad := range []string{"", "-1-2", "e1-1", "e1-1-", "e1--2", "E1-1-2", "e 1-1-2", "e1-1-2-3", "e1-+1-2", "e1-1-18446744073709551616",
+	for _, bad := range []string{"", "-1-2", "e1-1", "e1-1-", "e1--2", "E1-1-2", "e 1-1-2", "e1-1-2-3", "e1-+1-2", "e1-1-18446744073709551616", "e1-01-2", "e1-1-00", "e1-1_0-2",
 		epoch + epoch + "-1-2"} {
 		if _, err := ParseEventID(bad); !errors.Is(err, ErrEventID) {
 			t.Errorf("ParseEventID(%q) = %v, want ErrEventID", bad, err)
@@ -35,6 +35,19 @@ func newTestState(t *testing.T) *State {
 }
 
 func id(n int) string { return fmt.Sprintf("%s-%d-0", epoch, ms(-time.Hour)+int64(n)) }
+
+// FuzzParseEventID: an ID that parses has one spelling, its String.
+func FuzzParseEventID(f *testing.F) {
+	for _, s := range []string{epoch + "-1795700000001-3", "e1-0-0", "e1-01-0", "-1-2", "e1-1-2-3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := ParseEventID(s)
+		if err == nil && id.String() != s {
+			t.Fatalf("ParseEventID(%q) = %s", s, id)
+		}
+	})
+}
 
 // TestApplyRefuses: an event of another epoch, out of order or of no kind
 // changes nothing.
