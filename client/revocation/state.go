@@ -37,7 +37,6 @@ type Options struct {
 // doc. It is not safe for concurrent use: its holder locks it, deciding
 // under a read lock (DecideLog, DecideFeed and the accessors only read).
 type State struct {
-	opts                Options
 	leewayMs, leewayS   int64
 	retentionS          int64
 	retentionMs         int64
@@ -74,7 +73,7 @@ func NewState(opts Options, epoch string, horizon int64) (*State, error) {
 	if opts.Leeway < 0 || opts.Retention < 0 {
 		return nil, fmt.Errorf("%w: a negative Leeway or Retention", ErrOptions)
 	}
-	return &State{opts: opts, leewayMs: opts.Leeway.Milliseconds(), leewayS: int64(opts.Leeway / time.Second),
+	return &State{leewayMs: opts.Leeway.Milliseconds(), leewayS: int64(opts.Leeway / time.Second),
 		retentionS: int64(opts.Retention / time.Second), retentionMs: opts.Retention.Milliseconds(),
 		epoch: epoch, horizon: horizon,
 		tokens: map[string]int64{}, subjects: map[string]subjectEntry{}, clients: map[string]clientEntry{},

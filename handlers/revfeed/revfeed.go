@@ -109,7 +109,8 @@ import (
 	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
-// Source is what the feed serves: a revlog.Follower.
+// Source is what the feed serves: a revlog.Follower (a revlog.Local in
+// dev mode).
 type Source interface {
 	// Since returns up to max events applied after the event whose ID is after, oldest first;
 	// ok is false when after cannot be resumed from (another epoch, or older than the follower keeps): reset.

@@ -65,6 +65,7 @@
 //	resync.go    the full read, the merge into the state in force, redo after a loss
 //	fresh.go     Fresh and Heard
 //	decide.go    token.Revocations and token.LocalRevocations, handed to the core
+//	local.go     Local: a log of one replica's own revocations, in process, no Redis (dev mode)
 //	feed.go      the feed's Source: Status, Since, Snapshot
 //	writer.go    the heartbeat Writer
 //	metrics.go   the follower's metrics
