@@ -125,23 +125,14 @@ type mark struct {
 // Leeway and Retention must be the service's (token.Options.Leeway, and
 // token.LogRetention of its MaxTTL and Leeway): serve passes both.
 func New(rdb redis.UniversalClient, logKey string, opts Options) (*Follower, error) {
-	if opts.Threshold < 0 || opts.BlockTimeout < 0 || opts.Leeway < 0 || opts.Retention < 0 {
+	if opts.BlockTimeout < 0 {
 		return nil, fmt.Errorf("%w: a negative duration", ErrOptions)
 	}
-	if opts.Threshold == 0 {
-		opts.Threshold = DefaultThreshold
+	if err := withDefaults(&opts.Threshold, &opts.Leeway, &opts.Retention, &opts.Now); err != nil {
+		return nil, err
 	}
 	if opts.BlockTimeout == 0 {
 		opts.BlockTimeout = DefaultBlockTimeout
-	}
-	if opts.Leeway == 0 {
-		opts.Leeway = token.DefaultLeeway
-	}
-	if opts.Retention == 0 {
-		opts.Retention = token.LogRetention(token.DefaultMaxTTL, token.DefaultLeeway)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -162,6 +153,27 @@ func New(rdb redis.UniversalClient, logKey string, opts Options) (*Follower, err
 }
 
 var _ token.LocalRevocations = (*Follower)(nil)
+
+// withDefaults checks the options a Follower and a Local share and gives
+// their zero values the defaults: Threshold, Leeway, Retention, Now.
+func withDefaults(threshold, leeway, retention *time.Duration, now *func() time.Time) error {
+	if *threshold < 0 || *leeway < 0 || *retention < 0 {
+		return fmt.Errorf("%w: a negative duration", ErrOptions)
+	}
+	if *threshold == 0 {
+		*threshold = DefaultThreshold
+	}
+	if *leeway == 0 {
+		*leeway = token.DefaultLeeway
+	}
+	if *retention == 0 {
+		*retention = token.LogRetention(token.DefaultMaxTTL, token.DefaultLeeway)
+	}
+	if *now == nil {
+		*now = time.Now
+	}
+	return nil
+}
 
 // newState returns an empty state of epoch, begun at horizon (Unix ms);
 // swap gives it its marks.

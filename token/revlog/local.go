@@ -52,23 +52,14 @@ type Local struct {
 
 // NewLocal returns a Local whose epoch begins now.
 func NewLocal(opts LocalOptions) (*Local, error) {
-	if opts.Period < 0 || opts.Threshold < 0 || opts.Leeway < 0 || opts.Retention < 0 {
+	if opts.Period < 0 {
 		return nil, fmt.Errorf("%w: a negative duration", ErrOptions)
+	}
+	if err := withDefaults(&opts.Threshold, &opts.Leeway, &opts.Retention, &opts.Now); err != nil {
+		return nil, err
 	}
 	if opts.Period == 0 {
 		opts.Period = DefaultPeriod
-	}
-	if opts.Threshold == 0 {
-		opts.Threshold = DefaultThreshold
-	}
-	if opts.Leeway == 0 {
-		opts.Leeway = token.DefaultLeeway
-	}
-	if opts.Retention == 0 {
-		opts.Retention = token.LogRetention(token.DefaultMaxTTL, token.DefaultLeeway)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
 	}
 	now := opts.Now()
 	if opts.Horizon.IsZero() {
