@@ -41,8 +41,8 @@ func TestMetricsListener(t *testing.T) {
 		t.Fatalf("metrics_addr %q, want a listener apart from the API's %s", p.metricsAddr, p.addr)
 	}
 	status, body := get("http://" + p.metricsAddr + "/metrics")
-	if status != http.StatusOK || !strings.Contains(body, "snowtoken_tokens_issued_total 1\n") ||
-		!strings.Contains(body, `snowtoken_validations_total{outcome="valid"} 1`) {
+	if status != http.StatusOK || !strings.Contains(body, `snowtoken_tokens_issued_total{format="jwt"} 1`+"\n") ||
+		!strings.Contains(body, `snowtoken_validations_total{format="jwt",outcome="valid"} 1`+"\n") {
 		t.Errorf("GET /metrics on the metrics listener: %d, want 200 with the counts of one issue and one validation\n%s", status, body)
 	}
 	head, err := http.NewRequest(http.MethodHead, "http://"+p.metricsAddr+"/metrics", nil)

@@ -249,7 +249,7 @@ func TestDPoPValidateRefuses(t *testing.T) {
 			wantDPoPChallenge(t, e.validateDPoP(t, tc.scheme, tok, tc.proofs, nil), tc.code)
 		})
 	}
-	if got := e.metrics(t)[`snowtoken_validations_total{outcome="dpop_refused"}`]; got == "" || got == "0" {
+	if got := e.metrics(t)[`snowtoken_validations_total{format="jwt",outcome="dpop_refused"}`]; got == "" || got == "0" {
 		t.Errorf("DPoP refusals are not counted as dpop_refused: %q", got)
 	}
 	// A bearer token presented as DPoP is refused too: it binds nothing.

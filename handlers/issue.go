@@ -43,6 +43,7 @@ func (s *Server) issueProof(c *gin.Context, st *set) (*dpop.Proof, error) {
 // issue serves POST /token for the client cl authenticated, with the
 // proof issueProof checked.
 func (s *Server) issue(c *gin.Context, cl call) {
+	start := time.Now()
 	form, client, proof := cl.form, cl.client, cl.proof
 	switch gt := form.Get("grant_type"); gt {
 	case "client_credentials":
@@ -75,7 +76,7 @@ func (s *Server) issue(c *gin.Context, cl call) {
 		s.fail(c, err)
 		return
 	}
-	s.metrics.issued.Inc()
+	s.metrics.issue(client.TokenFormat, start)
 	c.Header("Cache-Control", "no-store")
 	c.Header("Pragma", "no-cache")
 	if issued.JKT != "" && cl.nonces != nil {

@@ -186,9 +186,13 @@ func TestMetrics(t *testing.T) {
 	e := newEnv(t)
 	a := e.issue(t, e.Normal, nil).AccessToken
 	e.issue(t, e.Short, nil)
+	o := e.issue(t, e.Opaque, nil).AccessToken
 	e.validate(t, a)
 	e.validate(t, a)
+	e.validate(t, o)
 	e.validate(t, "garbage")
+	e.validate(t, token.OpaquePrefix+"garbage")
+	e.do(t, http.MethodGet, "/token/validate", nil, nil)
 	e.do(t, http.MethodGet, "/token/validate?scope=admin", nil, http.Header{"Authorization": {"Bearer " + a}})
 	e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {a}})
 	e.validate(t, a)
@@ -199,17 +203,26 @@ func TestMetrics(t *testing.T) {
 	wantError(t, e.do(t, http.MethodGet, "/metrics", nil, nil), http.StatusNotFound, "not_found")
 	got := e.metrics(t)
 	want := map[string]string{
-		`snowtoken_tokens_issued_total`:                                                       "2",
-		`snowtoken_validations_total{outcome="valid"}`:                                        "2",
-		`snowtoken_validations_total{outcome="invalid"}`:                                      "1",
-		`snowtoken_validations_total{outcome="revoked"}`:                                      "1",
-		`snowtoken_validations_total{outcome="insufficient_scope"}`:                           "1",
-		`snowtoken_http_requests_total{route="/token",status="200"}`:                          "2",
-		`snowtoken_http_requests_total{route="/token/validate",status="200"}`:                 "2",
-		`snowtoken_http_requests_total{route="/token/validate",status="401"}`:                 "2",
+		`snowtoken_tokens_issued_total{format="jwt"}`:                                         "2",
+		`snowtoken_tokens_issued_total{format="opaque"}`:                                      "1",
+		`snowtoken_issue_duration_seconds_count{format="jwt"}`:                                "2",
+		`snowtoken_issue_duration_seconds_count{format="opaque"}`:                             "1",
+		`snowtoken_validations_total{format="jwt",outcome="valid"}`:                           "2",
+		`snowtoken_validations_total{format="opaque",outcome="valid"}`:                        "1",
+		`snowtoken_validations_total{format="jwt",outcome="invalid"}`:                         "1",
+		`snowtoken_validations_total{format="opaque",outcome="invalid"}`:                      "1",
+		`snowtoken_validations_total{format="none",outcome="invalid"}`:                        "1",
+		`snowtoken_validations_total{format="jwt",outcome="revoked"}`:                         "1",
+		`snowtoken_validations_total{format="jwt",outcome="insufficient_scope"}`:              "1",
+		`snowtoken_validation_duration_seconds_count{format="jwt"}`:                           "5",
+		`snowtoken_validation_duration_seconds_count{format="opaque"}`:                        "2",
+		`snowtoken_validation_duration_seconds_count{format="none"}`:                          "1",
+		`snowtoken_http_requests_total{route="/token",status="200"}`:                          "3",
+		`snowtoken_http_requests_total{route="/token/validate",status="200"}`:                 "3",
+		`snowtoken_http_requests_total{route="/token/validate",status="401"}`:                 "4",
 		`snowtoken_http_requests_total{route="/token/validate",status="403"}`:                 "1",
 		`snowtoken_http_requests_total{route="unmatched",status="404"}`:                       "2",
-		`snowtoken_http_request_duration_seconds_count{route="/token/validate",status="200"}`: "2",
+		`snowtoken_http_request_duration_seconds_count{route="/token/validate",status="200"}`: "3",
 		`snowtoken_http_request_duration_seconds_count{route="/token/revoke",status="200"}`:   "1",
 	}
 	for k, v := range want {
@@ -226,8 +239,14 @@ func TestMetricsStartAtZero(t *testing.T) {
 	t.Parallel()
 	got := newEnv(t).metrics(t)
 	var want []string
-	for _, o := range []string{"valid", "revoked", "dpop_refused", "invalid", "insufficient_scope", "unavailable", "bad_request"} {
-		want = append(want, `snowtoken_validations_total{outcome="`+o+`"}`)
+	for _, f := range []string{"jwt", "opaque", "none"} {
+		for _, o := range []string{"valid", "revoked", "dpop_refused", "invalid", "insufficient_scope", "unavailable", "bad_request"} {
+			want = append(want, `snowtoken_validations_total{format="`+f+`",outcome="`+o+`"}`)
+		}
+		want = append(want, `snowtoken_validation_duration_seconds_count{format="`+f+`"}`)
+		if f != "none" {
+			want = append(want, `snowtoken_tokens_issued_total{format="`+f+`"}`, `snowtoken_issue_duration_seconds_count{format="`+f+`"}`)
+		}
 	}
 	for _, by := range []string{authlimit.Client, authlimit.Address} {
 		want = append(want, `snowtoken_auth_rate_limited_total{limited_by="`+by+`"}`)

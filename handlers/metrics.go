@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,8 +20,15 @@ import (
 type metrics struct {
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
-	issued      prometheus.Counter
+	issued      *prometheus.CounterVec
 	validations *prometheus.CounterVec
+	// validated times GET /token/validate's decision by token format,
+	// from the token read to the answer chosen; issuedIn POST /token's by
+	// the format issued, from the client authenticated to the token stored.
+	validated *prometheus.HistogramVec
+	issuedIn  *prometheus.HistogramVec
+	// byFormat are validated's and issued's series, looked up once.
+	byFormat    [len(tokenFormats)]formatSeries
 	redisErrors prometheus.Counter
 	// authFailures counts failed client authentications; rateLimited the
 	// requests the failed-authentication limit refused, by key kind.
@@ -44,12 +52,20 @@ func newMetrics(reg *prometheus.Registry, ids IDs, clients func() *token.Clients
 			Name: "snowtoken_http_request_duration_seconds", Help: "HTTP request latency by route and status.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, 1},
 		}, []string{"route", "status"}),
-		issued: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "snowtoken_tokens_issued_total", Help: "Tokens issued.",
-		}),
+		issued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "snowtoken_tokens_issued_total", Help: "Tokens issued, by format (jwt, opaque).",
+		}, []string{"format"}),
 		validations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "snowtoken_validations_total", Help: "Token validations by outcome.",
-		}, []string{"outcome"}),
+			Name: "snowtoken_validations_total", Help: "Token validations by outcome and by the format of the token presented (jwt, opaque, none).",
+		}, []string{"outcome", "format"}),
+		validated: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "snowtoken_validation_duration_seconds", Help: "GET /token/validate's decision, from the token read to the answer chosen, by the format of the token presented.",
+			Buckets: decisionBuckets,
+		}, []string{"format"}),
+		issuedIn: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "snowtoken_issue_duration_seconds", Help: "POST /token's issue, from the client authenticated to the token stored, by format.",
+			Buckets: decisionBuckets,
+		}, []string{"format"}),
 		redisErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "snowtoken_unavailable_total", Help: "Requests answered 503 because Redis or the ID generator failed.",
 		}),
@@ -70,7 +86,7 @@ func newMetrics(reg *prometheus.Registry, ids IDs, clients func() *token.Clients
 	rollbacks := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "snowtoken_id_clock_rollbacks_total", Help: "ID requests that found the clock behind the last issued ID.",
 	}, func() float64 { return float64(ids.Stats().Rollbacks) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.issued, m.validations, m.redisErrors, m.authFailures, m.rateLimited, m.clientKeys, waits, rollbacks,
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.issued, m.validations, m.validated, m.issuedIn, m.redisErrors, m.authFailures, m.rateLimited, m.clientKeys, waits, rollbacks,
 		secretExpiry{clients},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
@@ -79,13 +95,58 @@ func newMetrics(reg *prometheus.Registry, ids IDs, clients func() *token.Clients
 	}
 	// Every known label value at 0 from the start: an alert's rate works
 	// before the first event, and a scrape shows every series.
-	for _, o := range validationOutcomes {
-		m.validations.WithLabelValues(o)
+	for i, f := range tokenFormats {
+		for _, o := range validationOutcomes {
+			m.validations.WithLabelValues(o, f)
+		}
+		m.byFormat[i] = formatSeries{validated: m.validated.WithLabelValues(f)}
+		if f != formatNone {
+			m.byFormat[i].issued = m.issued.WithLabelValues(f)
+			m.byFormat[i].issuedIn = m.issuedIn.WithLabelValues(f)
+		}
 	}
 	for _, by := range []string{authlimit.Client, authlimit.Address} {
 		m.rateLimited.WithLabelValues(by)
 	}
 	return m, nil
+}
+
+// decisionBuckets are the buckets of a decision's time inside the server:
+// from a hot validation's microseconds to a Redis round trip's timeout.
+var decisionBuckets = []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, 1}
+
+// The format labels: a token's, or none when none was presented.
+const formatNone = "none"
+
+var tokenFormats = [...]string{token.FormatJWT, token.FormatOpaque, formatNone}
+
+// formatSeries are the series of one format.
+type formatSeries struct {
+	issued              prometheus.Counter
+	validated, issuedIn prometheus.Observer
+}
+
+// formatIndex is the index in tokenFormats of raw's format, by its shape
+// alone: the format label of a token presented, whatever its fate.
+func formatIndex(raw string) int {
+	switch {
+	case raw == "":
+		return 2
+	case strings.HasPrefix(raw, token.OpaquePrefix):
+		return 1
+	}
+	return 0
+}
+
+// issue counts a token issued in the format f (token.FormatJWT or
+// token.FormatOpaque), the issue having begun at start.
+func (m *metrics) issue(f string, start time.Time) {
+	i := 0
+	if f == token.FormatOpaque {
+		i = 1
+	}
+	m.byFormat[i].issued.Inc()
+	m.byFormat[i].issuedIn.Observe(time.Since(start).Seconds())
 }
 
 // validationOutcomes are the outcome labels of snowtoken_validations_total,
@@ -142,8 +203,11 @@ func (m *metrics) newSeries(route string, status int) *routeSeries {
 	return &routeSeries{requests: m.requests.WithLabelValues(route, code), latency: m.latency.WithLabelValues(route, code)}
 }
 
-// validation counts one validation by outcome.
-func (m *metrics) validation(err error) {
+// validation counts one validation of raw by outcome and format, and times
+// it from start.
+func (m *metrics) validation(raw string, start time.Time, err error) {
+	f := formatIndex(raw)
+	m.byFormat[f].validated.Observe(time.Since(start).Seconds())
 	outcome := "valid"
 	switch {
 	case err == nil:
@@ -160,7 +224,7 @@ func (m *metrics) validation(err error) {
 	default:
 		outcome = "bad_request"
 	}
-	m.validations.WithLabelValues(outcome).Inc()
+	m.validations.WithLabelValues(outcome, tokenFormats[f]).Inc()
 }
 
 // knowClients starts snowtoken_client_keys_unavailable_total at 0 for

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -87,13 +88,14 @@ func (r *claimsResponse) set(v *token.Verified) {
 }
 
 func (s *Server) validate(c *gin.Context, cl call) {
-	v, err := s.checkBearer(c, cl.set)
+	start := time.Now()
+	v, raw, err := s.checkBearer(c, cl.set)
 	if err != nil {
-		s.metrics.validation(err)
+		s.metrics.validation(raw, start, err)
 		s.fail(c, err)
 		return
 	}
-	s.metrics.validation(nil)
+	s.metrics.validation(raw, start, nil)
 	var resp claimsResponse
 	resp.set(v)
 	// The identity headers for gateways, set in the map directly: their keys
@@ -116,14 +118,14 @@ func (s *Server) validate(c *gin.Context, cl call) {
 // MaxQueryLen) before the token is looked at, what the caller asks for in
 // it only once its token passes. A token for another audience is invalid
 // here (401), whatever its scopes.
-func (s *Server) checkBearer(c *gin.Context, st *set) (*token.Verified, error) {
+func (s *Server) checkBearer(c *gin.Context, st *set) (*token.Verified, string, error) {
 	q, err := query(c)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	raw, asDPoP, err := bearer(c, q)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	req := token.Request{Token: raw, Scheme: token.Bearer}
 	if asDPoP {
@@ -137,7 +139,7 @@ func (s *Server) checkBearer(c *gin.Context, st *set) (*token.Verified, error) {
 	if err != nil {
 		s.logMismatch(err)
 	}
-	return v, err
+	return v, raw, err
 }
 
 // logMismatch logs at debug what a token refused for its audience holds

@@ -10,8 +10,9 @@ const (
 	revokeRoutes  = `route=~"/token/revoke|/subjects/:subject/tokens|/clients/:client/tokens"`
 )
 
-// overview: issue and validation rate and latency by outcome, the 4xx and
-// 5xx ratios, and the SLOs with the error budget left over the range.
+// overview: issue and validation rate and latency by outcome and token
+// format, the 4xx and 5xx ratios, and the SLOs with the error budget left
+// over the range.
 func overview() *board {
 	b := newBoard("snowtoken-overview", "snowtoken / Overview",
 		"Issue and validation: rates, latency, errors, and the SLOs of docs/slo.md with their error budget over the time range.")
@@ -19,16 +20,22 @@ func overview() *board {
 	b.row("Traffic")
 	b.graph("Issue rate by status", "POST /token answered, by HTTP status.", "reqps", 8,
 		query{`sum by (status) (rate(snowtoken_http_requests_total{` + sel + `,` + issueRoute + `}[$__rate_interval]))`, "{{status}}"})
-	b.graph("Validation rate by outcome", "Validations of GET /token/validate, by outcome (POST /token/introspect is counted by status in the 4xx/5xx ratios).", "reqps", 8,
-		query{`sum by (outcome) (rate(snowtoken_validations_total{` + sel + `}[$__rate_interval]))`, "{{outcome}}"})
-	b.graph("Tokens issued", "Tokens issued a second, by replica.", "reqps", 8,
-		query{`sum by (instance) (rate(snowtoken_tokens_issued_total{` + sel + `}[$__rate_interval]))`, "{{instance}}"})
+	b.graph("Validation rate by outcome and format", "Validations of GET /token/validate, by outcome and by the format of the token presented (jwt, opaque, none); POST /token/introspect is counted by status in the 4xx/5xx ratios.", "reqps", 8,
+		query{`sum by (outcome, format) (rate(snowtoken_validations_total{` + sel + `}[$__rate_interval]))`, "{{format}} {{outcome}}"})
+	b.graph("Tokens issued by format", "Tokens issued a second, by format (jwt, opaque).", "reqps", 8,
+		query{`sum by (format) (rate(snowtoken_tokens_issued_total{` + sel + `}[$__rate_interval]))`, "{{format}}"})
 	b.graph("Issue latency", "POST /token at the issuer: median and 99th percentile, by status.", "s", 12,
 		query{`histogram_quantile(0.5, sum by (le, status) (rate(snowtoken_http_request_duration_seconds_bucket{` + sel + `,` + issueRoute + `}[$__rate_interval])))`, "p50 {{status}}"},
 		query{`histogram_quantile(0.99, sum by (le, status) (rate(snowtoken_http_request_duration_seconds_bucket{` + sel + `,` + issueRoute + `}[$__rate_interval])))`, "p99 {{status}}"})
 	b.graph("Validation latency", "Validations at the issuer: median and 99th percentile, by route and status.", "s", 12,
 		query{`histogram_quantile(0.5, sum by (le, route, status) (rate(snowtoken_http_request_duration_seconds_bucket{` + sel + `,` + validateRoute + `}[$__rate_interval])))`, "p50 {{route}} {{status}}"},
 		query{`histogram_quantile(0.99, sum by (le, route, status) (rate(snowtoken_http_request_duration_seconds_bucket{` + sel + `,` + validateRoute + `}[$__rate_interval])))`, "p99 {{route}} {{status}}"})
+	b.graph("Issue time by format", "An issue inside the handler, from the client authenticated to the token stored (ID, signature, the Redis write): median and 99th percentile, by format.", "s", 12,
+		query{`histogram_quantile(0.5, sum by (le, format) (rate(snowtoken_issue_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`, "p50 {{format}}"},
+		query{`histogram_quantile(0.99, sum by (le, format) (rate(snowtoken_issue_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`, "p99 {{format}}"})
+	b.graph("Validation decision time by format", "GET /token/validate's decision, from the token read to the answer chosen: median and 99th percentile, by the format presented.", "s", 12,
+		query{`histogram_quantile(0.5, sum by (le, format) (rate(snowtoken_validation_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`, "p50 {{format}}"},
+		query{`histogram_quantile(0.99, sum by (le, format) (rate(snowtoken_validation_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`, "p99 {{format}}"})
 	b.graph("4xx ratio by route", "Share of each route's requests answered 4xx: the callers' mistakes (a wrong secret, a refused scope, a revoked token, the 429 of the failed-authentication limit).", "percentunit", 8,
 		query{`sum by (route) (rate(snowtoken_http_requests_total{` + sel + `,status=~"4.."}[$__rate_interval])) / sum by (route) (rate(snowtoken_http_requests_total{` + sel + `}[$__rate_interval]))`, "{{route}}"})
 	b.graph("5xx ratio by route", "Share of each route's requests answered 5xx: the issuer's failures, which the SLOs count.", "percentunit", 8,
