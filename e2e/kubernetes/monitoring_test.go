@@ -21,11 +21,12 @@ import (
 
 // The Prometheus Operator component (components/monitoring): its objects are
 // decoded strictly into the Operator's own Go types (the module
-// github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring).
-// The CRDs' OpenAPI schemas are not among that module's files, so what
-// only the schema says (its patterns and enums, as an API server would
-// apply them) is not checked here: the types' field names and value types
-// are, and the checks below say how the objects fit together.
+// github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring),
+// which checks the types' field names and value types, and admitted against
+// the Operator's CRDs of the same version as an API server admits them
+// (crd_test.go: the openAPIV3Schema's required fields, enums, patterns and
+// bounds, an unknown field refused); the checks below say how the objects
+// fit together.
 
 var update = flag.Bool("update", false, "write components/monitoring/prometheusrule.yaml from deploy/prometheus/snowtoken-rules.yml")
 
@@ -127,32 +128,13 @@ func strictDecode(tb testing.TB, name string, doc []byte, into any) {
 // overlay's patches by index still hold.
 func TestComponentMonitoring(t *testing.T) {
 	requireKubectl(t)
-	root, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// An overlay of the operator's: production's, with the component
-	// (kustomize takes relative paths only).
-	dir := t.TempDir()
-	rel, err := filepath.Rel(dir, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kust := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: snowtoken\nresources:\n  - " +
-		filepath.Join(rel, "overlays", "production") + "\ncomponents:\n  - " + filepath.Join(rel, "components", "monitoring") + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl kustomize (production + components/monitoring): %v\n%s", err, out)
-	}
+	out := renderMonitoring(t)
 	var (
 		rest     bytes.Buffer
 		monitors []*monitoringv1.ServiceMonitor
 		rules    []*monitoringv1.PrometheusRule
 	)
-	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(out), -1) {
+	for _, doc := range yamlDocuments(out) {
 		var meta struct{ Kind string }
 		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
 			t.Fatal(err)
@@ -177,6 +159,7 @@ func TestComponentMonitoring(t *testing.T) {
 		t.Fatalf("%d ServiceMonitors and %d PrometheusRules, want one each", len(monitors), len(rules))
 	}
 	sm, pr := monitors[0], rules[0]
+	admitAll(t, monitoringObjects(t, out))
 
 	ss := o.statefulSets["snowtoken"]
 	c := ss.Spec.Template.Spec.Containers[0]
@@ -259,6 +242,59 @@ func TestComponentMonitoring(t *testing.T) {
 	if !equality.Semantic.DeepEqual(pr.Spec, spec) {
 		t.Error("the rendered PrometheusRule's groups are not the rules file's")
 	}
+}
+
+// renderMonitoring renders the production overlay with the component, as
+// an operator adds it (see requireKubectl).
+func renderMonitoring(tb testing.TB) []byte {
+	tb.Helper()
+	root, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// An overlay of the operator's: production's, with the component
+	// (kustomize takes relative paths only).
+	dir := tb.TempDir()
+	rel, err := filepath.Rel(dir, root)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kust := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: snowtoken\nresources:\n  - " +
+		filepath.Join(rel, "overlays", "production") + "\ncomponents:\n  - " + filepath.Join(rel, "components", "monitoring") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	out, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("kubectl kustomize (production + components/monitoring): %v\n%s", err, out)
+	}
+	return out
+}
+
+// yamlDocuments splits a kustomize output into its documents.
+func yamlDocuments(out []byte) []string {
+	return regexp.MustCompile(`(?m)^---\s*$`).Split(string(out), -1)
+}
+
+// monitoringObjects is each ServiceMonitor and PrometheusRule document of
+// a rendering by its kind; a kind twice fails.
+func monitoringObjects(tb testing.TB, out []byte) map[string][]byte {
+	tb.Helper()
+	docs := map[string][]byte{}
+	for _, doc := range yamlDocuments(out) {
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			tb.Fatal(err)
+		}
+		if _, ok := crdOfKind[meta.Kind]; !ok {
+			continue
+		}
+		if _, twice := docs[meta.Kind]; twice {
+			tb.Fatalf("two %ss rendered", meta.Kind)
+		}
+		docs[meta.Kind] = []byte(doc)
+	}
+	return docs
 }
 
 // metav1LabelSelector is the ServiceMonitor's selector as a labels.Selector.
