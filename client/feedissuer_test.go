@@ -14,6 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/client/internal/jwttest"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
@@ -47,6 +48,7 @@ type feedEvent struct {
 // for client feeder:s3cret) and GET /token/validate (for FallbackRemote:
 // every token valid unless remoteRevoked). Tokens are signed with its key.
 type feedIssuer struct {
+	t      *testing.T // fails when a message cannot be signed
 	URL    string
 	key    ed25519.PrivateKey
 	forger ed25519.PrivateKey
@@ -70,7 +72,7 @@ func newFeedIssuer(t *testing.T, clk *clock) *feedIssuer {
 	t.Helper()
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	_, forger, _ := ed25519.GenerateKey(rand.Reader)
-	f := &feedIssuer{key: key, forger: forger, clock: clk, epoch: "e1", fresh: true, ageMs: 10,
+	f := &feedIssuer{t: t, key: key, forger: forger, clock: clk, epoch: "e1", fresh: true, ageMs: 10,
 		changed: make(chan struct{}), drop: make(chan struct{}), hits: map[string]int{}}
 	jwks := `{"keys":[{"kty":"OKP","crv":"Ed25519","use":"sig","alg":"EdDSA","kid":"k1","x":"` +
 		base64.RawURLEncoding.EncodeToString(pub) + `"}]}`
@@ -151,13 +153,7 @@ func (f *feedIssuer) streams() int {
 }
 
 func (f *feedIssuer) signJWT(typ string, claims jwt.Claims, key ed25519.PrivateKey) string {
-	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
-	t.Header["kid"], t.Header["typ"] = "k1", typ
-	s, err := t.SignedString(key)
-	if err != nil {
-		panic(err)
-	}
-	return s
+	return jwttest.Sign(f.t, jwt.SigningMethodEdDSA, key, map[string]any{"kid": "k1", "typ": typ}, claims)
 }
 
 func (f *feedIssuer) authorized(w http.ResponseWriter, r *http.Request) bool {

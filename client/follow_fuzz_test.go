@@ -12,6 +12,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/client/internal/jwttest"
 	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
@@ -30,10 +31,7 @@ func FuzzFeedStream(f *testing.F) {
 	_, other, _ := ed25519.GenerateKey(rand.Reader)
 	now := time.Unix(1_800_000_000, 0)
 	sign := func(typ string, k ed25519.PrivateKey, claims jwt.MapClaims) string {
-		t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
-		t.Header["kid"], t.Header["typ"] = "k1", typ
-		s, _ := t.SignedString(k)
-		return s
+		return jwttest.Sign(f, jwt.SigningMethodEdDSA, k, map[string]any{"kid": "k1", "typ": typ}, claims)
 	}
 	set := func(k ed25519.PrivateKey, id string) string {
 		return sign("secevent+jwt", k, jwt.MapClaims{"iss": "https://issuer.test", "iat": now.Unix(), "jti": id,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/client/internal/jwttest"
 	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
@@ -47,13 +48,7 @@ func setSnapshot(t *testing.T, fd *feed, sn revocation.SnapshotState) {
 
 func signTest(t *testing.T, key ed25519.PrivateKey, typ string, claims jwt.MapClaims) string {
 	t.Helper()
-	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
-	tok.Header["kid"], tok.Header["typ"] = "k1", typ
-	s, err := tok.SignedString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return jwttest.Sign(t, jwt.SigningMethodEdDSA, key, map[string]any{"kid": "k1", "typ": typ}, claims)
 }
 
 // TestHeartbeatReplayRefused checks that a heartbeat seen before (a proxy

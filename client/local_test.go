@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client"
+	"github.com/snowtoken/snowtoken/client/internal/jwttest"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
@@ -71,13 +72,7 @@ func (f *fakeJWKS) claims(now time.Time, scope string, aud ...string) jwtpolicy.
 
 func (f *fakeJWKS) sign(tb testing.TB, c jwtpolicy.Claims) string {
 	tb.Helper()
-	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
-	t.Header["kid"], t.Header["typ"] = f.kid, "at+jwt"
-	s, err := t.SignedString(f.key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return s
+	return jwttest.Sign(tb, jwt.SigningMethodEdDSA, f.key, map[string]any{"kid": f.kid, "typ": "at+jwt"}, c)
 }
 
 func (f *fakeJWKS) requests() map[string]int {
@@ -121,7 +116,7 @@ func TestLocalSkipChecksEverythingWithoutCalls(t *testing.T) {
 	}
 	expired := f.claims(now.Add(-2*time.Hour), "orders:read")
 	_, other, _ := ed25519.GenerateKey(rand.Reader)
-	forged, _ := jwt.NewWithClaims(jwt.SigningMethodEdDSA, f.claims(now, "admin")).SignedString(other)
+	forged := jwttest.Sign(t, jwt.SigningMethodEdDSA, other, nil, f.claims(now, "admin"))
 	for name, bad := range map[string]string{"expired": f.sign(t, expired), "other key": forged} {
 		if _, err := v.Validate(t.Context(), bad); !errors.Is(err, client.ErrInvalidToken) {
 			t.Errorf("%s: got %v, want ErrInvalidToken", name, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/snowtoken/snowtoken/client/middlewaretest"
 	"github.com/snowtoken/snowtoken/clienttest"
 	"github.com/snowtoken/snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -158,13 +159,7 @@ func TestRevoked(t *testing.T) {
 // forge signs claims with key under kid.
 func forge(tb testing.TB, claims jwt.Claims, kid string, key ed25519.PrivateKey) string {
 	tb.Helper()
-	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
-	t.Header["kid"], t.Header["typ"] = kid, "at+jwt"
-	s, err := t.SignedString(key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return s
+	return jwttest.Sign(tb, jwt.SigningMethodEdDSA, key, map[string]any{"kid": kid, "typ": "at+jwt"}, claims)
 }
 
 func TestLocalRejectsWithoutCallingTheIssuer(t *testing.T) {
@@ -189,16 +184,10 @@ func TestLocalRejectsWithoutCallingTheIssuer(t *testing.T) {
 	otherKid := token.Thumbprint(other.Public().(ed25519.PublicKey))
 	escalated := real
 	escalated.Scope, escalated.Subject = "admin", "root"
-	hs := jwt.NewWithClaims(jwt.SigningMethodHS256, real)
-	hs.Header["kid"], hs.Header["typ"] = kid, "at+jwt"
-	hsTok, _ := hs.SignedString([]byte(kid))
-	none := jwt.NewWithClaims(jwt.SigningMethodNone, real)
-	none.Header["kid"], none.Header["typ"] = kid, "at+jwt"
-	noneTok, _ := none.SignedString(jwt.UnsafeAllowNoneSignatureType)
+	hsTok := jwttest.Sign(t, jwt.SigningMethodHS256, []byte(kid), map[string]any{"kid": kid, "typ": "at+jwt"}, real)
+	noneTok := jwttest.Sign(t, jwt.SigningMethodNone, nil, map[string]any{"kid": kid, "typ": "at+jwt"}, real)
 	parts := strings.Split(tok, ".")
-	otherTyp := jwt.NewWithClaims(jwt.SigningMethodEdDSA, real)
-	otherTyp.Header["kid"], otherTyp.Header["typ"] = kid, "JWT"
-	otherTypTok, _ := otherTyp.SignedString(other)
+	otherTypTok := jwttest.Sign(t, jwt.SigningMethodEdDSA, other, map[string]any{"kid": kid, "typ": "JWT"}, real)
 
 	forged := map[string]string{
 		"other key, real kid":     forge(t, escalated, kid, other),

@@ -26,6 +26,7 @@ import (
 	"github.com/snowtoken/snowtoken/client/credentials"
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/client/middlewaretest"
+	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 )
 
@@ -69,14 +70,8 @@ func newClusterIssuer(tb testing.TB) *clusterIssuer {
 // token is a projected service-account token of sub for aud, as the kubelet writes it.
 func (ci *clusterIssuer) token(tb testing.TB, sub, aud string, now time.Time) string {
 	tb.Helper()
-	t := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"iss": ci.srv.URL, "sub": sub, "aud": []string{aud},
+	return jwttest.Sign(tb, jwt.SigningMethodRS256, ci.key, map[string]any{"kid": "k8s-1"}, jwt.MapClaims{"iss": ci.srv.URL, "sub": sub, "aud": []string{aud},
 		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix(), "jti": rand.Text()})
-	t.Header["kid"] = "k8s-1"
-	s, err := t.SignedString(ci.key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return s
 }
 
 // TestSecretlessClients: clients with no shared secret against the real

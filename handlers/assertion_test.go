@@ -29,6 +29,7 @@ import (
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
+	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/internal/logtest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
@@ -72,13 +73,7 @@ func (s signer) jwks(tb testing.TB) json.RawMessage {
 
 func (s signer) sign(tb testing.TB, claims jwt.MapClaims) string {
 	tb.Helper()
-	t := jwt.NewWithClaims(s.method, claims)
-	t.Header["kid"] = s.kid
-	out, err := t.SignedString(s.priv)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out
+	return jwttest.Sign(tb, s.method, s.priv, map[string]any{"kid": s.kid}, claims)
 }
 
 const saSubject = "system:serviceaccount:shop:orders"

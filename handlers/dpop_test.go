@@ -20,6 +20,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client/dpop"
+	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -65,17 +66,11 @@ func (k *dpopKey) proof(tb testing.TB, method, u, tok, nonce string, now time.Ti
 	if nonce != "" {
 		c["nonce"] = nonce
 	}
-	t := jwt.NewWithClaims(k.method, c)
-	t.Header["typ"] = "dpop+jwt"
-	t.Header["jwk"] = k.jwk
+	h := map[string]any{"typ": "dpop+jwt", "jwk": k.jwk}
 	if edit != nil {
-		edit(t.Header, c)
+		edit(h, c)
 	}
-	out, err := t.SignedString(k.priv)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out
+	return jwttest.Sign(tb, k.method, k.priv, h, c)
 }
 
 // issueDPoP asks for a token for c with proof; the response as it came.
@@ -195,25 +190,15 @@ func TestDPoPIssueRefuses(t *testing.T) {
 // noneProof is k's proof with alg none and no signature.
 func noneProof(tb testing.TB, k *dpopKey, u string, now time.Time) string {
 	tb.Helper()
-	t := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"jti": rand.Text(), "htm": "POST", "htu": u, "iat": now.Unix()})
-	t.Header["typ"], t.Header["jwk"] = "dpop+jwt", k.jwk
-	out, err := t.SignedString(jwt.UnsafeAllowNoneSignatureType)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out
+	return jwttest.Sign(tb, jwt.SigningMethodNone, nil, map[string]any{"typ": "dpop+jwt", "jwk": k.jwk},
+		jwt.MapClaims{"jti": rand.Text(), "htm": "POST", "htu": u, "iat": now.Unix()})
 }
 
 // hsProof is a proof MACed with HS256 under the public key's x as secret.
 func hsProof(tb testing.TB, k *dpopKey, u string, now time.Time) string {
 	tb.Helper()
-	t := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"jti": rand.Text(), "htm": "POST", "htu": u, "iat": now.Unix()})
-	t.Header["typ"], t.Header["jwk"] = "dpop+jwt", k.jwk
-	out, err := t.SignedString([]byte(k.jwk["x"].(string)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out
+	return jwttest.Sign(tb, jwt.SigningMethodHS256, []byte(k.jwk["x"].(string)), map[string]any{"typ": "dpop+jwt", "jwk": k.jwk},
+		jwt.MapClaims{"jti": rand.Text(), "htm": "POST", "htu": u, "iat": now.Unix()})
 }
 
 // TestDPoPValidateRefuses: a bound token counts only with a proof by its

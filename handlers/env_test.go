@@ -29,6 +29,7 @@ import (
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
@@ -491,14 +492,11 @@ func resign(tb testing.TB, tok string, priv ed25519.PrivateKey, edit func(header
 	if edit != nil {
 		edit(h, c)
 	}
-	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims(c))
-	t.Header = h
-	t.Header["alg"] = jwt.SigningMethodEdDSA.Alg()
-	s, err := t.SignedString(priv)
-	if err != nil {
-		tb.Fatal(err)
+	h["alg"] = jwt.SigningMethodEdDSA.Alg()
+	if _, ok := h["typ"]; !ok {
+		h["typ"] = jwttest.Omit
 	}
-	return s
+	return jwttest.Sign(tb, jwt.SigningMethodEdDSA, priv, h, jwt.MapClaims(c))
 }
 
 // b64json is base64url(JSON(v)), as a JWT segment.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/redisstore"
@@ -161,23 +162,12 @@ func TestValidateAttacks(t *testing.T) {
 		}},
 		{name: "HS256 with the public key as secret", forge: func(t *testing.T, e *env, tok string) string {
 			_, c := segments(t, tok)
-			j := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims(c))
-			j.Header["kid"], j.Header["typ"] = e.Key.ID, "at+jwt"
-			s, err := j.SignedString([]byte(e.Key.Public))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
+			return jwttest.Sign(t, jwt.SigningMethodHS256, []byte(e.Key.Public), map[string]any{"kid": e.Key.ID, "typ": "at+jwt"}, jwt.MapClaims(c))
 		}},
 		{name: "HS256 with the JWK x as secret", forge: func(t *testing.T, e *env, tok string) string {
 			_, c := segments(t, tok)
-			j := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims(c))
-			j.Header["kid"], j.Header["typ"] = e.Key.ID, "at+jwt"
-			s, err := j.SignedString([]byte(base64.RawURLEncoding.EncodeToString(e.Key.Public)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
+			return jwttest.Sign(t, jwt.SigningMethodHS256, []byte(base64.RawURLEncoding.EncodeToString(e.Key.Public)),
+				map[string]any{"kid": e.Key.ID, "typ": "at+jwt"}, jwt.MapClaims(c))
 		}},
 		{name: "unknown kid", forge: func(t *testing.T, e *env, tok string) string {
 			other := otherKey(t)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/bitsalloc"
 	"github.com/snowtoken/snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	. "github.com/snowtoken/snowtoken/token"
@@ -502,13 +503,7 @@ func TestKeyRotation(t *testing.T) {
 // signed signs claims with k under header, bypassing Issue.
 func signed(tb testing.TB, k Key, header map[string]any, claims jwt.Claims) string {
 	tb.Helper()
-	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
-	maps.Copy(tok.Header, header)
-	s, err := tok.SignedString(k.Private)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return s
+	return jwttest.Sign(tb, jwt.SigningMethodEdDSA, k.Private, header, claims)
 }
 
 func TestValidateRejects(t *testing.T) {
@@ -536,15 +531,7 @@ func TestValidateRejects(t *testing.T) {
 		{"no kid", signed(t, signer, map[string]any{"typ": "at+jwt"}, v.Claims())},
 		{"typ JWT", signed(t, signer, map[string]any{"kid": signer.ID, "typ": "JWT"}, v.Claims())},
 		{"no typ", signed(t, signer, map[string]any{"kid": signer.ID, "typ": nil}, v.Claims())},
-		{"alg none", func() string {
-			tok := jwt.NewWithClaims(jwt.SigningMethodNone, v.Claims())
-			maps.Copy(tok.Header, hdr)
-			s, err := tok.SignedString(jwt.UnsafeAllowNoneSignatureType)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}()},
+		{"alg none", jwttest.Sign(t, jwt.SigningMethodNone, nil, hdr, v.Claims())},
 		{"wrong issuer", signed(t, signer, hdr, claims(func(c *Claims) { c.Issuer = "https://evil.test" }))},
 		{"expired", signed(t, signer, hdr, claims(func(c *Claims) { c.ExpiresAt = jwt.NewNumericDate(now.Add(-time.Minute)) }))},
 		{"no exp", signed(t, signer, hdr, claims(func(c *Claims) { c.ExpiresAt = nil }))},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/internal/jwttest"
 	. "github.com/snowtoken/snowtoken/token"
 )
 
@@ -52,12 +53,8 @@ func TestSignEventPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
-	tok.Header["typ"], tok.Header["kid"] = "revocation-snapshot+jwt", e.keys.SigningKeyID()
-	want, err := tok.SignedString(e.keys.SigningKey().Private)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := jwttest.Sign(t, jwt.SigningMethodEdDSA, e.keys.SigningKey().Private,
+		map[string]any{"typ": "revocation-snapshot+jwt", "kid": e.keys.SigningKeyID()}, claims)
 	if raw != want {
 		t.Fatalf("SignEvent\n%s\ngolang-jwt\n%s", raw, want)
 	}

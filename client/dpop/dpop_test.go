@@ -14,6 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/snowtoken/snowtoken/client/dpop"
+	"github.com/snowtoken/snowtoken/client/internal/jwttest"
 )
 
 // checker returns a Checker with opts whose replay record runs on a clock
@@ -144,12 +145,8 @@ func TestRefuses(t *testing.T) {
 
 	// HS256 keyed with the public key's bytes: a checker that took the key
 	// from the jwk and the algorithm from alg would accept it.
-	hs := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims(claims()))
-	hs.Header["typ"], hs.Header["jwk"] = "dpop+jwt", ed.jwk
-	hsProof, err := hs.SignedString([]byte(ed.priv.Public().(ed25519.PublicKey)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	hsProof := jwttest.Sign(t, jwt.SigningMethodHS256, []byte(ed.priv.Public().(ed25519.PublicKey)),
+		map[string]any{"typ": "dpop+jwt", "jwk": ed.jwk}, jwt.MapClaims(claims()))
 	none := func(sig string) string {
 		return b64.EncodeToString([]byte(`{"typ":"dpop+jwt","alg":"none","jwk":`+mustJSON(t, ed.jwk)+`}`)) + "." + parts[1] + "." + sig
 	}

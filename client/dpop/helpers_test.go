@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/snowtoken/snowtoken/client/internal/jwttest"
 )
 
 // Test requests are for this URL, at this time.
@@ -80,17 +81,14 @@ func claims() map[string]any {
 // none), signed by golang-jwt.
 func (s *signer) proof(tb testing.TB, c map[string]any, edit func(h map[string]any)) string {
 	tb.Helper()
-	t := jwt.NewWithClaims(s.method, jwt.MapClaims(c))
-	t.Header["typ"] = "dpop+jwt"
-	t.Header["jwk"] = maps.Clone(s.jwk)
+	h := map[string]any{"typ": "dpop+jwt", "jwk": maps.Clone(s.jwk)}
 	if edit != nil {
-		edit(t.Header)
+		edit(h)
 	}
-	out, err := t.SignedString(s.priv)
-	if err != nil {
-		tb.Fatal(err)
+	if _, ok := h["typ"]; !ok {
+		h["typ"] = jwttest.Omit
 	}
-	return out
+	return jwttest.Sign(tb, s.method, s.priv, h, jwt.MapClaims(c))
 }
 
 // handProof returns a JWS built by hand: the base64url of header and claims

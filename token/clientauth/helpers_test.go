@@ -17,6 +17,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/token/clientauth"
 )
 
@@ -97,15 +98,11 @@ func keySet(tb testing.TB, ss ...signer) *clientauth.KeySet {
 // sign makes an assertion with claims, signed by s under its kid.
 func (s signer) sign(tb testing.TB, claims jwt.MapClaims) string {
 	tb.Helper()
-	t := jwt.NewWithClaims(s.method, claims)
+	h := map[string]any{}
 	if s.kid != "" {
-		t.Header["kid"] = s.kid
+		h["kid"] = s.kid
 	}
-	out, err := t.SignedString(s.priv)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out
+	return jwttest.Sign(tb, s.method, s.priv, h, claims)
 }
 
 // claimsFor are a good private_key_jwt assertion's claims for client id.

@@ -11,6 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/internal/clocktest"
+	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token/clientauth"
 	"github.com/snowtoken/snowtoken/token/redisstore"
@@ -49,25 +50,10 @@ func TestVerifyRefusals(t *testing.T) {
 	}
 	// An HS256 assertion keyed with the client's public key, as an
 	// attacker who read the public key would make.
-	hs := jwt.NewWithClaims(jwt.SigningMethodHS256, claimsFor("gw"))
-	hs.Header["kid"] = "ed"
-	hsToken, err := hs.SignedString([]byte(ed.priv.Public().(ed25519.PublicKey)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	none := jwt.NewWithClaims(jwt.SigningMethodNone, claimsFor("gw"))
-	none.Header["kid"] = "ed"
-	noneToken, err := none.SignedString(jwt.UnsafeAllowNoneSignatureType)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hsToken := jwttest.Sign(t, jwt.SigningMethodHS256, []byte(ed.priv.Public().(ed25519.PublicKey)), map[string]any{"kid": "ed"}, claimsFor("gw"))
+	noneToken := jwttest.Sign(t, jwt.SigningMethodNone, nil, map[string]any{"kid": "ed"}, claimsFor("gw"))
 	// An ES256 header on an EdDSA key's kid.
-	wrongType := func() string {
-		tok := jwt.NewWithClaims(jwt.SigningMethodES256, claimsFor("gw"))
-		tok.Header["kid"] = "ed"
-		out, _ := tok.SignedString(es.priv)
-		return out
-	}()
+	wrongType := jwttest.Sign(t, jwt.SigningMethodES256, es.priv, map[string]any{"kid": "ed"}, claimsFor("gw"))
 	tests := []struct {
 		name      string
 		assertion string
