@@ -12,7 +12,7 @@ import (
 // proxy would forward them: the client's address in X-Forwarded-For.
 type guesser struct {
 	tb testing.TB
-	p  *runningProgram
+	p  *issuer
 }
 
 // guess sends one wrong secret for clientID from the address from and

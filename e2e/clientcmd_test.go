@@ -296,12 +296,12 @@ func TestRotatedClientsFileServes(t *testing.T) {
 	p := startProgram(t, env)
 	waitReady(t, p.url("/readyz"), waitLimit)
 	for name, secret := range map[string]string{"new": newSecret, "previous": oldSecret} {
-		tok := issueToken(t, p, "svc", secret, url.Values{"scope": {"b"}})
-		if status, body := validateToken(t, p, tok); status != http.StatusOK {
+		tok := p.issueForm(t, fleetClient{"svc", secret}, url.Values{"scope": {"b"}})
+		if status, body := p.validateRaw(t, tok); status != http.StatusOK {
 			t.Errorf("a token got with the %s secret: validate %d %s, want 200", name, status, body)
 		}
 	}
-	if status, body := postClientForm(t, p, "/token", "off", offSecret, url.Values{"grant_type": {"client_credentials"}}); status != http.StatusUnauthorized {
+	if status, body := p.post(t, "/token", fleetClient{"off", offSecret}, url.Values{"grant_type": {"client_credentials"}}); status != http.StatusUnauthorized {
 		t.Errorf("the disabled client: %d %s, want 401", status, body)
 	}
 	if err := p.stop(t); err != nil {

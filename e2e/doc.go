@@ -7,9 +7,12 @@
 // The shared helpers, by file:
 //
 //	entry_test.go     run, exitCode: the program in process
-//	program_test.go   startProgram: one in-process issuer; requests, tokens
-//	replicas_test.go  fleetBinary, startFleetProc, fleetRedis, fleetCreds:
-//	                  replicas as processes on one real redis-server
+//	driver_test.go    issuer, the one driver of a running issuer: started in
+//	                  process (startProgram) or as the binary (startFleetProc,
+//	                  launchFleetProc, spawnFleetProc); call, post, issue,
+//	                  issueForm, validate, validateRaw, revoke, logs, stop
+//	replicas_test.go  fleetBinary, fleetRedis, fleetCreds: replicas as
+//	                  processes on one real redis-server
 //	client_test.go    setup, issue: clienttest's issuer and a client.Validator
 //
 // By topic: the issuer end to end (program_test, issuer_test, logs_test,

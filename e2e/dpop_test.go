@@ -161,7 +161,7 @@ func send(tb testing.TB, client *http.Client, method, u, body string, hdr http.H
 }
 
 // issueWithProof asks p for a token for c with proof in the DPoP header.
-func issueWithProof(tb testing.TB, p *fleetProc, c fleetClient, proof string) answer {
+func issueWithProof(tb testing.TB, p *issuer, c fleetClient, proof string) answer {
 	tb.Helper()
 	basic := base64.StdEncoding.EncodeToString([]byte(url.QueryEscape(c.id) + ":" + url.QueryEscape(c.secret)))
 	hdr := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Authorization": {"Basic " + basic}, "Dpop": {proof}}
@@ -170,7 +170,7 @@ func issueWithProof(tb testing.TB, p *fleetProc, c fleetClient, proof string) an
 
 // boundToken issues a token for c bound to k at p, and checks that it came
 // as token_type DPoP.
-func (k *joseKey) boundToken(tb testing.TB, p *fleetProc, c fleetClient) string {
+func (k *joseKey) boundToken(tb testing.TB, p *issuer, c fleetClient) string {
 	tb.Helper()
 	a := issueWithProof(tb, p, c, k.proof(tb, http.MethodPost, fleetIssuer+"/token", ""))
 	if a.status != http.StatusOK || a.body["token_type"] != "DPoP" {
@@ -181,7 +181,7 @@ func (k *joseKey) boundToken(tb testing.TB, p *fleetProc, c fleetClient) string 
 
 // validate calls GET /token/validate at p through client with tok under
 // scheme, proof (none: no DPoP header) and extra headers.
-func validate(tb testing.TB, client *http.Client, p *fleetProc, scheme, tok, proof string, extra http.Header) answer {
+func validate(tb testing.TB, client *http.Client, p *issuer, scheme, tok, proof string, extra http.Header) answer {
 	tb.Helper()
 	hdr := http.Header{"Authorization": {scheme + " " + tok}}
 	if proof != "" {
@@ -225,7 +225,7 @@ func TestDPoPInterop(t *testing.T) {
 	// together, they wait their first lease TTL at once.
 	a := launchFleetProc(t, bin, "a", creds.env(rv, fleetAddr(t, "127.0.0.61"), "127.0.0.61", "SNOWTOKEN_TRUSTED_PROXIES", "127.0.0.1"))
 	b := launchFleetProc(t, bin, "b", creds.env(rv, fleetAddr(t, "127.0.0.62"), "127.0.0.62", "SNOWTOKEN_DPOP_FORWARDERS", "127.0.0.1"))
-	for _, p := range []*fleetProc{a, b} {
+	for _, p := range []*issuer{a, b} {
 		p.waitLog(t, "listening")
 		waitReady(t, p.url("/readyz"), fleetWait)
 	}
@@ -235,7 +235,7 @@ func TestDPoPInterop(t *testing.T) {
 		t.Run("accepted "+string(alg), func(t *testing.T) {
 			k := newJoseKey(t, alg)
 			tok := k.boundToken(t, a, creds.svc)
-			for _, p := range []*fleetProc{a, b} {
+			for _, p := range []*issuer{a, b} {
 				r := validate(t, fleetHTTP, p, "DPoP", tok, k.proof(t, http.MethodGet, validateURL, tok), nil)
 				cnf, _ := r.body["cnf"].(map[string]any)
 				if r.status != http.StatusOK || cnf["jkt"] != k.thumbprint(t) {
@@ -332,7 +332,7 @@ func TestDPoPInterop(t *testing.T) {
 	fwd := http.Header{"X-Forwarded-Method": {"PATCH"}, "X-Forwarded-Proto": {"https"},
 		"X-Forwarded-Host": {"api.example.test"}, "X-Forwarded-Uri": {"/orders/17?expand=lines"}}
 	t.Run("gateway: the original request, from a DPoP forwarder", func(t *testing.T) {
-		for _, p := range []*fleetProc{a, b} {
+		for _, p := range []*issuer{a, b} {
 			if r := validate(t, fleetHTTP, p, "DPoP", tok, k.proof(t, http.MethodPatch, api, tok), fwd); r.status != http.StatusOK {
 				t.Errorf("at %s: %d %v, want 200", p.name, r.status, r.body)
 			}

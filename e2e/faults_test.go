@@ -127,12 +127,12 @@ func faultDo(hc *http.Client, method, target string, c *fleetClient, bearer stri
 }
 
 // lines is how many lines the process has written so far.
-func (p *fleetProc) lines() int {
+func (p *issuer) lines() int {
 	return strings.Count(p.out.String(), "\n")
 }
 
 // metric reads the value of an unlabelled series from p's /metrics.
-func (p *fleetProc) metric(tb testing.TB, name string) float64 {
+func (p *issuer) metric(tb testing.TB, name string) float64 {
 	tb.Helper()
 	status, _, body := fleetCall(tb, http.MethodGet, p.metricsURL(tb), nil, "", nil)
 	if status != http.StatusOK {
@@ -797,7 +797,7 @@ func rawExchange(tb testing.TB, addr string, raw io.Reader) (*http.Response, []b
 
 // timedHealthy issues a token at p (of worker) and validates it, n times,
 // failing tb unless every answer is 200, and returns the slowest round.
-func timedHealthy(tb testing.TB, p *fleetProc, c fleetClient, worker int64, n int) time.Duration {
+func timedHealthy(tb testing.TB, p *issuer, c fleetClient, worker int64, n int) time.Duration {
 	tb.Helper()
 	var slowest time.Duration
 	for range n {

@@ -20,12 +20,12 @@ import (
 // devConsumer runs a program in dev mode (its embedded Redis) and a
 // Validator that follows its revocation feed with the dev client's
 // credentials, started (fresh).
-func devConsumer(tb testing.TB) (*runningProgram, *client.Validator) {
+func devConsumer(tb testing.TB) (*issuer, *client.Validator) {
 	tb.Helper()
 	p := startProgram(tb, devEnvVars())
 	issuer := "http://localhost:" + p.addr[strings.LastIndexByte(p.addr, ':')+1:]
 	v, err := client.New(client.Options{IssuerURL: issuer, Mode: client.Local, RevocationCheck: client.Follow,
-		FeedClientID: "dev", FeedClientSecret: p.secret, Logger: slog.New(slog.DiscardHandler)})
+		FeedClientID: "dev", FeedClientSecret: p.dev.secret, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -45,15 +45,15 @@ func devConsumer(tb testing.TB) (*runningProgram, *client.Validator) {
 // before the subject's revocation, and the snapshot and the poll answer.
 func TestFollowDev(t *testing.T) {
 	p, v := devConsumer(t)
-	alice := issueToken(t, p, "dev", p.secret, url.Values{"scope": {"read"}, "subject": {"alice"}})
-	alice2 := issueToken(t, p, "dev", p.secret, url.Values{"scope": {"read"}, "subject": {"alice"}})
-	bob := issueToken(t, p, "dev", p.secret, url.Values{"scope": {"read"}, "subject": {"bob"}})
+	alice := p.issueForm(t, p.dev, url.Values{"scope": {"read"}, "subject": {"alice"}})
+	alice2 := p.issueForm(t, p.dev, url.Values{"scope": {"read"}, "subject": {"alice"}})
+	bob := p.issueForm(t, p.dev, url.Values{"scope": {"read"}, "subject": {"bob"}})
 	for _, tok := range []string{alice, alice2, bob} {
 		if _, err := v.Validate(t.Context(), tok); err != nil {
 			t.Fatalf("a token just issued, followed: %v", err)
 		}
 	}
-	if status, body := postClientForm(t, p, "/token/revoke", "dev", p.secret, url.Values{"token": {alice}}); status != http.StatusOK {
+	if status, body := p.post(t, "/token/revoke", p.dev, url.Values{"token": {alice}}); status != http.StatusOK {
 		t.Fatalf("POST /token/revoke: %d %s", status, body)
 	}
 	waitFor(t, v, alice, client.ErrInvalidToken)
@@ -64,7 +64,7 @@ func TestFollowDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.SetBasicAuth("dev", url.QueryEscape(p.secret))
+	req.SetBasicAuth("dev", url.QueryEscape(p.dev.secret))
 	if status, body := doRequest(t, req); status/100 != 2 {
 		t.Fatalf("DELETE /subjects/alice/tokens: %d %s", status, body)
 	}
@@ -80,7 +80,7 @@ func TestFollowDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.SetBasicAuth("dev", url.QueryEscape(p.secret))
+	req.SetBasicAuth("dev", url.QueryEscape(p.dev.secret))
 	status, body := doRequest(t, req)
 	if status != http.StatusOK {
 		t.Fatalf("GET /revocations: %d %s", status, body)
@@ -112,14 +112,14 @@ func decodePayload(raw string, v any) error {
 
 // postJSON POSTs body as application/json with the dev client's Basic
 // authentication.
-func postJSON(tb testing.TB, p *runningProgram, path, body string) (int, []byte) {
+func postJSON(tb testing.TB, p *issuer, path, body string) (int, []byte) {
 	tb.Helper()
 	req, err := http.NewRequest(http.MethodPost, p.url(path), strings.NewReader(body))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.SetBasicAuth("dev", url.QueryEscape(p.secret))
+	req.SetBasicAuth("dev", url.QueryEscape(p.dev.secret))
 	return doRequest(tb, req)
 }
 
@@ -130,11 +130,11 @@ func BenchmarkFollowDevRevoke(b *testing.B) {
 	p, v := devConsumer(b)
 	var took []time.Duration
 	for b.Loop() {
-		tok := issueToken(b, p, "dev", p.secret, url.Values{"scope": {"read"}})
+		tok := p.issueForm(b, p.dev, url.Values{"scope": {"read"}})
 		if _, err := v.Validate(b.Context(), tok); err != nil {
 			b.Fatal(err)
 		}
-		if status, body := postClientForm(b, p, "/token/revoke", "dev", p.secret, url.Values{"token": {tok}}); status != http.StatusOK {
+		if status, body := p.post(b, "/token/revoke", p.dev, url.Values{"token": {tok}}); status != http.StatusOK {
 			b.Fatalf("POST /token/revoke: %d %s", status, body)
 		}
 		start := time.Now()

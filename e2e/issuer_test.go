@@ -25,7 +25,7 @@ func TestIssuerTrailingSlash(t *testing.T) {
 			env["SNOWTOKEN_ADDR"], env["SNOWTOKEN_ISSUER"] = addr, issuerSet
 			p := startProgram(t, env)
 			defer p.stop(t)
-			tok := issueToken(t, p, "dev", p.secret, url.Values{"scope": {"read"}})
+			tok := p.issueForm(t, p.dev, url.Values{"scope": {"read"}})
 			iss := issOf(t, tok)
 			if iss != canonical {
 				t.Errorf("iss %q, want %s", iss, canonical)

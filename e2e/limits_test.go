@@ -22,8 +22,8 @@ import (
 // SNOWTOKEN_PPROF=true, so are Go's profiles.
 func TestMetricsListener(t *testing.T) {
 	p := startProgram(t, devEnvVars())
-	tok := issueToken(t, p, "dev", p.secret, url.Values{})
-	if status, body := validateToken(t, p, tok); status != http.StatusOK {
+	tok := p.issueForm(t, p.dev, url.Values{})
+	if status, body := p.validateRaw(t, tok); status != http.StatusOK {
 		t.Fatalf("validate: %d %s", status, body)
 	}
 	get := func(target string) (int, string) {
@@ -109,7 +109,7 @@ func holdConns(tb testing.TB, addr string, n int) []net.Conn {
 }
 
 // startCappedIssuer starts the issuer with SNOWTOKEN_MAX_CONNS=maxConns.
-func startCappedIssuer(tb testing.TB, maxConns int) (*fleetProc, fleetCreds) {
+func startCappedIssuer(tb testing.TB, maxConns int) (*issuer, fleetCreds) {
 	tb.Helper()
 	bin := fleetBinary(tb)
 	creds := newFleetCreds(tb, bin)

@@ -36,7 +36,7 @@ const (
 // (INFO's memory), a keys directory with a next key (the key times), a
 // client whose secret expires, and requests of every kind sent.
 type obsReplica struct {
-	p       *fleetProc
+	p       *issuer
 	redis   *redistest.Server
 	creds   fleetCreds
 	metrics string // the metrics listener, host:port

@@ -32,10 +32,10 @@ func TestOperationsOnTwoReplicas(t *testing.T) {
 	redis := map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}
 	a := launchFleetProc(t, bin, "a", creds.env(redis, fleetAddr(t, "127.0.0.42"), "127.0.0.42", "SNOWTOKEN_SIGNING_KEYS", keysDir))
 	b := launchFleetProc(t, bin, "b", creds.env(redis, fleetAddr(t, "127.0.0.43"), "127.0.0.43", "SNOWTOKEN_SIGNING_KEYS", keysDir))
-	for _, p := range []*fleetProc{a, b} {
+	for _, p := range []*issuer{a, b} {
 		waitReady(t, p.url("/readyz"), fleetWait)
 	}
-	replicas := []*fleetProc{a, b}
+	replicas := []*issuer{a, b}
 
 	var offset atomic.Int64 // the consumer's clock: real time moved forward
 	consumer, err := client.New(client.Options{

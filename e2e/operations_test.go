@@ -146,7 +146,7 @@ func TestRunbookAddClient(t *testing.T) {
 
 // waitClientsFile waits until p's /readyz names the clients file at path as
 // the one in force.
-func (p *fleetProc) waitClientsFile(tb testing.TB, path string) {
+func (p *issuer) waitClientsFile(tb testing.TB, path string) {
 	tb.Helper()
 	want := shortSHA(tb, path)
 	deadline := time.Now().Add(fleetWait)

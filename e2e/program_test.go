@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -30,186 +28,6 @@ import (
 // test, never a timing the test depends on.
 const waitLimit = 30 * time.Second
 
-// runningProgram is a run of the real program serving in the background.
-type runningProgram struct {
-	addr        string // host:port it listens on
-	metricsAddr string // host:port of its metrics listener, or off
-	secret      string // the dev client's secret; empty in production
-	cancel      context.CancelFunc
-	errc        chan error
-
-	mu      sync.Mutex
-	out     strings.Builder
-	readers sync.WaitGroup
-}
-
-// startProgram runs the program with env until the test ends, and returns once it
-// listens (and, in dev mode, has printed its banner).
-func startProgram(tb testing.TB, env map[string]string) *runningProgram {
-	tb.Helper()
-	env = withMetricsAddr(env)
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &runningProgram{cancel: cancel, errc: make(chan error, 1)}
-	pr, pw := io.Pipe()
-	lines := make(chan string, 1000)
-	p.readers.Add(1)
-	go func() {
-		defer p.readers.Done()
-		defer close(lines)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			select {
-			case lines <- sc.Text():
-			default: // nobody waits for lines any more
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	go func() {
-		err := run(ctx, nil, env, pw)
-		pw.Close()
-		p.errc <- err
-	}()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case <-p.errc:
-		case <-time.After(waitLimit):
-			tb.Error("the program did not stop")
-		}
-	})
-
-	dev := env["SNOWTOKEN_ENV"] != "production"
-	secretRE := regexp.MustCompile(`CLIENT_SECRET=(\S+)`)
-	deadline := time.After(waitLimit)
-	for p.addr == "" || (dev && p.secret == "") {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				err := <-p.errc
-				p.errc <- err // for the cleanup
-				tb.Fatalf("the program stopped before it listened: %v\noutput:\n%s", err, p.logs())
-			}
-			var rec struct {
-				Msg, Addr   string
-				MetricsAddr string `json:"metrics_addr"`
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
-				p.addr, p.metricsAddr = rec.Addr, rec.MetricsAddr
-			}
-			if m := secretRE.FindStringSubmatch(line); m != nil {
-				p.secret = m[1]
-			}
-		case <-deadline:
-			tb.Fatalf("the program did not start listening; output:\n%s", p.logs())
-		}
-	}
-	return p
-}
-
-// withMetricsAddr is env with the metrics listener on a free loopback port
-// unless env says where: the default port would be shared by parallel runs.
-func withMetricsAddr(env map[string]string) map[string]string {
-	if _, ok := env["SNOWTOKEN_METRICS_ADDR"]; ok {
-		return env
-	}
-	out := maps.Clone(env)
-	if out == nil {
-		out = map[string]string{}
-	}
-	out["SNOWTOKEN_METRICS_ADDR"] = "127.0.0.1:0"
-	return out
-}
-
-// stop cancels the program's context and returns what run returned.
-func (p *runningProgram) stop(tb testing.TB) error {
-	tb.Helper()
-	p.cancel()
-	select {
-	case err := <-p.errc:
-		p.errc <- err // for the cleanup
-		p.readers.Wait()
-		return err
-	case <-time.After(waitLimit):
-		tb.Fatal("the program did not stop after its context ended")
-		return nil
-	}
-}
-
-// logs returns everything the program wrote so far.
-func (p *runningProgram) logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-func (p *runningProgram) url(path string) string { return "http://" + p.addr + path }
-
-var testHTTPClient = &http.Client{Timeout: 10 * time.Second}
-
-// doRequest sends req and returns the status and body.
-func doRequest(tb testing.TB, req *http.Request) (int, []byte) {
-	tb.Helper()
-	resp, err := testHTTPClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return resp.StatusCode, body
-}
-
-// postClientForm POSTs form with HTTP Basic client authentication.
-func postClientForm(tb testing.TB, p *runningProgram, path, clientID, secret string, form url.Values) (int, []byte) {
-	tb.Helper()
-	req, err := http.NewRequest(http.MethodPost, p.url(path), strings.NewReader(form.Encode()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth(url.QueryEscape(clientID), url.QueryEscape(secret))
-	return doRequest(tb, req)
-}
-
-// issueToken asks for a token and returns the access token.
-func issueToken(tb testing.TB, p *runningProgram, clientID, secret string, form url.Values) string {
-	tb.Helper()
-	form.Set("grant_type", "client_credentials")
-	status, body := postClientForm(tb, p, "/token", clientID, secret, form)
-	if status != http.StatusOK {
-		tb.Fatalf("POST /token: %d %s, want 200", status, body)
-	}
-	var resp struct {
-		AccessToken string `json:"access_token"`
-		TokenType   string `json:"token_type"`
-	}
-	if err := json.Unmarshal(body, &resp); err != nil {
-		tb.Fatal(err)
-	}
-	if resp.AccessToken == "" || resp.TokenType != "Bearer" {
-		tb.Fatalf("POST /token: %s, want a Bearer access_token", body)
-	}
-	return resp.AccessToken
-}
-
-// validateToken calls GET /token/validate with the token and returns status and body.
-func validateToken(tb testing.TB, p *runningProgram, accessToken string) (int, []byte) {
-	tb.Helper()
-	req, err := http.NewRequest(http.MethodGet, p.url("/token/validate"), nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+accessToken)
-	return doRequest(tb, req)
-}
-
 // devEnvVars is dev mode on a free port.
 func devEnvVars() map[string]string {
 	return map[string]string{"SNOWTOKEN_ADDR": "127.0.0.1:0", "SNOWTOKEN_LOG_LEVEL": "debug"}
@@ -223,11 +41,11 @@ func TestLongMaxTokenTTL(t *testing.T) {
 	env := devEnvVars()
 	env["SNOWTOKEN_MAX_TOKEN_TTL"] = "72h"
 	p := startProgram(t, env)
-	tok := issueToken(t, p, "dev", p.secret, url.Values{"scope": {"read"}, "expires_in": {"259200"}})
-	if status, body := postClientForm(t, p, "/token/revoke", "dev", p.secret, url.Values{"token": {tok}}); status != http.StatusOK {
+	tok := p.issueForm(t, p.dev, url.Values{"scope": {"read"}, "expires_in": {"259200"}})
+	if status, body := p.post(t, "/token/revoke", p.dev, url.Values{"token": {tok}}); status != http.StatusOK {
 		t.Fatalf("POST /token/revoke: %d %s, want 200", status, body)
 	}
-	if status, body := validateToken(t, p, tok); status != http.StatusUnauthorized {
+	if status, body := p.validateRaw(t, tok); status != http.StatusUnauthorized {
 		t.Errorf("GET /token/validate after revoke: %d %s, want 401", status, body)
 	}
 }
@@ -235,8 +53,8 @@ func TestLongMaxTokenTTL(t *testing.T) {
 func TestEndToEndDev(t *testing.T) {
 	p := startProgram(t, devEnvVars())
 
-	tok := issueToken(t, p, "dev", p.secret, url.Values{"scope": {"read"}, "subject": {"alice"}})
-	status, body := validateToken(t, p, tok)
+	tok := p.issueForm(t, p.dev, url.Values{"scope": {"read"}, "subject": {"alice"}})
+	status, body := p.validateRaw(t, tok)
 	if status != http.StatusOK {
 		t.Fatalf("GET /token/validate: %d %s, want 200", status, body)
 	}
@@ -254,7 +72,7 @@ func TestEndToEndDev(t *testing.T) {
 	}
 
 	// Requests that fail, so their logs are in the hygiene check below.
-	if status, body := postClientForm(t, p, "/token", "dev", "wrong-"+p.secret, url.Values{"grant_type": {"client_credentials"}}); status != http.StatusUnauthorized {
+	if status, body := p.post(t, "/token", fleetClient{"dev", "wrong-" + p.dev.secret}, url.Values{"grant_type": {"client_credentials"}}); status != http.StatusUnauthorized {
 		t.Errorf("POST /token with a wrong secret: %d %s, want 401", status, body)
 	}
 	req, err := http.NewRequest(http.MethodGet, p.url("/token/validate?access_token="+url.QueryEscape(tok)), nil)
@@ -265,10 +83,10 @@ func TestEndToEndDev(t *testing.T) {
 		t.Errorf("GET /token/validate?access_token=: %d %s, want 400", status, body)
 	}
 
-	if status, body := postClientForm(t, p, "/token/revoke", "dev", p.secret, url.Values{"token": {tok}}); status != http.StatusOK {
+	if status, body := p.post(t, "/token/revoke", p.dev, url.Values{"token": {tok}}); status != http.StatusOK {
 		t.Fatalf("POST /token/revoke: %d %s, want 200", status, body)
 	}
-	if status, body := validateToken(t, p, tok); status != http.StatusUnauthorized {
+	if status, body := p.validateRaw(t, tok); status != http.StatusUnauthorized {
 		t.Errorf("GET /token/validate after revoke: %d %s, want 401", status, body)
 	}
 
@@ -279,7 +97,7 @@ func TestEndToEndDev(t *testing.T) {
 	if !strings.Contains(logs, `"msg":"stopped"`) {
 		t.Errorf("no \"stopped\" log line after shutdown:\n%s", logs)
 	}
-	checkLogHygiene(t, logs, p.secret, tok)
+	checkLogHygiene(t, logs, p.dev.secret, tok)
 	if testing.Verbose() {
 		t.Logf("output:\n%s", logs)
 	}
@@ -359,8 +177,8 @@ func TestEndToEndProduction(t *testing.T) {
 		"SNOWTOKEN_WORKER_LEASE_TTL": "1s",
 	})
 	waitReady(t, p.url("/readyz"), waitLimit)
-	tok := issueToken(t, p, "svc", secret, url.Values{"scope": {"b"}, "expires_in": {"60"}})
-	status, body := validateToken(t, p, tok)
+	tok := p.issueForm(t, fleetClient{"svc", secret}, url.Values{"scope": {"b"}, "expires_in": {"60"}})
+	status, body := p.validateRaw(t, tok)
 	if status != http.StatusOK {
 		t.Fatalf("GET /token/validate: %d %s, want 200", status, body)
 	}
@@ -374,14 +192,14 @@ func TestEndToEndProduction(t *testing.T) {
 	if claims.Iss != "https://auth.example.test" || claims.Sub != "svc" || claims.Scope != "b" || claims.WorkerID != 3 {
 		t.Errorf("GET /token/validate = %s, want iss https://auth.example.test, sub svc, scope b, worker 3", body)
 	}
-	if status, body := postClientForm(t, p, "/token", "svc", "wrong", url.Values{"grant_type": {"client_credentials"}}); status != http.StatusUnauthorized {
+	if status, body := p.post(t, "/token", fleetClient{"svc", "wrong"}, url.Values{"grant_type": {"client_credentials"}}); status != http.StatusUnauthorized {
 		t.Errorf("POST /token with a wrong secret: %d %s, want 401", status, body)
 	}
 	// Revoking deletes the record, so the shared Redis is left as it was.
-	if status, body := postClientForm(t, p, "/token/revoke", "svc", secret, url.Values{"token": {tok}}); status != http.StatusOK {
+	if status, body := p.post(t, "/token/revoke", fleetClient{"svc", secret}, url.Values{"token": {tok}}); status != http.StatusOK {
 		t.Fatalf("POST /token/revoke: %d %s, want 200", status, body)
 	}
-	if status, _ := validateToken(t, p, tok); status != http.StatusUnauthorized {
+	if status, _ := p.validateRaw(t, tok); status != http.StatusUnauthorized {
 		t.Errorf("GET /token/validate after revoke: %d, want 401", status)
 	}
 	if err := p.stop(t); err != nil {

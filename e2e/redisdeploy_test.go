@@ -68,7 +68,7 @@ func deploySecretFile(tb testing.TB, secret string) string {
 }
 
 // deployNoSecrets fails tb if the output of p shows a password.
-func deployNoSecrets(tb testing.TB, p *fleetProc) {
+func deployNoSecrets(tb testing.TB, p *issuer) {
 	tb.Helper()
 	for _, s := range []string{deployPassword, deployACLPassword, deploySentinelPassword} {
 		if strings.Contains(p.out.String(), s) {
@@ -184,7 +184,7 @@ func deployWait(tb testing.TB, what string, cond func() error) {
 // deployRedisServer starts redis-server on 127.0.0.1:port with the
 // credentials of the deployment tests and extra args, and returns once it
 // answers PING. With tlsFiles it serves TLS only, with their certificate.
-func deployRedisServer(tb testing.TB, dir string, port int, tlsFiles *redistest.TLSFiles, extra ...string) *fleetProc {
+func deployRedisServer(tb testing.TB, dir string, port int, tlsFiles *redistest.TLSFiles, extra ...string) *issuer {
 	tb.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	opt := &redis.Options{Addr: addr, Password: deployPassword, MaxRetries: -1, DialTimeout: time.Second}
@@ -290,7 +290,7 @@ func startRedisCluster(tb testing.TB) []string {
 
 // deployExercise issues, validates, revokes and revokes all tokens of every
 // subject at p; check, if set, looks at each subject's keys in Redis.
-func deployExercise(tb testing.TB, p *fleetProc, creds fleetCreds, worker int64, subjects []string,
+func deployExercise(tb testing.TB, p *issuer, creds fleetCreds, worker int64, subjects []string,
 	check func(subject string, tok fleetToken)) {
 	tb.Helper()
 	for _, s := range subjects {
@@ -442,7 +442,7 @@ func TestRedisClusterDeployment(t *testing.T) {
 // deploySentinel is a master, its replica and three sentinels that watch
 // it (deploySentinelName), all on this host, as startSentinel left them.
 type deploySentinel struct {
-	master, replica *fleetProc
+	master, replica *issuer
 	rc              *redis.Client // the replica's
 	addrs           []string      // the sentinels'
 	scs             []*redis.SentinelClient
@@ -690,7 +690,7 @@ func TestRedisTLSDeployment(t *testing.T) {
 
 // deployValidateStatus validates a token at p and returns the status, without
 // failing the test: for goroutines other than the test's.
-func deployValidateStatus(p *fleetProc, tok fleetToken) (int, error) {
+func deployValidateStatus(p *issuer, tok fleetToken) (int, error) {
 	req, err := http.NewRequest(http.MethodGet, p.url("/token/validate"), nil)
 	if err != nil {
 		return 0, err

@@ -60,7 +60,7 @@ func TestFlushAllUnderLoadNoDuplicateIDs(t *testing.T) {
 		ids      []snowflakealg.ID
 		firstErr error
 	)
-	load := func(r int, p *fleetProc) {
+	load := func(r int, p *issuer) {
 		for c := range conns {
 			wg.Go(func() {
 				// A subject of each connection's own: a duplicate ID then

@@ -34,8 +34,8 @@ import (
 // consumer verifying locally against the JWKS, and records every refusal:
 // every token it holds is valid, so any refusal is a false rejection.
 type reloadLoad struct {
-	p        *fleetProc // issues
-	at       *fleetProc // validates; nil: p
+	p        *issuer // issues
+	at       *issuer // validates; nil: p
 	c        fleetClient
 	consumer *client.Validator
 	hc       *http.Client
@@ -129,7 +129,7 @@ func (l *reloadLoad) waitChecks(tb testing.TB, n int64) {
 }
 
 // events counts p's log records of an audit event.
-func (p *fleetProc) events(event string) int {
+func (p *issuer) events(event string) int {
 	n := 0
 	for _, r := range p.records() {
 		if r["event"] == event {
@@ -140,7 +140,7 @@ func (p *fleetProc) events(event string) int {
 }
 
 // waitEvents waits until p has logged n records of event.
-func (p *fleetProc) waitEvents(tb testing.TB, event string, n int) {
+func (p *issuer) waitEvents(tb testing.TB, event string, n int) {
 	tb.Helper()
 	deadline := time.Now().Add(fleetWait)
 	for p.events(event) < n {
@@ -163,7 +163,7 @@ func shortSHA(tb testing.TB, path string) string {
 }
 
 // readyConfig returns the config /readyz names.
-func (p *fleetProc) readyConfig(tb testing.TB) map[string]any {
+func (p *issuer) readyConfig(tb testing.TB) map[string]any {
 	tb.Helper()
 	status, _, body := fleetCall(tb, http.MethodGet, p.url("/readyz"), nil, "", nil)
 	var r struct {
@@ -450,7 +450,7 @@ func TestSIGHUPInDevMode(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	resp, err := testHTTPClient.Get(p.url("/healthz"))
+	resp, err := fleetHTTP.Get(p.url("/healthz"))
 	if err != nil {
 		t.Fatalf("after SIGHUP: %v", err)
 	}
@@ -463,7 +463,7 @@ func TestSIGHUPInDevMode(t *testing.T) {
 // until401 polls the validation of tok at p until it answers 401 and returns
 // how long that took; it fails tb if it does not within fleetWait, a
 // deadline for a reload that never happens, not a timing.
-func (p *fleetProc) until401(tb testing.TB, tok fleetToken, why string) time.Duration {
+func (p *issuer) until401(tb testing.TB, tok fleetToken, why string) time.Duration {
 	tb.Helper()
 	start := time.Now()
 	for {

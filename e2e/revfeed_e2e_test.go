@@ -39,7 +39,7 @@ const feedCutOff = time.Second
 // ids (revocation_feed), and more variables as name, value pairs. Its
 // follower's threshold is 2 s, so that a loaded machine does not make it
 // stale (a poll's heartbeat comes only while it is fresh).
-func startFeedIssuer(tb testing.TB, ids []string, more ...string) (*fleetProc, fleetCreds, map[string]fleetClient, string) {
+func startFeedIssuer(tb testing.TB, ids []string, more ...string) (*issuer, fleetCreds, map[string]fleetClient, string) {
 	tb.Helper()
 	bin := fleetBinary(tb)
 	creds := newFleetCreds(tb, bin)
@@ -95,7 +95,7 @@ func feedNonce() string { return rand.Text() }
 // feedLast returns the last event ID of p's revocation state, from its
 // snapshot (GET /revocations) read as c: the position a stream or poll
 // resumes from.
-func feedLast(tb testing.TB, p *fleetProc, c fleetClient) string {
+func feedLast(tb testing.TB, p *issuer, c fleetClient) string {
 	tb.Helper()
 	status, _, body := fleetCall(tb, http.MethodGet, p.url("/revocations?nonce="+feedNonce()), &c, "", nil)
 	if status != http.StatusOK {
@@ -115,7 +115,7 @@ type feedStream struct {
 
 // openStream opens a stream as c from last, and reads it until it ends or
 // tb does.
-func openStream(tb testing.TB, p *fleetProc, c fleetClient, last string) *feedStream {
+func openStream(tb testing.TB, p *issuer, c fleetClient, last string) *feedStream {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
@@ -169,7 +169,7 @@ type pollResult struct {
 
 // startPoll sends a poll as c that waits (returnImmediately false) from
 // last; its answer comes on the returned channel. The poll ends with tb.
-func startPoll(tb testing.TB, p *fleetProc, c fleetClient, last string) <-chan pollResult {
+func startPoll(tb testing.TB, p *issuer, c fleetClient, last string) <-chan pollResult {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
@@ -241,7 +241,7 @@ func wantPollsRefused(tb testing.TB, results []<-chan pollResult, n, status int,
 // startFollower starts a Validator following p's revocation feed as c
 // (client.Local, client.Follow), stopped when tb ends, and returns it once
 // it is fresh, as a service's readiness waits for.
-func startFollower(tb testing.TB, p *fleetProc, c fleetClient) *client.Validator {
+func startFollower(tb testing.TB, p *issuer, c fleetClient) *client.Validator {
 	tb.Helper()
 	v, err := client.New(client.Options{IssuerURL: p.url(""), Issuer: fleetIssuer, Mode: client.Local,
 		RevocationCheck: client.Follow, FeedClientID: c.id, FeedClientSecret: c.secret})
@@ -258,7 +258,7 @@ func startFollower(tb testing.TB, p *fleetProc, c fleetClient) *client.Validator
 }
 
 // waitSubscribers waits until p serves n streams and waiting polls.
-func waitSubscribers(tb testing.TB, p *fleetProc, n float64) {
+func waitSubscribers(tb testing.TB, p *issuer, n float64) {
 	tb.Helper()
 	deadline := time.Now().Add(fleetWait)
 	for p.metric(tb, "snowtoken_revfeed_subscribers") != n {

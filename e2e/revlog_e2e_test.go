@@ -62,7 +62,7 @@ type revlogFleet struct {
 	srv       *redistest.Server
 	rdb       *redis.Client
 	creds     fleetCreds
-	reps      []*fleetProc
+	reps      []*issuer
 	threshold time.Duration
 }
 
@@ -97,7 +97,7 @@ func startRevlogFleet(tb testing.TB, bin string, creds fleetCreds, srv *redistes
 
 // issue asks p for a token of c until it answers 200: a replica that lost
 // its lease (FLUSHALL, a restart) answers 503 until it has its worker back.
-func (f *revlogFleet) issue(tb testing.TB, p *fleetProc, c fleetClient) fleetToken {
+func (f *revlogFleet) issue(tb testing.TB, p *issuer, c fleetClient) fleetToken {
 	tb.Helper()
 	deadline := time.Now().Add(fleetWait)
 	for {
@@ -114,7 +114,7 @@ func (f *revlogFleet) issue(tb testing.TB, p *fleetProc, c fleetClient) fleetTok
 
 // revoke revokes tok at p and returns when the revoke answered 200 (a 503,
 // while Redis is coming back, is asked again: a revocation may be repeated).
-func (f *revlogFleet) revoke(tb testing.TB, p *fleetProc, c fleetClient, tok fleetToken) time.Time {
+func (f *revlogFleet) revoke(tb testing.TB, p *issuer, c fleetClient, tok fleetToken) time.Time {
 	tb.Helper()
 	deadline := time.Now().Add(fleetWait)
 	for {
@@ -287,7 +287,7 @@ func (f *revlogFleet) readers(tb testing.TB) map[string]bool {
 
 // series reads every series of p's /metrics, by its name and labels as
 // printed (`name{label="value"}`).
-func (p *fleetProc) series(tb testing.TB) map[string]float64 {
+func (p *issuer) series(tb testing.TB) map[string]float64 {
 	tb.Helper()
 	status, _, body := fleetCall(tb, http.MethodGet, p.metricsURL(tb), nil, "", nil)
 	if status != http.StatusOK {
@@ -310,7 +310,7 @@ func (p *fleetProc) series(tb testing.TB) map[string]float64 {
 }
 
 // decisions is p's snowtoken_validation_decisions_total, by its label by.
-func (p *fleetProc) decisions(tb testing.TB) map[string]float64 {
+func (p *issuer) decisions(tb testing.TB) map[string]float64 {
 	tb.Helper()
 	d := map[string]float64{}
 	for k, v := range p.series(tb) {

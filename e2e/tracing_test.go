@@ -34,7 +34,7 @@ func TestTracingExportsSpans(t *testing.T) {
 	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.URL
 
 	p := startProgram(t, env)
-	issueToken(t, p, "dev", p.secret, url.Values{"scope": {"read"}})
+	p.issueForm(t, p.dev, url.Values{"scope": {"read"}})
 	if err := p.stop(t); err != nil {
 		t.Fatal(err)
 	}
