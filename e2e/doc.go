@@ -8,8 +8,10 @@
 //
 //	entry_test.go     run, exitCode: the program in process
 //	driver_test.go    issuer, the one driver of a running issuer: started in
-//	                  process (startProgram) or as the binary (startFleetProc,
-//	                  launchFleetProc, spawnFleetProc); call, post, issue,
+//	                  process (startProgram) or as the binary (startIssuer,
+//	                  one with credentials and Redis of its own, by options;
+//	                  startFleetProc, launchFleetProc, spawnFleetProc, given
+//	                  the environment); call, post, issue,
 //	                  issueForm, validate, validateRaw, revoke, logs, stop
 //	replicas_test.go  fleetBinary, fleetRedis, fleetCreds: replicas as
 //	                  processes on one real redis-server

@@ -31,11 +31,14 @@ import (
 // run in process.
 type issuer struct {
 	name        string
-	addr        string             // host:port of the API
-	metricsAddr string             // host:port of the metrics listener, or off; set by startProgram
-	dev         fleetClient        // dev mode's client, from the banner; set by startProgram
-	cmd         *exec.Cmd          // the process; nil in process
-	cancel      context.CancelFunc // ends the program in process; nil for a process
+	addr        string                 // host:port of the API
+	metricsAddr string                 // host:port of the metrics listener, or off
+	dev         fleetClient            // dev mode's client, from the banner; set by startProgram
+	bin         string                 // the binary; set by startIssuer
+	creds       fleetCreds             // its key and clients; set by startIssuer
+	feeds       map[string]fleetClient // clients with revocation_feed, by ID; set by startIssuer
+	cmd         *exec.Cmd              // the process; nil in process
+	cancel      context.CancelFunc     // ends the program in process; nil for a process
 	out         *logtest.Buffer
 	done        chan struct{} // closed when the process or the program has ended
 	err         error         // what Wait or run returned; read after done
@@ -150,13 +153,59 @@ func spawnFleetProc(tb testing.TB, name string, env map[string]string, bin strin
 	return p
 }
 
+// issuerOpts says how startIssuer starts an issuer from the binary; each
+// zero field means the usual.
+type issuerOpts struct {
+	ip    string   // worker IP and listening address; 127.0.0.1 when empty
+	redis string   // SNOWTOKEN_REDIS_URL; fleetRedis's when empty
+	feeds []string // IDs of more clients, allowed the revocation feed
+	env   []string // more variables, as name, value pairs
+	// prepare, when set, runs before the start with the binary and the
+	// credentials (to add clients or keys) and returns more variables.
+	prepare func(bin string, creds fleetCreds) []string
+}
+
+// startIssuer starts one production issuer from the binary, with
+// credentials of its own (newFleetCreds) and on a real Redis, as o says,
+// and returns it ready.
+func startIssuer(tb testing.TB, o issuerOpts) *issuer {
+	tb.Helper()
+	bin := fleetBinary(tb)
+	creds := newFleetCreds(tb, bin)
+	feeds := map[string]fleetClient{}
+	for _, id := range o.feeds {
+		out := fleetCommand(tb, bin, "client", "new", "-file", creds.clientsPath, "-id", id)
+		feeds[id] = fleetClient{id: id, secret: secretIn(tb, out)}
+	}
+	if len(feeds) > 0 {
+		editClients(tb, creds.clientsPath, func(c map[string]any) {
+			if _, ok := feeds[c["id"].(string)]; ok {
+				c["revocation_feed"] = true
+			}
+		})
+	}
+	if o.redis == "" {
+		o.redis, _ = fleetRedis(tb)
+	}
+	if o.ip == "" {
+		o.ip = "127.0.0.1"
+	}
+	env := o.env
+	if o.prepare != nil {
+		env = append(env, o.prepare(bin, creds)...)
+	}
+	p := startFleetProc(tb, bin, "issuer", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": o.redis}, fleetAddr(tb, o.ip), o.ip, env...))
+	p.bin, p.creds, p.feeds = bin, creds, feeds
+	return p
+}
+
 // startFleetProc starts bin with env and returns once it listens and is
 // ready: on a Redis where its worker has no mark yet, a replica waits one
 // lease TTL before it issues (lease: Lost state).
 func startFleetProc(tb testing.TB, bin, name string, env map[string]string) *issuer {
 	tb.Helper()
 	p := launchFleetProc(tb, bin, name, env)
-	p.waitLog(tb, "listening")
+	p.metricsAddr, _ = p.waitLog(tb, "listening")["metrics_addr"].(string)
 	waitReady(tb, p.url("/readyz"), fleetWait)
 	return p
 }

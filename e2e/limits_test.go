@@ -108,17 +108,6 @@ func holdConns(tb testing.TB, addr string, n int) []net.Conn {
 	return conns
 }
 
-// startCappedIssuer starts the issuer with SNOWTOKEN_MAX_CONNS=maxConns.
-func startCappedIssuer(tb testing.TB, maxConns int) (*issuer, fleetCreds) {
-	tb.Helper()
-	bin := fleetBinary(tb)
-	creds := newFleetCreds(tb, bin)
-	redisURL, _ := fleetRedis(tb)
-	p := startFleetProc(tb, bin, "issuer", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
-		fleetAddr(tb, "127.0.0.1"), "127.0.0.1", "SNOWTOKEN_MAX_CONNS", strconv.Itoa(maxConns)))
-	return p, creds
-}
-
 // wantToken reads the answer to rawTokenRequest from r, the reader of
 // conn, and fails tb unless it is a 200 within a second; when says what
 // happened just before.
@@ -140,7 +129,8 @@ func wantToken(tb testing.TB, conn net.Conn, r *bufio.Reader, when string) {
 // one held connection closes, that client is answered within a second.
 func TestConnectionCap(t *testing.T) {
 	const maxConns = 4
-	p, creds := startCappedIssuer(t, maxConns)
+	p := startIssuer(t, issuerOpts{env: []string{"SNOWTOKEN_MAX_CONNS", strconv.Itoa(maxConns)}})
+	creds := p.creds
 
 	held := holdConns(t, p.addr, maxConns)
 	client := holdConns(t, p.addr, 1)[0] // in the backlog, ahead of the next ones
@@ -208,7 +198,8 @@ func TestConnectionFlood(t *testing.T) {
 // at once instead of after their idle timeout (120 s).
 func TestConnectionCapClosesIdle(t *testing.T) {
 	const maxConns = 4
-	p, creds := startCappedIssuer(t, maxConns)
+	p := startIssuer(t, issuerOpts{env: []string{"SNOWTOKEN_MAX_CONNS", strconv.Itoa(maxConns)}})
+	creds := p.creds
 
 	for i, c := range holdConns(t, p.addr, maxConns) {
 		c.SetDeadline(time.Now().Add(fleetWait))

@@ -31,31 +31,24 @@ const (
 	dashboardsDir = "../deploy/grafana/dashboards"
 )
 
-// obsReplica is one production replica whose /metrics has every series the
-// metrics reference lists: on a redis-server of its own with a maxmemory
-// (INFO's memory), a keys directory with a next key (the key times), a
-// client whose secret expires, and requests of every kind sent.
-type obsReplica struct {
-	p       *issuer
-	redis   *redistest.Server
-	creds   fleetCreds
-	metrics string // the metrics listener, host:port
-}
-
-func startObsReplica(t *testing.T) *obsReplica {
+// startObsReplica starts one production replica whose /metrics has every
+// series the metrics reference lists: on a redis-server of its own with a
+// maxmemory (INFO's memory), returned beside it, a keys directory with a
+// next key (the key times), a client whose secret expires, and requests of
+// every kind sent.
+func startObsReplica(t *testing.T) (*issuer, *redistest.Server) {
 	t.Helper()
-	bin := fleetBinary(t)
 	s := redistest.NewConfiguredServer(t, "--maxmemory", "256mb", "--maxmemory-policy", "noeviction")
-	creds := newFleetCreds(t, bin)
-	fleetCommand(t, bin, "client", "new", "-file", creds.clientsPath, "-id", "expiring", "-scopes", "read", "-secret-valid-for", "720h")
-	// A client whose keys are fetched: its snowtoken_client_keys_unavailable_total starts at 0.
-	fleetCommand(t, bin, "client", "new", "-file", creds.clientsPath, "-id", "keyed", "-scopes", "read", "-jwks-uri", "https://keys.example.test/jwks.json")
-	keys := filepath.Join(t.TempDir(), "keys")
-	fleetCommand(t, bin, "keys", "rotate", "-dir", keys, "-adopt", creds.keyPath)
-	fleetCommand(t, bin, "keys", "rotate", "-dir", keys) // a next key
-	p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": s.URL()},
-		fleetAddr(t, "127.0.0.37"), "127.0.0.37", "SNOWTOKEN_SIGNING_KEYS", keys))
-	r := &obsReplica{p: p, redis: s, creds: creds, metrics: strings.TrimSuffix(strings.TrimPrefix(p.metricsURL(t), "http://"), "/metrics")}
+	p := startIssuer(t, issuerOpts{ip: "127.0.0.37", redis: s.URL(), prepare: func(bin string, creds fleetCreds) []string {
+		fleetCommand(t, bin, "client", "new", "-file", creds.clientsPath, "-id", "expiring", "-scopes", "read", "-secret-valid-for", "720h")
+		// A client whose keys are fetched: its snowtoken_client_keys_unavailable_total starts at 0.
+		fleetCommand(t, bin, "client", "new", "-file", creds.clientsPath, "-id", "keyed", "-scopes", "read", "-jwks-uri", "https://keys.example.test/jwks.json")
+		keys := filepath.Join(t.TempDir(), "keys")
+		fleetCommand(t, bin, "keys", "rotate", "-dir", keys, "-adopt", creds.keyPath)
+		fleetCommand(t, bin, "keys", "rotate", "-dir", keys) // a next key
+		return []string{"SNOWTOKEN_SIGNING_KEYS", keys}
+	}})
+	creds := p.creds
 
 	tok := p.issue(t, creds.svc, "alice")
 	p.mustValidate(t, tok, 37)
@@ -70,7 +63,7 @@ func startObsReplica(t *testing.T) *obsReplica {
 	if status, _, _, _ := p.tryIssue(t, wrong, ""); status != http.StatusUnauthorized {
 		t.Fatalf("a wrong secret: %d, want 401", status)
 	}
-	return r
+	return p, s
 }
 
 // exposition is what a /metrics answer exports: each family's type and
@@ -84,10 +77,10 @@ type exposition struct {
 
 var labelPair = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"`)
 
-// scrapeExposition reads GET /metrics of r.
-func (r *obsReplica) exposition(t *testing.T) exposition {
+// scrapeExposition reads GET /metrics of p.
+func scrapeExposition(t *testing.T, p *issuer) exposition {
 	t.Helper()
-	status, _, body := fleetCall(t, http.MethodGet, "http://"+r.metrics+"/metrics", nil, "", nil)
+	status, _, body := fleetCall(t, http.MethodGet, p.metricsURL(t), nil, "", nil)
 	if status != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", status)
 	}
@@ -160,8 +153,8 @@ func readMetricsDoc(t *testing.T) []docRow {
 // and labels (go_* and process_* as families), and every metric documented
 // is exported. A new metric without its row, or a renamed one, fails it.
 func TestMetricsReference(t *testing.T) {
-	r := startObsReplica(t)
-	e := r.exposition(t)
+	p, _ := startObsReplica(t)
+	e := scrapeExposition(t, p)
 	rows := readMetricsDoc(t)
 	documented := map[string]docRow{}
 	var families []string
@@ -247,9 +240,9 @@ scrape_configs:
 // their alert's expression true in that Prometheus (the for: durations are
 // not waited out; promtool's tests cover them), having been false before.
 func TestPrometheusScrapesIssuer(t *testing.T) {
-	r := startObsReplica(t)
-	ps := startPrometheus(t, r.metrics)
-	e := r.exposition(t)
+	p, redis := startObsReplica(t)
+	ps := startPrometheus(t, p.metricsAddr)
+	e := scrapeExposition(t, p)
 	rules := readRules(t)
 	// Twice the 1m of the rates: every rate has two samples or more, and
 	// the recording rules have been evaluated.
@@ -259,7 +252,7 @@ func TestPrometheusScrapesIssuer(t *testing.T) {
 	})
 	// The replica has every series: a panel or a recorded ratio that shows
 	// nothing here shows nothing anywhere.
-	if holding := promtest.CheckQueries(t, ps, rules, dashboardsDir, "snowtoken", r.metrics,
+	if holding := promtest.CheckQueries(t, ps, rules, dashboardsDir, "snowtoken", p.metricsAddr,
 		func(name string) bool { return e.samples[name] }, true); len(holding) > 0 {
 		t.Logf("on a healthy replica, the expressions of %v hold", holding)
 	}
@@ -276,7 +269,7 @@ func TestPrometheusScrapesIssuer(t *testing.T) {
 	t.Run("stopped heartbeat writer", func(t *testing.T) {
 		// Another writer holds the writer key and never beats: the
 		// replica's writer leaves it alone, and no heartbeat comes.
-		rdb := r.redis.Client()
+		rdb := redis.Client()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
@@ -293,7 +286,7 @@ func TestPrometheusScrapesIssuer(t *testing.T) {
 		if holds(t, "SnowtokenReloadRefused") {
 			t.Fatal("SnowtokenReloadRefused's expression is true before the reload")
 		}
-		if err := os.WriteFile(r.creds.clientsPath, []byte(`{"clients": [`), 0o600); err != nil {
+		if err := os.WriteFile(p.creds.clientsPath, []byte(`{"clients": [`), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		ps.WaitFor(t, "firing SnowtokenReloadRefused's expression", time.Minute, func() bool { return holds(t, "SnowtokenReloadRefused") })
@@ -302,8 +295,8 @@ func TestPrometheusScrapesIssuer(t *testing.T) {
 		if holds(t, "SnowtokenRedisUnreachable") {
 			t.Fatal("SnowtokenRedisUnreachable's expression is true before Redis froze")
 		}
-		r.redis.Signal(syscall.SIGSTOP)
-		defer r.redis.Signal(syscall.SIGCONT)
+		redis.Signal(syscall.SIGSTOP)
+		defer redis.Signal(syscall.SIGCONT)
 		ps.WaitFor(t, "firing SnowtokenRedisUnreachable's expression", time.Minute, func() bool { return holds(t, "SnowtokenRedisUnreachable") })
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,31 +35,10 @@ import (
 // waiting polls must end: docs/security.md's "within about a second".
 const feedCutOff = time.Second
 
-// startFeedIssuer starts an issuer serving the revocation feed, on a
-// redis-server of its own, with fleetCreds's clients and the feed clients
-// ids (revocation_feed), and more variables as name, value pairs. Its
-// follower's threshold is 2 s, so that a loaded machine does not make it
-// stale (a poll's heartbeat comes only while it is fresh).
-func startFeedIssuer(tb testing.TB, ids []string, more ...string) (*issuer, fleetCreds, map[string]fleetClient, string) {
-	tb.Helper()
-	bin := fleetBinary(tb)
-	creds := newFleetCreds(tb, bin)
-	feeds := map[string]fleetClient{}
-	for _, id := range ids {
-		out := fleetCommand(tb, bin, "client", "new", "-file", creds.clientsPath, "-id", id)
-		feeds[id] = fleetClient{id: id, secret: secretIn(tb, out)}
-	}
-	editClients(tb, creds.clientsPath, func(c map[string]any) {
-		if _, ok := feeds[c["id"].(string)]; ok {
-			c["revocation_feed"] = true
-		}
-	})
-	redisURL, _ := fleetRedis(tb)
-	more = append([]string{"SNOWTOKEN_REVLOG_THRESHOLD", "2s"}, more...)
-	p := startFleetProc(tb, bin, "issuer", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
-		fleetAddr(tb, "127.0.0.1"), "127.0.0.1", more...))
-	return p, creds, feeds, bin
-}
+// feedThreshold is the follower's threshold of a feed test's issuer: 2 s,
+// so that a loaded machine does not make it stale (a poll's heartbeat comes
+// only while it is fresh).
+var feedThreshold = []string{"SNOWTOKEN_REVLOG_THRESHOLD", "2s"}
 
 // editClients rewrites the clients file at path with edit applied to every
 // client, as an operator edits it: a new file renamed over the old.
@@ -278,7 +258,8 @@ func waitSubscribers(tb testing.TB, p *issuer, n float64) {
 func TestFeedLongPollRealServer(t *testing.T) {
 	t.Run("quiet", func(t *testing.T) {
 		t.Parallel()
-		p, creds, _, _ := startFeedIssuer(t, nil)
+		p := startIssuer(t, issuerOpts{env: feedThreshold})
+		creds := p.creds
 		r, ok := awaitPoll(t, startPoll(t, p, creds.admin, feedLast(t, p, creds.admin)), revfeed.DefaultPollWait+fleetWait)
 		if !ok || r.err != nil {
 			t.Fatalf("a poll on a quiet log: no answer (%v after %v), want 200 at the end of its wait (%v)", r.err, r.after, revfeed.DefaultPollWait)
@@ -293,7 +274,8 @@ func TestFeedLongPollRealServer(t *testing.T) {
 	})
 	t.Run("revocation after 12s", func(t *testing.T) {
 		t.Parallel()
-		p, creds, _, _ := startFeedIssuer(t, nil)
+		p := startIssuer(t, issuerOpts{env: feedThreshold})
+		creds := p.creds
 		tok := p.issue(t, creds.svc, "")
 		res := startPoll(t, p, creds.admin, feedLast(t, p, creds.admin))
 		// Past the server's WriteTimeout (10 s), as the finding's case: the
@@ -331,7 +313,9 @@ func TestFeedLongPollRealServer(t *testing.T) {
 // the fix the 40 polls held all 40 connections.
 func TestFeedSlotsPerClient(t *testing.T) {
 	const maxConns, polls = 40, 40
-	p, creds, feeds, _ := startFeedIssuer(t, []string{"feed2", "feed3", "feed4"}, "SNOWTOKEN_MAX_CONNS", strconv.Itoa(maxConns))
+	p := startIssuer(t, issuerOpts{feeds: []string{"feed2", "feed3", "feed4"},
+		env: append(slices.Clone(feedThreshold), "SNOWTOKEN_MAX_CONNS", strconv.Itoa(maxConns))})
+	creds, feeds := p.creds, p.feeds
 	listening := p.waitLog(t, "listening")
 	total, perClient := listening["feed_max_subscribers"], listening["feed_max_per_client"]
 	if total != float64(maxConns/2) || perClient != float64(revfeed.DefaultMaxPerClient) {
@@ -384,7 +368,8 @@ func TestFeedSlotsPerClient(t *testing.T) {
 // when the reload revokes a dropped client's tokens: that is an event).
 // Before the fix they all went on.
 func TestFeedCutOffOnReload(t *testing.T) {
-	p, creds, feeds, bin := startFeedIssuer(t, []string{"keep", "stripped", "rotated", "disabled", "removed"})
+	p := startIssuer(t, issuerOpts{feeds: []string{"keep", "stripped", "rotated", "disabled", "removed"}, env: feedThreshold})
+	creds, feeds, bin := p.creds, p.feeds, p.bin
 	type held struct {
 		stream *feedStream
 		poll   <-chan pollResult
