@@ -294,13 +294,17 @@ func TestWriterSilentWhileHeard(t *testing.T) {
 	r := redistest.New(t)
 	logKey := r.Prefix + "{revlog}"
 	var heard atomic.Bool
+	var asked atomic.Int32 // Heard is asked once a period
 	heard.Store(true)
-	w, err := NewWriter(r.Client, logKey, WriterOptions{Period: 5 * time.Millisecond, Heard: func(time.Duration) bool { return heard.Load() }})
+	w, err := NewWriter(r.Client, logKey, WriterOptions{Period: 5 * time.Millisecond, Heard: func(time.Duration) bool {
+		asked.Add(1)
+		return heard.Load()
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := goRun(t, w.Run)
-	time.Sleep(50 * time.Millisecond) // ten periods
+	eventually(t, 5*time.Second, "ten periods", func() bool { return asked.Load() >= 10 })
 	if n, err := r.Client.Exists(t.Context(), logKey+":hb", logKey+":writer").Result(); err != nil || n != 0 {
 		t.Fatalf("%d keys written while heard (%v), want none", n, err)
 	}
