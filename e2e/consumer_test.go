@@ -1,25 +1,22 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/snowtoken/snowtoken/clienttest"
 )
 
 // startConsumer builds the example consumer from the client module alone,
-// as a consuming service would, runs it against issuerURL on a free port and
-// returns its base URL. It must stop cleanly on SIGTERM when the test ends.
-func startConsumer(t *testing.T, issuerURL string) string {
+// as a consuming service would, runs it (spawnFleetProc, the driver's
+// process half) against issuerURL on a free port and returns it; its URL is
+// its url. It must stop cleanly on SIGTERM when the test ends.
+func startConsumer(t *testing.T, issuerURL string) *issuer {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the consumer; skipped with -short")
@@ -31,106 +28,63 @@ func startConsumer(t *testing.T, issuerURL string) string {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./example/consumer in client/: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin)
-	cmd.Env = []string{"SNOWTOKEN_ISSUER_URL=" + issuerURL, "CONSUMER_ADDR=127.0.0.1:0"}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("consumer after SIGTERM: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("the consumer did not stop within 15 s of SIGTERM")
+	p := spawnFleetProc(t, "consumer", map[string]string{"SNOWTOKEN_ISSUER_URL": issuerURL, "CONSUMER_ADDR": "127.0.0.1:0"}, bin)
+	t.Cleanup(func() { // before spawnFleetProc's kill
+		if err := p.stop(t); err != nil {
+			t.Errorf("consumer after SIGTERM: %v", err)
 		}
 	})
-	lines := bufio.NewReader(stdout)
-	first, err := lines.ReadBytes('\n') // the "listening" log line
-	if err != nil {
-		t.Fatalf("no start-up log: %v", err)
+	p.addr, _ = p.waitLog(t, "listening")["addr"].(string)
+	if p.addr == "" {
+		t.Fatalf("the consumer logged no address; output:\n%s", p.logs())
 	}
-	go func() { _, _ = io.Copy(io.Discard, lines) }()
-	var l struct{ Msg, Addr string }
-	if err := json.Unmarshal(first, &l); err != nil || l.Msg != "listening" || l.Addr == "" {
-		t.Fatalf("start-up log %q: %v", first, err)
-	}
-	return "http://" + l.Addr
-}
-
-// getURL sends GET url with tok as bearer token (none when empty).
-func getURL(t *testing.T, url, tok string) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp, string(body)
+	return p
 }
 
 // TestConsumer runs the example consumer binary against a real issuer.
 func TestConsumer(t *testing.T) {
 	issuer := clienttest.New(t, clienttest.Config{})
-	base := startConsumer(t, issuer.URL)
+	c := startConsumer(t, issuer.URL)
 
-	if resp, body := getURL(t, base+"/healthz", ""); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"ok"`) {
-		t.Errorf("GET /healthz: got %d %s, want 200", resp.StatusCode, body)
+	if status, _, body := fleetCall(t, http.MethodGet, c.url("/healthz"), nil, "", nil); status != http.StatusOK || !strings.Contains(string(body), `"ok"`) {
+		t.Errorf("GET /healthz: got %d %s, want 200", status, body)
 	}
-	if resp, _ := getURL(t, base+"/orders", ""); resp.StatusCode != http.StatusUnauthorized ||
-		resp.Header.Get("WWW-Authenticate") != `Bearer realm="snowtoken"` {
-		t.Errorf("no token: got %d %q, want 401 with a Bearer challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	if status, h, _ := fleetCall(t, http.MethodGet, c.url("/orders"), nil, "", nil); status != http.StatusUnauthorized ||
+		h.Get("WWW-Authenticate") != `Bearer realm="snowtoken"` {
+		t.Errorf("no token: got %d %q, want 401 with a Bearer challenge", status, h.Get("WWW-Authenticate"))
 	}
 
 	reader, err := issuer.Token(t.Context(), "orders:read")
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, body := getURL(t, base+"/orders", reader)
+	status, _, body := fleetCall(t, http.MethodGet, c.url("/orders"), nil, reader, nil)
 	var got struct {
 		Orders  []map[string]any `json:"orders"`
 		Subject string           `json:"subject"`
 	}
-	if err := json.Unmarshal([]byte(body), &got); resp.StatusCode != http.StatusOK || err != nil ||
+	if err := json.Unmarshal(body, &got); status != http.StatusOK || err != nil ||
 		got.Subject != issuer.ClientID || len(got.Orders) == 0 {
-		t.Errorf("valid token: got %d %s, want 200 with the orders of %s", resp.StatusCode, body, issuer.ClientID)
+		t.Errorf("valid token: got %d %s, want 200 with the orders of %s", status, body, issuer.ClientID)
 	}
 
 	writer, err := issuer.Token(t.Context(), "orders:write")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp, _ := getURL(t, base+"/orders", writer); resp.StatusCode != http.StatusForbidden {
-		t.Errorf("token without orders:read: got %d, want 403", resp.StatusCode)
+	if status, _, _ := fleetCall(t, http.MethodGet, c.url("/orders"), nil, writer, nil); status != http.StatusForbidden {
+		t.Errorf("token without orders:read: got %d, want 403", status)
 	}
 
 	if err := issuer.Revoke(t.Context(), reader); err != nil {
 		t.Fatal(err)
 	}
-	if resp, _ := getURL(t, base+"/orders", reader); resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("revoked token: got %d, want 401", resp.StatusCode)
+	if status, _, _ := fleetCall(t, http.MethodGet, c.url("/orders"), nil, reader, nil); status != http.StatusUnauthorized {
+		t.Errorf("revoked token: got %d, want 401", status)
 	}
 
 	issuer.Close()
-	if resp, _ := getURL(t, base+"/orders", writer); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("issuer down: got %d Retry-After %q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	if status, h, _ := fleetCall(t, http.MethodGet, c.url("/orders"), nil, writer, nil); status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+		t.Errorf("issuer down: got %d Retry-After %q, want 503 with Retry-After", status, h.Get("Retry-After"))
 	}
 }

@@ -11,7 +11,8 @@
 //	                  process (startProgram) or as the binary (startIssuer,
 //	                  one with credentials and Redis of its own, by options;
 //	                  startFleetProc, launchFleetProc, spawnFleetProc, given
-//	                  the environment); call, post, issue,
+//	                  the environment; spawnFleetProc runs any binary, the
+//	                  example consumer too); call, post, issue,
 //	                  issueForm, validate, validateRaw, revoke, logs, stop
 //	replicas_test.go  fleetBinary, fleetRedis, fleetCreds: replicas as
 //	                  processes on one real redis-server
