@@ -19,14 +19,11 @@ type guesser struct {
 // returns the status: 401 (a counted failure) or 429 (limited).
 func (g guesser) guess(clientID, from string) int {
 	g.tb.Helper()
-	form := url.Values{"grant_type": {"client_credentials"}}
-	req, err := http.NewRequest(http.MethodPost, g.p.url("/token"), strings.NewReader(form.Encode()))
+	req, err := newCall(http.MethodPost, g.p.url("/token"), &fleetClient{clientID, "wrong-secret"}, "", url.Values{"grant_type": {"client_credentials"}})
 	if err != nil {
 		g.tb.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("X-Forwarded-For", from)
-	req.SetBasicAuth(clientID, "wrong-secret")
 	status, body := doRequest(g.tb, req)
 	if status != http.StatusUnauthorized && status != http.StatusTooManyRequests {
 		g.tb.Fatalf("a wrong secret for %s from %s: %d %s, want 401 or 429", clientID, from, status, body)

@@ -338,13 +338,23 @@ var fleetHTTP = &http.Client{Timeout: 10 * time.Second}
 // status, headers and body.
 func fleetCall(tb testing.TB, method, target string, c *fleetClient, bearer string, form url.Values) (int, http.Header, []byte) {
 	tb.Helper()
+	req, err := newCall(method, target, c, bearer, form)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return roundTrip(tb, req)
+}
+
+// newCall is the request fleetCall and faultDo send: form as its body when
+// set, HTTP Basic as c when c is set, a Bearer token when bearer is set.
+func newCall(method, target string, c *fleetClient, bearer string, form url.Values) (*http.Request, error) {
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
 	}
 	req, err := http.NewRequest(method, target, body)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -355,7 +365,7 @@ func fleetCall(tb testing.TB, method, target string, c *fleetClient, bearer stri
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	return roundTrip(tb, req)
+	return req, nil
 }
 
 // roundTrip sends req and returns the status, headers and body.

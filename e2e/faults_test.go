@@ -88,26 +88,15 @@ func (a faultAnswer) badUnavailable() string {
 	return ""
 }
 
-// faultDo sends one request without failing the test, for load goroutines:
-// a form with HTTP Basic as c when form is set, else a Bearer token.
+// faultDo sends one request (newCall's) without failing the test, for load
+// goroutines.
 func faultDo(hc *http.Client, method, target string, c *fleetClient, bearer string, form url.Values) (a faultAnswer) {
 	a.start = time.Now()
 	defer func() { a.end = time.Now() }()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, err := http.NewRequest(method, target, body)
+	req, err := newCall(method, target, c, bearer, form)
 	if err != nil {
 		a.err = err
 		return a
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.SetBasicAuth(url.QueryEscape(c.id), url.QueryEscape(c.secret))
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
 	var gotConn, reused, wrote atomic.Bool // the transport's goroutines call the trace
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{

@@ -60,12 +60,7 @@ func TestFollowDev(t *testing.T) {
 	if _, err := v.Validate(t.Context(), alice2); err != nil {
 		t.Errorf("a token not revoked: %v", err)
 	}
-	req, err := http.NewRequest(http.MethodDelete, p.url("/subjects/alice/tokens"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth("dev", url.QueryEscape(p.dev.secret))
-	if status, body := doRequest(t, req); status/100 != 2 {
+	if status, _, body := p.call(t, http.MethodDelete, "/subjects/alice/tokens", &p.dev, "", nil); status/100 != 2 {
 		t.Fatalf("DELETE /subjects/alice/tokens: %d %s", status, body)
 	}
 	// Issued within the leeway before its subject's revocation: the
@@ -76,12 +71,7 @@ func TestFollowDev(t *testing.T) {
 	}
 
 	// The snapshot holds both revocations; a poll from its last answers.
-	req, err = http.NewRequest(http.MethodGet, p.url("/revocations?nonce=q0n3KZ9kzB4vJ7x1LwYbXbNqk0mJm3h8a9s5uH2Tz0E"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth("dev", url.QueryEscape(p.dev.secret))
-	status, body := doRequest(t, req)
+	status, _, body := p.call(t, http.MethodGet, "/revocations?nonce=q0n3KZ9kzB4vJ7x1LwYbXbNqk0mJm3h8a9s5uH2Tz0E", &p.dev, "", nil)
 	if status != http.StatusOK {
 		t.Fatalf("GET /revocations: %d %s", status, body)
 	}

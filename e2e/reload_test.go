@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,13 +58,11 @@ func (l *reloadLoad) fail(format string, args ...any) {
 // run loops until ctx ends.
 func (l *reloadLoad) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.p.url("/token"), strings.NewReader("grant_type=client_credentials"))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		l.mu.Lock()
 		c := l.c // setClient may change it
 		l.mu.Unlock()
-		req.SetBasicAuth(c.id, c.secret)
-		status, body := l.do(req)
+		req, _ := newCall(http.MethodPost, l.p.url("/token"), &c, "", url.Values{"grant_type": {"client_credentials"}})
+		status, body := l.do(req.WithContext(ctx))
 		if ctx.Err() != nil {
 			return
 		}
@@ -84,9 +83,8 @@ func (l *reloadLoad) run(ctx context.Context) {
 			if l.at != nil {
 				at = l.at
 			}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, at.url("/token/validate"), nil)
-			req.Header.Set("Authorization", "Bearer "+raw)
-			if status, body := l.do(req); status != http.StatusOK && ctx.Err() == nil {
+			req, _ := newCall(http.MethodGet, at.url("/token/validate"), nil, raw, nil)
+			if status, body := l.do(req.WithContext(ctx)); status != http.StatusOK && ctx.Err() == nil {
 				l.fail("GET /token/validate of a valid token: %d %s", status, body)
 			}
 			if _, err := l.consumer.Validate(ctx, raw); err != nil && ctx.Err() == nil {

@@ -99,13 +99,12 @@ func openStream(tb testing.TB, p *issuer, c fleetClient, last string) *feedStrea
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url("/revocations/events?nonce="+feedNonce()), nil)
+	req, err := newCall(http.MethodGet, p.url("/revocations/events?nonce="+feedNonce()), &c, "", nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	req.SetBasicAuth(url.QueryEscape(c.id), url.QueryEscape(c.secret))
 	req.Header.Set("Last-Event-ID", last)
-	resp, err := feedHTTP.Do(req)
+	resp, err := feedHTTP.Do(req.WithContext(ctx))
 	if err != nil {
 		tb.Fatalf("GET /revocations/events as %s: %v", c.id, err)
 	}
