@@ -186,12 +186,10 @@ func TestFaultRedisKilledUnderLoad(t *testing.T) {
 		floodClients = 64
 	)
 	srv := redistest.NewDurableServer(t)
-	bin := fleetBinary(t)
-	creds := newFleetCreds(t, bin)
 	// The production lease TTL (10 s) outlives the outage: the test is about
 	// the sessions, not about a lost worker lease.
-	p := startFleetProc(t, bin, "issuer", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": srv.URL()},
-		fleetAddr(t, "127.0.0.1"), "127.0.0.1", "SNOWTOKEN_WORKER_ID", "31", "SNOWTOKEN_WORKER_LEASE_TTL", "10s"))
+	p := startIssuer(t, issuerOpts{redis: srv.URL(), env: []string{"SNOWTOKEN_WORKER_ID", "31", "SNOWTOKEN_WORKER_LEASE_TTL", "10s"}})
+	creds := p.creds
 
 	hc := faultHTTP(clients)
 	var (
@@ -802,11 +800,8 @@ func timedHealthy(tb testing.TB, p *issuer, c fleetClient, worker int64, n int) 
 // connections. The issuer keeps serving a normal client throughout.
 func TestFaultHostileClients(t *testing.T) {
 	const worker = 33
-	redisURL, _ := fleetRedis(t)
-	bin := fleetBinary(t)
-	creds := newFleetCreds(t, bin)
-	p := startFleetProc(t, bin, "issuer", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
-		fleetAddr(t, "127.0.0.1"), "127.0.0.1", "SNOWTOKEN_WORKER_ID", strconv.Itoa(worker)))
+	p := startIssuer(t, issuerOpts{env: []string{"SNOWTOKEN_WORKER_ID", strconv.Itoa(worker)}})
+	creds := p.creds
 	baseline := timedHealthy(t, p, creds.svc, worker, 20)
 	t.Logf("normal client, issue + validate, slowest of 20: %v", baseline.Round(time.Microsecond))
 

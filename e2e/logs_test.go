@@ -19,10 +19,8 @@ import (
 // durations written as Go duration strings, not as integers of nanoseconds.
 func TestLogsJSONOnlyInRedisOutage(t *testing.T) {
 	srv := redistest.NewDurableServer(t)
-	bin := fleetBinary(t)
-	creds := newFleetCreds(t, bin)
-	p := startFleetProc(t, bin, "issuer", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": srv.URL()},
-		fleetAddr(t, "127.0.0.1"), "127.0.0.1", "SNOWTOKEN_WORKER_ID", "41", "SNOWTOKEN_LOG_LEVEL", "debug"))
+	p := startIssuer(t, issuerOpts{redis: srv.URL(), env: []string{"SNOWTOKEN_WORKER_ID", "41", "SNOWTOKEN_LOG_LEVEL", "debug"}})
+	creds := p.creds
 	tok := p.issue(t, creds.svc, "")
 
 	srv.Stop()

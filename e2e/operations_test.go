@@ -66,13 +66,12 @@ func runRunbook(tb testing.TB, bin, script string, env ...string) string {
 // by itself and names it in /readyz.
 func TestRunbookRotateSigningKey(t *testing.T) {
 	script := readmeRunbook(t, "Rotate a signing key")
-	bin := fleetBinary(t)
-	redisURL, _ := fleetRedis(t)
-	creds := newFleetCreds(t, bin)
 	keys := filepath.Join(t.TempDir(), "keys")
-	fleetCommand(t, bin, "keys", "rotate", "-dir", keys, "-adopt", creds.keyPath)
-	p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
-		fleetAddr(t, "127.0.0.42"), "127.0.0.42", "SNOWTOKEN_SIGNING_KEYS", keys))
+	p := startIssuer(t, issuerOpts{ip: "127.0.0.42", prepare: func(bin string, creds fleetCreds) []string {
+		fleetCommand(t, bin, "keys", "rotate", "-dir", keys, "-adopt", creds.keyPath)
+		return []string{"SNOWTOKEN_SIGNING_KEYS", keys}
+	}})
+	bin := p.bin
 
 	out := runRunbook(t, bin, script, "KEYS="+keys, "ISSUER=http://"+p.addr)
 	for _, want := range []string{"added", "may sign from", `"status":"ready"`} {
@@ -106,11 +105,8 @@ func TestRunbookRotateSigningKey(t *testing.T) {
 // itself, and then gives tokens for the new secret and for the old one.
 func TestRunbookRotateClientSecret(t *testing.T) {
 	script := readmeRunbook(t, "Rotate a client secret")
-	bin := fleetBinary(t)
-	redisURL, _ := fleetRedis(t)
-	creds := newFleetCreds(t, bin)
-	p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
-		fleetAddr(t, "127.0.0.43"), "127.0.0.43"))
+	p := startIssuer(t, issuerOpts{ip: "127.0.0.43"})
+	bin, creds := p.bin, p.creds
 
 	out := runRunbook(t, bin, script, "CLIENTS="+creds.clientsPath, "CLIENT_ID="+creds.svc.id)
 	m := regexp.MustCompile(`(?m)^client_secret: (\S+)$`).FindStringSubmatch(out)
@@ -130,11 +126,8 @@ func TestRunbookRotateClientSecret(t *testing.T) {
 // gets a token with the secret the runbook printed.
 func TestRunbookAddClient(t *testing.T) {
 	script := readmeRunbook(t, "Add a client")
-	bin := fleetBinary(t)
-	redisURL, _ := fleetRedis(t)
-	creds := newFleetCreds(t, bin)
-	p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
-		fleetAddr(t, "127.0.0.44"), "127.0.0.44"))
+	p := startIssuer(t, issuerOpts{ip: "127.0.0.44"})
+	bin, creds := p.bin, p.creds
 
 	out := runRunbook(t, bin, script, "CLIENTS="+creds.clientsPath, "CLIENT_ID=reports")
 	c := fleetClient{id: "reports", secret: secretIn(t, out)}

@@ -246,10 +246,8 @@ func TestUnsafeRedisSettingsNotReady(t *testing.T) {
 func TestRedisFrozenRequestsBounded(t *testing.T) {
 	const timeout = 2 * time.Second // the default store timeout
 	srv := redistest.NewConfiguredServer(t)
-	bin := fleetBinary(t)
-	creds := newFleetCreds(t, bin)
-	p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": srv.URL()},
-		fleetAddr(t, "127.0.0.11"), "127.0.0.11", "SNOWTOKEN_WORKER_LEASE_TTL", "5s"))
+	p := startIssuer(t, issuerOpts{ip: "127.0.0.11", redis: srv.URL(), env: []string{"SNOWTOKEN_WORKER_LEASE_TTL", "5s"}})
+	creds := p.creds
 	tok := p.issue(t, creds.svc, "")
 	p.mustValidate(t, tok, 11)
 

@@ -800,12 +800,12 @@ func setAudiences(tb testing.TB, path, id string, auds ...string) {
 // follow the log's feed, which never see the clients file, refuse them as
 // well.
 func TestReloadNarrowedAudiences(t *testing.T) {
-	bin := fleetBinary(t)
-	creds := newFleetCreds(t, bin)
-	setAudiences(t, creds.clientsPath, creds.svc.id, "https://a.test", "https://b.test")
 	redisURL, rdb := fleetRedis(t)
-	p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
-		fleetAddr(t, "127.0.0.1"), "127.0.0.1"))
+	p := startIssuer(t, issuerOpts{redis: redisURL, prepare: func(_ string, creds fleetCreds) []string {
+		setAudiences(t, creds.clientsPath, creds.svc.id, "https://a.test", "https://b.test")
+		return nil
+	}})
+	creds := p.creds
 	tok := p.issue(t, creds.svc, "")
 	p.mustValidate(t, tok, p.worker(t))
 	setAudiences(t, creds.clientsPath, creds.svc.id, "https://b.test")
