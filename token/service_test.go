@@ -454,8 +454,8 @@ func TestRevokeSubject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if marker < record {
-		t.Errorf("marker PTTL = %v, want at least the longest record's %v", marker, record)
+	if marker < record+59*time.Second { // a minute more than the record, less the test's time
+		t.Errorf("marker PTTL = %v, want at least the longest record's %v and a minute", marker, record)
 	}
 
 	if err := e.svc.RevokeSubject(t.Context(), "al{ice}"); !errors.Is(err, ErrInvalidRequest) {

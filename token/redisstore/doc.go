@@ -54,10 +54,9 @@
 // # Lifecycle of the marker
 //
 //	first Issue for sub ──▶ marker = new random value, TTL = the token's
-//	      Issue            ──▶ record = marker; marker TTL raised to the record's
-//	                             (an opaque token's on a Cluster: a minute more)
+//	      Issue            ──▶ record = marker; marker TTL raised to the record's and a minute
 //	      RevokeSubject    ──▶ marker = new random value, TTL kept (SET XX KEEPTTL)
-//	      every record gone ──▶ the marker expires with the last of them
+//	      every record gone ──▶ the marker expires a minute after the last of them
 //
 // A marker is random, never a counter, so a new one never equals one that
 // records already hold: revoking all of a subject's tokens is one SET,

@@ -21,12 +21,6 @@ var markerOnlyScript = redis.NewScript(markerOnlyLua)
 
 const markerOnlyLua = markerLua + "return gen\n"
 
-// clusterMarkerMargin is how much longer than its record CreateOpaque makes
-// a subject's marker live on a Cluster, where the two are written a round
-// trip apart. It outlasts any round trip a request's deadline allows; a
-// marker that outlives its last record by it costs one key for a minute.
-const clusterMarkerMargin = time.Minute
-
 // CreateOpaque writes the record of a new opaque token for ttl: head, the
 // subject's current marker, tail (opaqueRecordParts), under k.Session, and
 // makes sure the marker (k.Gen) outlives it, as Create does. On a single
@@ -38,15 +32,13 @@ const clusterMarkerMargin = time.Minute
 // token its client's revocation covers token.ErrClientRevoking, as in Create; on
 // a Cluster the client's revocation time is read with the SET NX.
 //
-// On a Cluster the marker is given clusterMarkerMargin more than the record:
-// the record's PX counts from the SET NX, a round trip after the marker's
-// script, and a marker that expired first would read the token's last
-// milliseconds as revoked.
+// The marker is given markerMargin more than the record, whose PX on a
+// Cluster counts from the SET NX, a round trip after the marker's script.
 func (s *Store) CreateOpaque(ctx context.Context, k token.SessionKeys, ttl time.Duration, head, tail string) error {
 	if !s.cluster {
 		return s.create(ctx, k, ttl, head, tail)
 	}
-	cmd, err := s.eval(ctx, nil, markerOnlyScript, markerOnlyLua, []string{k.Gen}, (ttl + clusterMarkerMargin).Milliseconds(), newMarker())
+	cmd, err := s.eval(ctx, nil, markerOnlyScript, markerOnlyLua, []string{k.Gen}, markerTTL(ttl), newMarker())
 	if err != nil {
 		return unavailable(err)
 	}

@@ -205,10 +205,11 @@ end
 // integer when there is none, the common case, costs no more than before).
 // A record written for such a token is never handed out and expires with
 // its TTL: writing it first keeps the verdict in Go (revokedByClient), the
-// one Check gives, on every layout.
+// one Check gives, on every layout. The record lives ARGV[5] ms, the
+// marker at least ARGV[1]: markerTTL's margin more (see markerMargin).
 const createLua = markerLua + `
 local n = 0
-if redis.call('SET', KEYS[1], ARGV[3] .. gen .. ARGV[4], 'NX', 'PX', ARGV[1]) then
+if redis.call('SET', KEYS[1], ARGV[3] .. gen .. ARGV[4], 'NX', 'PX', ARGV[5]) then
   n = 1
 end
 if #KEYS == 3 then
@@ -221,6 +222,18 @@ return n
 `
 
 var createScript = redis.NewScript(createLua)
+
+// markerMargin is how much longer than a new record its subject's marker
+// is made to live. Redis reads its clock for each command of a script, so
+// a record set in the same script as its marker's PEXPIRE may expire a
+// millisecond after it; on a Cluster (CreateOpaque) the record is written a
+// round trip later. A marker that expired first would read the record's
+// last moments as revoked. A marker that outlives its last record by the
+// margin costs one key for a minute.
+const markerMargin = time.Minute
+
+// markerTTL is the marker's TTL, in ms, for a record of ttl.
+func markerTTL(ttl time.Duration) int64 { return (ttl + markerMargin).Milliseconds() }
 
 // newMarker returns a subject marker no record has held: 62 random bits
 // (collisions about 2^-62 per revocation), in decimal so that Redis keeps it
@@ -253,7 +266,7 @@ func (s *Store) create(ctx context.Context, k token.SessionKeys, ttl time.Durati
 		client = redis.NewStringCmd(ctx, "get", k.Client)
 		keys, with = []string{k.Session, k.Gen}, client
 	}
-	cmd, err := s.eval(ctx, with, createScript, createLua, keys, ttl.Milliseconds(), newMarker(), head, tail)
+	cmd, err := s.eval(ctx, with, createScript, createLua, keys, markerTTL(ttl), newMarker(), head, tail, ttl.Milliseconds())
 	if err != nil {
 		return err
 	}
