@@ -30,6 +30,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -88,7 +89,7 @@ type Issuer struct {
 	handler atomic.Pointer[http.Handler]
 	svc     *token.Service // on the current keys; mu guards it after Start
 	ids     *snowflakealg.SnowFlakeAlg
-	clients *token.Clients
+	clients *clients.Registry
 	now     func() time.Time
 
 	mu   sync.Mutex
@@ -138,12 +139,12 @@ func Start(cfg Config) (_ *Issuer, err error) {
 		is.mini, is.ownRDB = m, redis.NewClient(&redis.Options{Addr: m.Addr()})
 		cfg.Redis = is.ownRDB
 	}
-	secret, sum, err := token.NewClientSecret()
+	secret, sum, err := clients.NewSecret()
 	if err != nil {
 		return nil, err
 	}
 	is.ClientSecret = secret
-	if is.clients, err = token.NewClients([]token.Client{{
+	if is.clients, err = clients.New([]clients.Client{{
 		ID: cfg.ClientID, SecretSHA256: sum, Scopes: cfg.Scopes, Audiences: cfg.Audiences, TokenFormat: cfg.TokenFormat, MaySetSubject: true, Admin: true,
 	}}); err != nil {
 		return nil, err

@@ -15,10 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/internal/atomicfile"
-	"github.com/snowtoken/snowtoken/token"
-	"github.com/snowtoken/snowtoken/token/redisstore"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // clientSub is one `snowtoken client` subcommand.
@@ -128,8 +126,8 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 	if *secretValidFor < 0 {
 		return usageErrorf(f.Name(), "-secret-valid-for must not be negative")
 	}
-	c := token.Client{ID: *id, Description: *description, Owner: *owner,
-		Scopes: commaList(*scopes), Audiences: commaList(*audiences), MaySetSubject: *maySet, MayIntrospect: *mayIntrospect, Admin: *admin, MaxTTL: token.Duration(*maxTTL),
+	c := clients.Client{ID: *id, Description: *description, Owner: *owner,
+		Scopes: commaList(*scopes), Audiences: commaList(*audiences), MaySetSubject: *maySet, MayIntrospect: *mayIntrospect, Admin: *admin, MaxTTL: clients.Duration(*maxTTL),
 		DPoPBoundAccessTokens: *dpopBound}
 	secret, err := auth.apply(f.Name(), &c)
 	if err != nil {
@@ -142,7 +140,7 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 		c.SecretExpires = expiry(now, *secretValidFor)
 	}
 	if *file == "" {
-		if _, err := token.NewClients([]token.Client{c}); err != nil {
+		if _, err := clients.New([]clients.Client{c}); err != nil {
 			return fmt.Errorf("%s: %w", f.Name(), err)
 		}
 		entry, err := encodeJSON(c, "")
@@ -153,8 +151,8 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 		fmt.Fprintf(f.stdout, "\nclients-file entry:\n%s", entry)
 		return nil
 	}
-	w, err := editClientsFile(ctx, f.Name(), *file, true, func(cf *token.ClientsFile) error {
-		if slices.ContainsFunc(cf.Clients, func(o token.Client) bool { return o.ID == c.ID }) {
+	w, err := editClientsFile(ctx, f.Name(), *file, true, func(cf *clients.File) error {
+		if slices.ContainsFunc(cf.Clients, func(o clients.Client) bool { return o.ID == c.ID }) {
 			return fmt.Errorf("%s: %s already has a client %q: client rotate-secret gives it a new secret", f.Name(), *file, c.ID)
 		}
 		cf.Clients = append(cf.Clients, c)
@@ -181,12 +179,12 @@ func clientRotateCmd(ctx context.Context, f *cmdFlags, args []string, _ map[stri
 	if *oldValidFor < 0 || *secretValidFor < 0 {
 		return usageErrorf(f.Name(), "-old-valid-for and -secret-valid-for must not be negative")
 	}
-	secret, sum, err := token.NewClientSecret()
+	secret, sum, err := clients.NewSecret()
 	if err != nil {
 		return err
 	}
-	var c token.Client
-	w, err := editClient(ctx, f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
+	var c clients.Client
+	w, err := editClient(ctx, f.Name(), *file, *id, func(cf *clients.File, i int) error {
 		c = cf.Clients[i]
 		if c.PreviousSecretSHA256 != "" && now.Before(c.PreviousSecretExpires) && *oldValidFor > 0 {
 			return fmt.Errorf("%s: client %q still accepts its previous secret until %s, and a client holds two secrets at most: "+
@@ -234,7 +232,7 @@ func clientListCmd(_ context.Context, f *cmdFlags, args []string, _ map[string]s
 	if err != nil {
 		return err
 	}
-	if _, err := token.NewClients(cf.Clients); err != nil {
+	if _, err := clients.New(cf.Clients); err != nil {
 		return fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	w := tabwriter.NewWriter(f.stdout, 0, 0, 2, ' ', 0)
@@ -277,7 +275,7 @@ func setDisabled(ctx context.Context, f *cmdFlags, args []string, env map[string
 		done = fmt.Sprintf("disabled client %q in %s", *id, *file)
 	}
 	return withRevoke(ctx, f, env, *id, *revoke, replicas, func() (*written, error) {
-		return editClient(ctx, f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
+		return editClient(ctx, f.Name(), *file, *id, func(cf *clients.File, i int) error {
 			cf.Clients[i].Disabled = disabled
 			return nil
 		})
@@ -293,88 +291,11 @@ func clientRemoveCmd(ctx context.Context, f *cmdFlags, args []string, env map[st
 		return err
 	}
 	return withRevoke(ctx, f, env, *id, *revoke, replicas, func() (*written, error) {
-		return editClient(ctx, f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
+		return editClient(ctx, f.Name(), *file, *id, func(cf *clients.File, i int) error {
 			cf.Clients = slices.Delete(cf.Clients, i, i+1)
 			return nil
 		})
 	}, fmt.Sprintf("removed client %q from %s", *id, *file))
-}
-
-// withRevoke runs edit, then, if revoke, revokes the client's tokens in
-// Redis, then reports the file (written.report). The Redis settings are
-// checked first, so that a missing one stops the command before the file
-// changes.
-func withRevoke(ctx context.Context, f *cmdFlags, env map[string]string, id string, revoke bool, replicas *replicaCheck, edit func() (*written, error), done string) error {
-	var revoker *clientRevoker
-	if revoke {
-		var err error
-		if revoker, err = newClientRevoker(f.Name(), env); err != nil {
-			return err
-		}
-		defer revoker.close()
-	}
-	w, err := edit()
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(f.stdout, done)
-	if revoker != nil {
-		if err := revoker.revoke(ctx, id); err != nil {
-			return fmt.Errorf("%w (the file is written: run snowtoken client revoke -id %s to revoke its tokens)", err, id)
-		}
-		fmt.Fprintf(f.stdout, "revoked every token of client %s\n", id)
-	}
-	w.report(ctx, f.stdout, replicas)
-	return nil
-}
-
-// clientRevokeCmd revokes every token of a client: see clientSubs.
-func clientRevokeCmd(ctx context.Context, f *cmdFlags, args []string, env map[string]string, _ time.Time) error {
-	id := f.String("id", "", "client id whose tokens to revoke (required)")
-	if err := f.parse(args, "id"); err != nil {
-		return err
-	}
-	r, err := newClientRevoker(f.Name(), env)
-	if err != nil {
-		return err
-	}
-	defer r.close()
-	if err := r.revoke(ctx, *id); err != nil {
-		return err
-	}
-	fmt.Fprintf(f.stdout, "revoked every token of client %s\n", *id)
-	return nil
-}
-
-// clientRevoker revokes a client's tokens, as DELETE /clients/{id}/tokens
-// does, straight in the issuer's Redis.
-type clientRevoker struct {
-	cmd   string
-	store *redisstore.Store
-	close func()
-}
-
-// newClientRevoker connects to the Redis that the SNOWTOKEN_REDIS_*
-// variables of env name, as the replicas do.
-func newClientRevoker(cmd string, env map[string]string) (*clientRevoker, error) {
-	cfg, err := config.LoadEnv(env)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cmd, err)
-	}
-	rdb := cfg.NewRedisClient()
-	if rdb == nil {
-		return nil, fmt.Errorf("%s: set the issuer's SNOWTOKEN_REDIS_* variables: it writes to the replicas' Redis", cmd)
-	}
-	store := redisstore.New(rdb, redisstore.Options{Timeout: cfg.RedisTimeout,
-		LogRetention: token.LogRetention(cfg.MaxTokenTTL, token.DefaultLeeway)})
-	return &clientRevoker{cmd: cmd, store: store, close: func() { store.Close(); rdb.Close() }}, nil
-}
-
-func (r *clientRevoker) revoke(ctx context.Context, id string) error {
-	if err := r.store.RevokeClient(ctx, id, time.Now().Add(token.DefaultLeeway)); err != nil {
-		return fmt.Errorf("%s: %w", r.cmd, err)
-	}
-	return nil
 }
 
 // clientFileFlags defines the -file and -id flags of a command that edits
@@ -385,9 +306,9 @@ func clientFileFlags(f *cmdFlags) (file, id *string) {
 
 // editClient applies edit to the client id of the clients file path, which
 // it finds at index i.
-func editClient(ctx context.Context, cmd, path, id string, edit func(cf *token.ClientsFile, i int) error) (*written, error) {
-	return editClientsFile(ctx, cmd, path, false, func(cf *token.ClientsFile) error {
-		i := slices.IndexFunc(cf.Clients, func(c token.Client) bool { return c.ID == id })
+func editClient(ctx context.Context, cmd, path, id string, edit func(cf *clients.File, i int) error) (*written, error) {
+	return editClientsFile(ctx, cmd, path, false, func(cf *clients.File) error {
+		i := slices.IndexFunc(cf.Clients, func(c clients.Client) bool { return c.ID == id })
 		if i < 0 {
 			return fmt.Errorf("%s: %s has no client %q", cmd, path, id)
 		}
@@ -402,7 +323,7 @@ func editClient(ctx context.Context, cmd, path, id string, edit func(cf *token.C
 // the read to the rename, so that an edit made at the same time by another
 // command waits and then applies to this one's result. Errors start with
 // cmd.
-func editClientsFile(ctx context.Context, cmd, path string, create bool, edit func(cf *token.ClientsFile) error) (*written, error) {
+func editClientsFile(ctx context.Context, cmd, path string, create bool, edit func(cf *clients.File) error) (*written, error) {
 	unlock, err := atomicfile.Lock(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cmd, err)
@@ -411,7 +332,7 @@ func editClientsFile(ctx context.Context, cmd, path string, create bool, edit fu
 	cf, err := readClientsFile(cmd, path)
 	created := create && errors.Is(err, fs.ErrNotExist)
 	if created {
-		cf, err = token.ClientsFile{}, nil
+		cf, err = clients.File{}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -424,9 +345,9 @@ func editClientsFile(ctx context.Context, cmd, path string, create bool, edit fu
 		return nil, err
 	}
 	// What is written is read back with the issuer's own decoder and checks.
-	check, err := token.ParseClientsFile(data, path)
+	check, err := clients.ParseFile(data, path)
 	if err == nil {
-		_, err = token.NewClients(check.Clients)
+		_, err = clients.New(check.Clients)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: not writing %s: %w", cmd, path, err)
@@ -452,14 +373,14 @@ func encodeJSON(v any, indent string) ([]byte, error) {
 
 // readClientsFile reads and decodes the clients file path as the issuer
 // does, without checking the clients.
-func readClientsFile(cmd, path string) (token.ClientsFile, error) {
+func readClientsFile(cmd, path string) (clients.File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return token.ClientsFile{}, fmt.Errorf("%s: %w", cmd, err)
+		return clients.File{}, fmt.Errorf("%s: %w", cmd, err)
 	}
-	cf, err := token.ParseClientsFile(data, path)
+	cf, err := clients.ParseFile(data, path)
 	if err != nil {
-		return token.ClientsFile{}, fmt.Errorf("%s: %w", cmd, err)
+		return clients.File{}, fmt.Errorf("%s: %w", cmd, err)
 	}
 	return cf, nil
 }

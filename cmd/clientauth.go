@@ -8,8 +8,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // authSynopsis is the synopsis of the flags addAuthFlags defines.
@@ -51,14 +51,14 @@ func (a *authFlags) given() bool {
 // apply sets how c authenticates from the flags, dropping what the new way
 // does not use (a secret, keys, a workload identity). A client that moves
 // to a secret method without a secret is given one: its return, else "".
-func (a *authFlags) apply(cmd string, c *token.Client) (secret string, err error) {
+func (a *authFlags) apply(cmd string, c *clients.Client) (secret string, err error) {
 	workload := *a.wlIssuer != "" || *a.wlSubject != "" || *a.wlJWKSURI != "" || *a.wlCA != "" || *a.wlToken != ""
 	keys := *a.jwksFile != "" || *a.jwksURI != ""
 	switch {
 	case workload && (keys || *a.method != ""):
 		return "", usageErrorf(cmd, "-workload-* flags go without -auth-method, -jwks-file and -jwks-uri")
-	case keys && *a.method != "" && *a.method != token.AuthPrivateKeyJWT:
-		return "", usageErrorf(cmd, "-jwks-file and -jwks-uri are for -auth-method %s", token.AuthPrivateKeyJWT)
+	case keys && *a.method != "" && *a.method != clients.AuthPrivateKeyJWT:
+		return "", usageErrorf(cmd, "-jwks-file and -jwks-uri are for -auth-method %s", clients.AuthPrivateKeyJWT)
 	case *a.jwksFile != "" && *a.jwksURI != "":
 		return "", usageErrorf(cmd, "give -jwks-file or -jwks-uri, not both")
 	}
@@ -69,9 +69,9 @@ func (a *authFlags) apply(cmd string, c *token.Client) (secret string, err error
 		c.TokenEndpointAuthMethod, c.JWKS, c.JWKSURI = "", nil, ""
 		c.WorkloadIdentity = &clientauth.WorkloadIdentity{Issuer: *a.wlIssuer, Subject: *a.wlSubject,
 			JWKSURI: *a.wlJWKSURI, CAFile: *a.wlCA, BearerTokenFile: *a.wlToken}
-	case keys || *a.method == token.AuthPrivateKeyJWT:
+	case keys || *a.method == clients.AuthPrivateKeyJWT:
 		dropSecret(c)
-		c.TokenEndpointAuthMethod, c.WorkloadIdentity = token.AuthPrivateKeyJWT, nil
+		c.TokenEndpointAuthMethod, c.WorkloadIdentity = clients.AuthPrivateKeyJWT, nil
 		if *a.jwksFile != "" {
 			data, err := os.ReadFile(*a.jwksFile)
 			if err != nil {
@@ -87,7 +87,7 @@ func (a *authFlags) apply(cmd string, c *token.Client) (secret string, err error
 	default:
 		c.TokenEndpointAuthMethod, c.JWKS, c.JWKSURI, c.WorkloadIdentity = *a.method, nil, "", nil
 		if c.SecretSHA256 == "" {
-			s, sum, err := token.NewClientSecret()
+			s, sum, err := clients.NewSecret()
 			if err != nil {
 				return "", err
 			}
@@ -98,7 +98,7 @@ func (a *authFlags) apply(cmd string, c *token.Client) (secret string, err error
 }
 
 // dropSecret removes every secret of c.
-func dropSecret(c *token.Client) {
+func dropSecret(c *clients.Client) {
 	c.SecretSHA256, c.SecretExpires, c.PreviousSecretSHA256, c.PreviousSecretExpires = "", time.Time{}, "", time.Time{}
 }
 
@@ -114,8 +114,8 @@ func clientSetAuthCmd(ctx context.Context, f *cmdFlags, args []string, _ map[str
 		return usageErrorf(f.Name(), "give -auth-method, -jwks-file, -jwks-uri or the -workload-* flags")
 	}
 	var secret string
-	var c token.Client
-	w, err := editClient(ctx, f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
+	var c clients.Client
+	w, err := editClient(ctx, f.Name(), *file, *id, func(cf *clients.File, i int) error {
 		var err error
 		secret, err = auth.apply(f.Name(), &cf.Clients[i])
 		c = cf.Clients[i]
@@ -135,7 +135,7 @@ func clientSetAuthCmd(ctx context.Context, f *cmdFlags, args []string, _ map[str
 
 // printNewClient prints a new client's ID and secret (see printSecret),
 // or, for a client without a secret, how it authenticates.
-func printNewClient(w io.Writer, c token.Client, secret string) {
+func printNewClient(w io.Writer, c clients.Client, secret string) {
 	if secret != "" {
 		printSecret(w, c.ID, secret)
 		return
@@ -147,7 +147,7 @@ func printNewClient(w io.Writer, c token.Client, secret string) {
 // clientSubs. The entry's keys_refreshed changes (to now, or a second past
 // its value, so that two runs within a second both change it), and a
 // reload drops the fetched keys of a client whose entry changed
-// (token.Clients.KeysChanged).
+// (clients.Registry.KeysChanged).
 func clientRefreshKeysCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]string, now time.Time) error {
 	file, id := clientFileFlags(f)
 	replicas := addReplicaFlags(f)
@@ -155,7 +155,7 @@ func clientRefreshKeysCmd(ctx context.Context, f *cmdFlags, args []string, _ map
 		return err
 	}
 	var stamp time.Time
-	w, err := editClient(ctx, f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
+	w, err := editClient(ctx, f.Name(), *file, *id, func(cf *clients.File, i int) error {
 		c := &cf.Clients[i]
 		if c.JWKSURI == "" && c.WorkloadIdentity == nil {
 			return fmt.Errorf("%s: client %q has no keys at a URL (no jwks_uri, no workload_identity): nothing is fetched for it", f.Name(), c.ID)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // testJWKS is a public Ed25519 key set.
@@ -55,11 +55,11 @@ func TestClientNewAuth(t *testing.T) {
 			t.Errorf("client new %v printed:\n%s", args, out)
 		}
 	}
-	cs, err := token.LoadClients(file)
+	cs, err := clients.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[string]string{"pk": token.AuthPrivateKeyJWT, "pk-uri": token.AuthPrivateKeyJWT, "orders": token.AuthWorkloadIdentity, "post": token.AuthSecretPost} {
+	for id, want := range map[string]string{"pk": clients.AuthPrivateKeyJWT, "pk-uri": clients.AuthPrivateKeyJWT, "orders": clients.AuthWorkloadIdentity, "post": clients.AuthSecretPost} {
 		if got := byID(t, cs, id).Method(); got != want {
 			t.Errorf("%s: method %s, want %s", id, got, want)
 		}
@@ -114,9 +114,9 @@ func TestClientSetAuth(t *testing.T) {
 	if _, err := run(t, "client", "new", "-file", file, "-id", "svc", "-scopes", "a", "-secret-valid-for", "24h"); err != nil {
 		t.Fatal(err)
 	}
-	method := func() *token.Client {
+	method := func() *clients.Client {
 		t.Helper()
-		cs, err := token.LoadClients(file)
+		cs, err := clients.Load(file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,20 +125,20 @@ func TestClientSetAuth(t *testing.T) {
 	if out, err := run(t, "client", "set-auth", "-file", file, "-id", "svc", "-jwks-uri", "https://keys.example/jwks"); err != nil || strings.Contains(out, "client_secret:") {
 		t.Fatalf("set-auth -jwks-uri: %v\n%s", err, out)
 	}
-	if c := method(); c.Method() != token.AuthPrivateKeyJWT || c.SecretSHA256 != "" || !c.SecretExpires.IsZero() {
+	if c := method(); c.Method() != clients.AuthPrivateKeyJWT || c.SecretSHA256 != "" || !c.SecretExpires.IsZero() {
 		t.Errorf("after -jwks-uri: %+v", c)
 	}
 	if _, err := run(t, "client", "set-auth", "-file", file, "-id", "svc", "-workload-issuer", "https://k8s.example", "-workload-subject", "system:serviceaccount:a:b"); err != nil {
 		t.Fatal(err)
 	}
-	if c := method(); c.Method() != token.AuthWorkloadIdentity || c.JWKSURI != "" || c.TokenEndpointAuthMethod != "" {
+	if c := method(); c.Method() != clients.AuthWorkloadIdentity || c.JWKSURI != "" || c.TokenEndpointAuthMethod != "" {
 		t.Errorf("after -workload-*: %+v", c)
 	}
 	out, err := run(t, "client", "set-auth", "-file", file, "-id", "svc", "-auth-method", "client_secret_basic")
 	if err != nil || !strings.Contains(out, "client_secret:") {
 		t.Fatalf("set-auth back to a secret: %v\n%s", err, out)
 	}
-	if c := method(); c.Method() != token.AuthSecretBasic || c.SecretSHA256 == "" || c.WorkloadIdentity != nil {
+	if c := method(); c.Method() != clients.AuthSecretBasic || c.SecretSHA256 == "" || c.WorkloadIdentity != nil {
 		t.Errorf("after -auth-method client_secret_basic: %+v", c)
 	}
 	if _, err := run(t, "client", "set-auth", "-file", file, "-id", "svc"); err == nil {
@@ -147,7 +147,7 @@ func TestClientSetAuth(t *testing.T) {
 }
 
 // byID is the client id of cs.
-func byID(t *testing.T, cs *token.Clients, id string) *token.Client {
+func byID(t *testing.T, cs *clients.Registry, id string) *clients.Client {
 	t.Helper()
 	for _, c := range cs.All() {
 		if c.ID == id {
@@ -168,7 +168,7 @@ func TestClientDPoPBound(t *testing.T) {
 	}
 	bound := func() bool {
 		t.Helper()
-		cs, err := token.LoadClients(file)
+		cs, err := clients.Load(file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +206,7 @@ func TestClientRefreshKeys(t *testing.T) {
 	}
 	refreshed := func(id string) time.Time {
 		t.Helper()
-		cs, err := token.LoadClients(file)
+		cs, err := clients.Load(file)
 		if err != nil {
 			t.Fatal(err)
 		}

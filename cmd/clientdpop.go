@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // clientSetDPoPCmd sets or clears a client's dpop_bound_access_tokens: see
@@ -20,7 +20,7 @@ func clientSetDPoPCmd(ctx context.Context, f *cmdFlags, args []string, _ map[str
 	if !flagSet(f.FlagSet, "bound") {
 		return usageErrorf(f.Name(), "give -bound=true or -bound=false")
 	}
-	w, err := editClient(ctx, f.Name(), *file, *id, func(cf *token.ClientsFile, i int) error {
+	w, err := editClient(ctx, f.Name(), *file, *id, func(cf *clients.File, i int) error {
 		cf.Clients[i].DPoPBoundAccessTokens = *bound
 		return nil
 	})

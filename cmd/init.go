@@ -13,6 +13,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/atomicfile"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // Files init writes into its directory. The issuer finds them through
@@ -61,7 +62,7 @@ func initCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	clients := []initEntry{{client, filepath.Join(*dir, client.ID+".secret")}}
+	entries := []initEntry{{client, filepath.Join(*dir, client.ID+".secret")}}
 	dirs := []string{*dir, filepath.Dir(*passwordFile)}
 	switch {
 	case *feedID != "":
@@ -73,10 +74,10 @@ func initCmd(args []string, stdout io.Writer) error {
 		if *feedSecretFile == "" {
 			*feedSecretFile = filepath.Join(*dir, feed.ID+".secret")
 		}
-		if _, err := token.NewClients([]token.Client{client, feed}); err != nil {
+		if _, err := clients.New([]clients.Client{client, feed}); err != nil {
 			return fmt.Errorf("init: %w", err)
 		}
-		clients = append(clients, initEntry{feed, *feedSecretFile})
+		entries = append(entries, initEntry{feed, *feedSecretFile})
 		dirs = append(dirs, filepath.Dir(*feedSecretFile))
 	case *feedSecretFile != "":
 		return usageErrorf("init", "-feed-secret-file is for -feed-client-id")
@@ -91,7 +92,7 @@ func initCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	clientsDone, err := initClients(*dir, clients, stdout)
+	clientsDone, err := initClients(*dir, entries, stdout)
 	if err != nil {
 		return err
 	}
@@ -153,10 +154,10 @@ func newRedisPassword() ([]byte, string, error) {
 }
 
 // initClient checks the client init is asked for, before anything is written.
-func initClient(id, scopeList string) (token.Client, error) {
-	c := token.Client{ID: id, SecretSHA256: strings.Repeat("0", 64), Scopes: commaList(scopeList)}
-	if _, err := token.NewClients([]token.Client{c}); err != nil {
-		return token.Client{}, fmt.Errorf("init: %w", err)
+func initClient(id, scopeList string) (clients.Client, error) {
+	c := clients.Client{ID: id, SecretSHA256: strings.Repeat("0", 64), Scopes: commaList(scopeList)}
+	if _, err := clients.New([]clients.Client{c}); err != nil {
+		return clients.Client{}, fmt.Errorf("init: %w", err)
 	}
 	return c, nil
 }
@@ -164,7 +165,7 @@ func initClient(id, scopeList string) (token.Client, error) {
 // initEntry is a client init writes into a new clients file, and the file
 // its secret goes to.
 type initEntry struct {
-	client     token.Client
+	client     clients.Client
 	secretPath string
 }
 
@@ -183,7 +184,7 @@ func initClients(dir string, entries []initEntry, stdout io.Writer) (bool, error
 		return false, nil
 	}
 	var (
-		file    token.ClientsFile
+		file    clients.File
 		written []string // the secret files, removed unless the clients file is written
 	)
 	defer func() {
@@ -192,7 +193,7 @@ func initClients(dir string, entries []initEntry, stdout io.Writer) (bool, error
 		}
 	}()
 	for _, e := range entries {
-		secret, sum, err := token.NewClientSecret()
+		secret, sum, err := clients.NewSecret()
 		if err != nil {
 			return false, err
 		}

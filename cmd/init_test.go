@@ -16,6 +16,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // runInit runs `snowtoken init ARGS` through run, as the binary would.
@@ -116,7 +117,7 @@ func TestInitCreatesWhatProductionNeeds(t *testing.T) {
 	if !strings.Contains(out, ks.SigningKeyID()) {
 		t.Errorf("stdout does not name kid %s:\n%s", ks.SigningKeyID(), out)
 	}
-	clients, err := token.LoadClients(cfg.ClientsFile)
+	clients, err := clients.Load(cfg.ClientsFile)
 	if err != nil {
 		t.Fatalf("LoadClients: %v", err)
 	}
@@ -141,7 +142,7 @@ func TestInitSecondRunChangesNothing(t *testing.T) {
 	if _, ok := before["shop.secret"]; !ok {
 		t.Fatalf("no shop.secret in %v", before)
 	}
-	var f token.ClientsFile
+	var f clients.File
 	if err := json.Unmarshal([]byte(before["clients.json"]), &f); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestInitFeedClient(t *testing.T) {
 	if strings.Contains(out, secret) || !strings.Contains(out, feedFile) {
 		t.Errorf("stdout shows the feed secret or does not name %s:\n%s", feedFile, out)
 	}
-	clients, err := token.LoadClients(filepath.Join(dir, "clients.json"))
+	clients, err := clients.Load(filepath.Join(dir, "clients.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

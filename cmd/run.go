@@ -2,7 +2,7 @@
 // per command. The server itself (serve) is composed in cmd/server.
 //
 //	snowtoken                      serve (configured by SNOWTOKEN_* variables; see -h)   server.Serve
-//	snowtoken client new|rotate-secret|list|disable|enable|remove|revoke ...   client.go
+//	snowtoken client new|rotate-secret|list|disable|enable|remove|revoke ...   client*.go
 //	snowtoken keys new|rotate|list ...                                         keys.go
 //	snowtoken init -dir DIR ...                                                init.go
 //	snowtoken id decode ID                                                     id.go

@@ -34,6 +34,7 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
+	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -310,7 +311,7 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 	}
 	if c.Audience != "" {
-		if err := token.CheckAudience(c.Audience); err != nil {
+		if err := syntax.CheckAudience(c.Audience); err != nil {
 			bad("SNOWTOKEN_AUDIENCE", c.Audience, err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -49,13 +50,13 @@ func (d *clientsDir) client(tb testing.TB, args ...string) string {
 // load loads the clients file as the issuer does, after checking that it is
 // mode 0600 (as writeClients and client new make it) and alone in its
 // directory but for its lock file (no temporary file left).
-func (d *clientsDir) load(tb testing.TB) *token.Clients {
+func (d *clientsDir) load(tb testing.TB) *clients.Registry {
 	tb.Helper()
 	if fi, err := os.Stat(d.path); err != nil || fi.Mode().Perm() != 0o600 {
 		tb.Fatalf("%s: mode %v (%v), want 0600", d.path, fi.Mode().Perm(), err)
 	}
 	d.wantAlone(tb)
-	cs, err := token.LoadClients(d.path)
+	cs, err := clients.Load(d.path)
 	if err != nil {
 		tb.Fatalf("the issuer refuses the file the CLI wrote: %v", err)
 	}
@@ -88,7 +89,7 @@ func secretIn(tb testing.TB, out string) string {
 }
 
 // wantAuth checks whether secret authenticates client id at time at.
-func wantAuth(tb testing.TB, cs *token.Clients, id, secret string, at time.Time, want bool) {
+func wantAuth(tb testing.TB, cs *clients.Registry, id, secret string, at time.Time, want bool) {
 	tb.Helper()
 	_, err := cs.Authenticate(id, secret, at)
 	if got := err == nil; got != want {
@@ -109,7 +110,7 @@ func TestClientFileLifecycle(t *testing.T) {
 	wantAuth(t, cs, "gw", gwSecret, after, true)
 	wantAuth(t, cs, "svc", svcSecret, after, true)
 	gw := cs.All()[0]
-	if gw.ID != "gw" || strings.Join(gw.Scopes, " ") != "orders:read orders:write" || !gw.MaySetSubject || gw.MaxTTL != token.Duration(15*time.Minute) ||
+	if gw.ID != "gw" || strings.Join(gw.Scopes, " ") != "orders:read orders:write" || !gw.MaySetSubject || gw.MaxTTL != clients.Duration(15*time.Minute) ||
 		gw.Description != "the R&D gateway" || gw.Owner != "platform@example.com" || strings.Join(gw.Audiences, " ") != "orders-api https://billing.test/" {
 		t.Errorf("client new wrote %+v", gw)
 	}
@@ -444,11 +445,11 @@ func TestClientEditKeepsOwner(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the issuer's user %v cannot read the file: %v", tc.reader, err)
 			}
-			cf, err := token.ParseClientsFile(data, d.path)
+			cf, err := clients.ParseFile(data, d.path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			i := slices.IndexFunc(cf.Clients, func(c token.Client) bool { return c.ID == tc.wantClient })
+			i := slices.IndexFunc(cf.Clients, func(c clients.Client) bool { return c.ID == tc.wantClient })
 			if i < 0 || cf.Clients[i].Disabled != (tc.args[0] == "disable") {
 				t.Errorf("the issuer's user reads %+v, want the change to %s", cf.Clients, tc.wantClient)
 			}
@@ -488,17 +489,17 @@ func TestClientEditsAtOnce(t *testing.T) {
 	const rounds = 50
 	bin := fleetBinary(t)
 	d := newClientsDir(t)
-	var clients []string
+	var entries []string
 	for i := range rounds {
-		clients = append(clients, fmt.Sprintf(`{"id": "a%d", "secret_sha256": "%s"}`, i, sha256Hex("a")))
+		entries = append(entries, fmt.Sprintf(`{"id": "a%d", "secret_sha256": "%s"}`, i, sha256Hex("a")))
 	}
-	writeClients(t, d.path, `{"clients": [`+strings.Join(clients, ", ")+`]}`)
+	writeClients(t, d.path, `{"clients": [`+strings.Join(entries, ", ")+`]}`)
 	for i := range rounds {
 		runAtOnce(t,
 			exec.Command(bin, "client", "disable", "-file", d.path, "-id", fmt.Sprintf("a%d", i)),
 			exec.Command(bin, "client", "new", "-file", d.path, "-id", fmt.Sprintf("b%d", i)))
 	}
-	byID := map[string]token.Client{}
+	byID := map[string]clients.Client{}
 	for _, c := range d.load(t).All() {
 		byID[c.ID] = c
 	}

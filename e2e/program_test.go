@@ -22,6 +22,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // waitLimit bounds every wait on the program; it is a deadline for a hung
@@ -226,7 +227,7 @@ func parseClientNew(tb testing.TB, out string) (secret, entry string) {
 		tb.Fatalf("client new printed no clients-file entry:\n%s", out)
 	}
 	entry = strings.TrimSpace(entry)
-	var c token.Client
+	var c clients.Client
 	if err := json.Unmarshal([]byte(entry), &c); err != nil {
 		tb.Fatalf("the clients-file entry %s: %v", entry, err)
 	}

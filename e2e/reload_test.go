@@ -27,6 +27,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/atomicfile"
 	"github.com/snowtoken/snowtoken/internal/watch/watchtest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -306,12 +307,12 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 
 	// 4. A new client, in a change only SIGHUP reveals.
-	secret, sum, err := token.NewClientSecret()
+	secret, sum, err := clients.NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
 	late := fleetClient{id: "late", secret: secret}
-	var cf token.ClientsFile
+	var cf clients.File
 	data, err := os.ReadFile(clientsTarget)
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +320,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	if err := json.Unmarshal(data, &cf); err != nil {
 		t.Fatal(err)
 	}
-	cf.Clients = append(cf.Clients, token.Client{ID: late.id, SecretSHA256: sum, Scopes: []string{"read"}})
+	cf.Clients = append(cf.Clients, clients.Client{ID: late.id, SecretSHA256: sum, Scopes: []string{"read"}})
 	step("SIGHUP", func() {
 		doc, err := json.Marshal(cf)
 		if err != nil {

@@ -32,8 +32,8 @@ import (
 	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/internal/logtest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
-	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // assertionEnv is an issuer (the real gin engine, Redis, the replay record
@@ -145,19 +145,19 @@ func newAssertionEnv(tb testing.TB, replay clientauth.ReplayCache, opts ...envOp
 	tb.Cleanup(hs.Close)
 	a.HTTP = hs.Client()
 	var sum string
-	a.postSecret, sum, _ = token.NewClientSecret()
+	a.postSecret, sum, _ = clients.NewSecret()
 	a.Server.Swap(a.Svc, a.clients(tb, sum, a.keys.URL), handlers.Version{})
 	return a
 }
 
 // clients are the env's clients, jwks_uri pk-uri's keys.
-func (a *assertionEnv) clients(tb testing.TB, postSum, jwksURI string) *token.Clients {
+func (a *assertionEnv) clients(tb testing.TB, postSum, jwksURI string) *clients.Registry {
 	tb.Helper()
-	cs, err := token.NewClients([]token.Client{
-		{ID: "pk", Scopes: []string{"orders:read"}, TokenEndpointAuthMethod: token.AuthPrivateKeyJWT, JWKS: a.pk.jwks(tb)},
-		{ID: "pk-uri", Scopes: []string{"orders:read"}, TokenEndpointAuthMethod: token.AuthPrivateKeyJWT, JWKSURI: jwksURI},
+	cs, err := clients.New([]clients.Client{
+		{ID: "pk", Scopes: []string{"orders:read"}, TokenEndpointAuthMethod: clients.AuthPrivateKeyJWT, JWKS: a.pk.jwks(tb)},
+		{ID: "pk-uri", Scopes: []string{"orders:read"}, TokenEndpointAuthMethod: clients.AuthPrivateKeyJWT, JWKSURI: jwksURI},
 		{ID: "orders", Scopes: []string{"orders:read"}, WorkloadIdentity: &clientauth.WorkloadIdentity{Issuer: a.cluster.URL, Subject: saSubject, CAFile: a.clusterCA}},
-		{ID: "post", Scopes: []string{"orders:read"}, SecretSHA256: postSum, TokenEndpointAuthMethod: token.AuthSecretPost},
+		{ID: "post", Scopes: []string{"orders:read"}, SecretSHA256: postSum, TokenEndpointAuthMethod: clients.AuthSecretPost},
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -368,7 +368,7 @@ func TestClientAssertionsReload(t *testing.T) {
 	t.Parallel()
 	a := newAssertionEnv(t, nil)
 	tokenClient(t, a.asserted(t, "", a.assertion(t, a.pkURI, "pk-uri", nil), nil, nil))
-	_, sum, _ := token.NewClientSecret()
+	_, sum, _ := clients.NewSecret()
 	a.Server.Swap(a.Svc, a.clients(t, sum, a.keys.URL), handlers.Version{})
 	tokenClient(t, a.asserted(t, "", a.assertion(t, a.pkURI, "pk-uri", nil), nil, nil))
 	if got := a.keyHits.Load(); got != 1 {
@@ -446,7 +446,7 @@ func TestClientAssertionDPoPNonce(t *testing.T) {
 // the service's failure, 503 with Retry-After, never invalid_client.
 func TestClientAssertionKeysUnreachable(t *testing.T) {
 	a := newAssertionEnv(t, nil)
-	_, sum, _ := token.NewClientSecret()
+	_, sum, _ := clients.NewSecret()
 	a.Server.Swap(a.Svc, a.clients(t, sum, "http://127.0.0.1:1/jwks"), handlers.Version{}) // nothing listens there
 	r := a.asserted(t, "pk-uri", a.assertion(t, a.pkURI, "pk-uri", nil), nil, nil)
 	wantError(t, r, http.StatusServiceUnavailable, "temporarily_unavailable")
@@ -475,7 +475,7 @@ func TestClientKeysUnavailableSignal(t *testing.T) {
 	log := new(logtest.Buffer)
 	a := newAssertionEnv(t, nil, withFetch(clientauth.FetchOptions{Timeout: 200 * time.Millisecond}),
 		withLogger(slog.New(slog.NewJSONHandler(log, nil))))
-	_, sum, _ := token.NewClientSecret()
+	_, sum, _ := clients.NewSecret()
 	a.Server.Swap(a.Svc, a.clients(t, sum, keys.URL), handlers.Version{})
 	const n = 5
 	for range n {
@@ -533,7 +533,7 @@ func newRotatingKeys(tb testing.TB, set json.RawMessage) *rotatingKeys {
 func TestClientAssertionsReloadDropsKeys(t *testing.T) {
 	t.Parallel()
 	a := newAssertionEnv(t, nil)
-	_, sum, _ := token.NewClientSecret()
+	_, sum, _ := clients.NewSecret()
 	compromised := a.pkURI
 	_, edPriv, _ := ed25519.GenerateKey(rand.Reader)
 	next := signer{jwt.SigningMethodEdDSA, "pk-uri-2", edPriv}
@@ -565,7 +565,7 @@ func TestClientAssertionsReloadDropsKeys(t *testing.T) {
 			list[i].KeysRefreshed = a.Clock.Now().UTC().Truncate(time.Second)
 		}
 	}
-	refreshed, err := token.NewClients(list)
+	refreshed, err := clients.New(list)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/logtest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // audOf returns the aud claim of a token.
@@ -212,7 +213,7 @@ func TestAudienceTakenOff(t *testing.T) {
 			list[i].Audiences = []string{ordersAPI, reportsAPI}
 		}
 	}
-	shrunk, err := token.NewClients(list)
+	shrunk, err := clients.New(list)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,14 +11,15 @@ import (
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // authenticateClient is Clients.Authenticate, on the clients of st, behind the failed-authentication
 // limit (limited). A client whose token_endpoint_auth_method is not method
 // (AuthSecretBasic, AuthSecretPost; empty: any secret method, on the routes
 // without a body) is refused after its secret is checked.
-func (s *Server) authenticateClient(c *gin.Context, st *set, id, secret, method string) (*token.Client, error) {
-	return s.limited(c, id, func() (*token.Client, error) {
+func (s *Server) authenticateClient(c *gin.Context, st *set, id, secret, method string) (*clients.Client, error) {
+	return s.limited(c, id, func() (*clients.Client, error) {
 		client, err := st.clients.Authenticate(id, secret, s.now())
 		if err == nil && method != "" && !client.MaySendSecretBy(method) {
 			return nil, refusal.New(token.ErrInvalidClient, "this client authenticates by %s", client.Method())
@@ -39,7 +40,7 @@ func (s *Server) authenticateClient(c *gin.Context, st *set, id, secret, method 
 // limiter. A failure of the service itself (token.ErrUnavailable, such as
 // the record of client assertions) or of a client's key server
 // (clientauth.ErrFetch) is not the client's: not recorded.
-func (s *Server) limited(c *gin.Context, id string, check func() (*token.Client, error)) (*token.Client, error) {
+func (s *Server) limited(c *gin.Context, id string, check func() (*clients.Client, error)) (*clients.Client, error) {
 	l := s.opts.AuthLimiter
 	if l == nil {
 		return check()

@@ -8,6 +8,7 @@ import (
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // auth is who may call a route, as the route table declares it and route
@@ -51,7 +52,7 @@ type call struct {
 	*set
 	// client is the authenticated caller (authClient, authAdmin); nil on
 	// an authNone route, and on an authFeed route, whose caller is feed.
-	client *token.Client
+	client *clients.Client
 	// form is an authClient route's form.
 	form url.Values
 	// proof is the DPoP proof POST /token came with, checked (but not yet
@@ -92,7 +93,7 @@ func (s *Server) authenticate(c *gin.Context, rt *routeEntry, cl *call) error {
 // adminClient authenticates an admin client, by HTTP Basic (there is no
 // body): a client that is not an admin is told forbidden (ErrForbidden),
 // and the refusal is audited.
-func (s *Server) adminClient(c *gin.Context, st *set, forbidden string) (*token.Client, error) {
+func (s *Server) adminClient(c *gin.Context, st *set, forbidden string) (*clients.Client, error) {
 	client, err := s.basicClient(c, st)
 	if err != nil {
 		return nil, err

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/snowtoken/snowtoken/handlers"
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // TestRemovedOrDisabledClientsTokens: once a client is removed from the
@@ -30,19 +30,19 @@ func TestRemovedOrDisabledClientsTokens(t *testing.T) {
 	short := e.issue(t, e.Short, nil)
 
 	// The operator's new clients file: Normal removed, Gateway disabled.
-	var list []token.Client
+	var list []clients.Client
 	for _, c := range []client{e.Gateway, e.Admin, e.Short} {
-		tc := token.Client{ID: c.ID, SecretSHA256: secretSum(e.secrets[c.ID]), Scopes: []string{"orders:read", "orders:write"}}
+		tc := clients.Client{ID: c.ID, SecretSHA256: secretSum(e.secrets[c.ID]), Scopes: []string{"orders:read", "orders:write"}}
 		tc.Disabled = c.ID == e.Gateway.ID
 		tc.Admin = c.ID == e.Admin.ID
 		tc.MaySetSubject = c.ID == e.Gateway.ID
 		list = append(list, tc)
 	}
-	clients, err := token.NewClients(list)
+	cs, err := clients.New(list)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serve := e.serveWith(t, clients)
+	serve := e.serveWith(t, cs)
 	validate := func(tok string) int {
 		req := httptest.NewRequest(http.MethodGet, "/token/validate", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -75,9 +75,9 @@ func TestRemovedOrDisabledClientsTokens(t *testing.T) {
 
 // serveWith returns what serves a request through another engine on the
 // env's service, with clients as the clients file now reads.
-func (e *env) serveWith(tb testing.TB, clients *token.Clients) func(*http.Request) *httptest.ResponseRecorder {
+func (e *env) serveWith(tb testing.TB, cs *clients.Registry) func(*http.Request) *httptest.ResponseRecorder {
 	tb.Helper()
-	h, err := handlers.New(handlers.Options{Service: e.Svc, Clients: clients, IDs: e.IDs, Logger: slog.New(slog.DiscardHandler)})
+	h, err := handlers.New(handlers.Options{Service: e.Svc, Clients: cs, IDs: e.IDs, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -101,23 +101,23 @@ func secretSum(secret string) string {
 // valid after it: rotation rejects no token.
 func TestClientSecretRotation(t *testing.T) {
 	e := newEnv(t)
-	oldSecret, oldSum, err := token.NewClientSecret()
+	oldSecret, oldSum, err := clients.NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	newSecret, newSum, err := token.NewClientSecret()
+	newSecret, newSum, err := clients.NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
 	previousExpires := e.Clock.Now().Add(30 * time.Minute)
-	clients, err := token.NewClients([]token.Client{{
+	cs, err := clients.New([]clients.Client{{
 		ID: "rotating", SecretSHA256: newSum, Scopes: []string{"orders:read"},
 		PreviousSecretSHA256: oldSum, PreviousSecretExpires: previousExpires,
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := handlers.New(handlers.Options{Service: e.Svc, Clients: clients, IDs: e.IDs, Logger: slog.New(slog.DiscardHandler)})
+	h, err := handlers.New(handlers.Options{Service: e.Svc, Clients: cs, IDs: e.IDs, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestSecretExpiryMetric(t *testing.T) {
 	e := newEnv(t)
 	expires := time.Date(2027, 3, 1, 12, 30, 0, 0, time.UTC)
 	sum := secretSum("secret")
-	clients, err := token.NewClients([]token.Client{
+	cs, err := clients.New([]clients.Client{
 		{ID: "expiring", SecretSHA256: sum, SecretExpires: expires,
 			PreviousSecretSHA256: secretSum("old"), PreviousSecretExpires: expires.Add(-time.Hour)},
 		{ID: "forever", SecretSHA256: sum},
@@ -162,7 +162,7 @@ func TestSecretExpiryMetric(t *testing.T) {
 	}
 	scraped := *e
 	scraped.Metrics = prometheus.NewRegistry()
-	srv, err := handlers.NewServer(handlers.Options{Service: e.Svc, Clients: clients, IDs: e.IDs, Registry: scraped.Metrics})
+	srv, err := handlers.NewServer(handlers.Options{Service: e.Svc, Clients: cs, IDs: e.IDs, Registry: scraped.Metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestSecretExpiryMetric(t *testing.T) {
 	}
 
 	// A reload (Swap) changes the series: they follow the clients in use.
-	reloaded, err := token.NewClients([]token.Client{{ID: "forever", SecretSHA256: sum}})
+	reloaded, err := clients.New([]clients.Client{{ID: "forever", SecretSHA256: sum}})
 	if err != nil {
 		t.Fatal(err)
 	}

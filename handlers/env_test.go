@@ -34,6 +34,7 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
+	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -67,7 +68,7 @@ type env struct {
 	Key     token.Key
 	Keys    *token.KeySet
 	Store   *redisstore.Store
-	Clients *token.Clients
+	Clients *clients.Registry
 	IDs     *snowflakealg.SnowFlakeAlg
 	Clock   *clocktest.Clock // the token service's clock: iat, exp, expiry checks
 	Metrics *prometheus.Registry
@@ -190,8 +191,8 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		tb.Fatal(err)
 	}
 	e := &env{Key: key, Keys: keys, secrets: map[string]string{}}
-	newClient := func(c token.Client) (token.Client, client) {
-		secret, sum, err := token.NewClientSecret()
+	newClient := func(c clients.Client) (clients.Client, client) {
+		secret, sum, err := clients.NewSecret()
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -199,18 +200,18 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		e.secrets[c.ID] = secret
 		return c, client{ID: c.ID, Secret: secret}
 	}
-	var list [9]token.Client
-	list[0], e.Normal = newClient(token.Client{ID: "orders-svc", Scopes: []string{"orders:read", "orders:write"}})
-	list[1], e.Gateway = newClient(token.Client{ID: "gateway", Scopes: []string{"orders:read", "orders:write"}, MaySetSubject: true})
-	list[2], e.Admin = newClient(token.Client{ID: "ops-admin", Scopes: []string{"orders:read"}, Admin: true})
-	list[3], e.Short = newClient(token.Client{ID: "short-lived", Scopes: []string{"orders:read"}, MaxTTL: token.Duration(shortMaxTTL)})
-	list[4], e.Partner = newClient(token.Client{ID: "partner:eu+1@example.com", Scopes: []string{"orders:read"}})
-	list[5], e.Auditor = newClient(token.Client{ID: "auditor", Scopes: []string{"orders:read"}, MayIntrospect: true})
-	list[6], e.APIs = newClient(token.Client{ID: "apis", Scopes: []string{"orders:read"}, Audiences: []string{ordersAPI, billingAPI, reportsAPI}})
-	list[7], e.Opaque = newClient(token.Client{ID: "opaque-gw", Scopes: []string{"orders:read", "orders:write"}, MaySetSubject: true,
+	var list [9]clients.Client
+	list[0], e.Normal = newClient(clients.Client{ID: "orders-svc", Scopes: []string{"orders:read", "orders:write"}})
+	list[1], e.Gateway = newClient(clients.Client{ID: "gateway", Scopes: []string{"orders:read", "orders:write"}, MaySetSubject: true})
+	list[2], e.Admin = newClient(clients.Client{ID: "ops-admin", Scopes: []string{"orders:read"}, Admin: true})
+	list[3], e.Short = newClient(clients.Client{ID: "short-lived", Scopes: []string{"orders:read"}, MaxTTL: clients.Duration(shortMaxTTL)})
+	list[4], e.Partner = newClient(clients.Client{ID: "partner:eu+1@example.com", Scopes: []string{"orders:read"}})
+	list[5], e.Auditor = newClient(clients.Client{ID: "auditor", Scopes: []string{"orders:read"}, MayIntrospect: true})
+	list[6], e.APIs = newClient(clients.Client{ID: "apis", Scopes: []string{"orders:read"}, Audiences: []string{ordersAPI, billingAPI, reportsAPI}})
+	list[7], e.Opaque = newClient(clients.Client{ID: "opaque-gw", Scopes: []string{"orders:read", "orders:write"}, MaySetSubject: true,
 		TokenFormat: token.FormatOpaque})
-	list[8], e.Bound = newClient(token.Client{ID: "bound-svc", Scopes: []string{"orders:read"}, DPoPBoundAccessTokens: true})
-	if e.Clients, err = token.NewClients(list[:]); err != nil {
+	list[8], e.Bound = newClient(clients.Client{ID: "bound-svc", Scopes: []string{"orders:read"}, DPoPBoundAccessTokens: true})
+	if e.Clients, err = clients.New(list[:]); err != nil {
 		tb.Fatal(err)
 	}
 	if e.IDs, err = snowflakealg.New(snowflakealg.Settings{WorkerID: testWorker, Now: cfg.idNow}); err != nil {

@@ -71,6 +71,7 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // IDs is what the HTTP layer needs of the ID generator.
@@ -84,7 +85,7 @@ type IDs interface {
 // Options configures the handlers. Service, Clients and IDs are required.
 type Options struct {
 	Service *token.Service
-	Clients *token.Clients
+	Clients *clients.Registry
 	IDs     IDs
 	// BaseURL is where clients reach this service, for the RFC 8414
 	// metadata. Empty means the issuer.
@@ -193,14 +194,14 @@ type Server struct {
 // keys. A set is never changed once stored.
 type set struct {
 	svc     *token.Service
-	clients *token.Clients
+	clients *clients.Registry
 	version Version
 	nonces  *nonces // nil without Options.DPoPNonces; made from svc's keys
 }
 
 // newSet returns the set of svc, clients and v, with nonces made from
 // svc's keys if DPoP nonces are on.
-func newSet(svc *token.Service, clients *token.Clients, v Version, withNonces bool) *set {
+func newSet(svc *token.Service, clients *clients.Registry, v Version, withNonces bool) *set {
 	st := &set{svc: svc, clients: clients, version: v}
 	if withNonces {
 		st.nonces = &nonces{key: svc.Keys().Secret("dpop nonce")}
@@ -209,7 +210,7 @@ func newSet(svc *token.Service, clients *token.Clients, v Version, withNonces bo
 }
 
 // Version names the clients and keys a Server uses, as /readyz shows them:
-// the short SHA-256 of each file (token.Clients.Version, token.KeySet.Version),
+// the short SHA-256 of each file (clients.Registry.Version, token.KeySet.Version),
 // so that an operator can see every replica runs the same set.
 type Version struct {
 	Clients string `json:"clients"`
@@ -269,7 +270,7 @@ func NewServer(opts Options) (*Server, error) {
 	if s.dpop, err = dpop.New(opts.DPoP); err != nil {
 		return nil, fmt.Errorf("handlers: DPoP: %w", err)
 	}
-	m, err := newMetrics(opts.Registry, opts.IDs, func() *token.Clients { return s.set.Load().clients })
+	m, err := newMetrics(opts.Registry, opts.IDs, func() *clients.Registry { return s.set.Load().clients })
 	if err != nil {
 		return nil, err
 	}
@@ -321,10 +322,10 @@ func (s *Server) Engine() *gin.Engine { return s.engine }
 // must not overlap.
 //
 // The key sets fetched for the clients that clients removes or whose entry
-// it changes (token.Clients.KeysChanged) are dropped first, so that no
+// it changes (clients.Registry.KeysChanged) are dropped first, so that no
 // request on the new set, nor one begun on the old set after this call,
 // checks an assertion against keys fetched before the change.
-func (s *Server) Swap(svc *token.Service, clients *token.Clients, v Version) {
+func (s *Server) Swap(svc *token.Service, clients *clients.Registry, v Version) {
 	if s.assertions != nil {
 		for _, reg := range s.set.Load().clients.KeysChanged(clients) {
 			s.assertions.Forget(reg)

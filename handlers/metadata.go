@@ -14,6 +14,7 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // jwksCacheControl lets consumers cache the JWKS for token.JWKSMaxAge, which
@@ -40,9 +41,9 @@ func (s *Server) metadata(c *gin.Context, cl call) {
 	// The client authentication methods of the endpoints with a form:
 	// private_key_jwt and its algorithms where assertions are checked
 	// (Options.Assertions).
-	methods := []string{token.AuthSecretBasic, token.AuthSecretPost}
+	methods := []string{clients.AuthSecretBasic, clients.AuthSecretPost}
 	if s.assertions != nil {
-		methods = token.AuthMethods
+		methods = clients.AuthMethods
 		for _, e := range []string{"token", "introspection", "revocation"} {
 			m[e+"_endpoint_auth_signing_alg_values_supported"] = clientauth.Algorithms
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // metrics are the Prometheus series of the handlers, in Options.Registry.
@@ -43,7 +44,7 @@ type metrics struct {
 
 // newMetrics registers the handlers' series in reg. clients returns the
 // clients in use, read at every scrape.
-func newMetrics(reg *prometheus.Registry, ids IDs, clients func() *token.Clients) (*metrics, error) {
+func newMetrics(reg *prometheus.Registry, ids IDs, clients func() *clients.Registry) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "snowtoken_http_requests_total", Help: "HTTP requests by route and status.",
@@ -232,7 +233,7 @@ func (m *metrics) validation(raw string, start time.Time, err error) {
 // so that an alert on its rate works before the first failure and a
 // scrape shows the series. A client removed keeps its series, as any
 // counter does until the process ends.
-func (m *metrics) knowClients(cs *token.Clients) {
+func (m *metrics) knowClients(cs *clients.Registry) {
 	for _, c := range cs.All() {
 		if c.JWKSURI != "" || c.WorkloadIdentity != nil {
 			m.clientKeys.WithLabelValues(c.ID)
@@ -255,7 +256,7 @@ var secretExpiryDesc = prometheus.NewDesc("snowtoken_client_secret_expiry_timest
 
 // secretExpiry collects snowtoken_client_secret_expiry_timestamp_seconds
 // from the clients in use at the time of the scrape.
-type secretExpiry struct{ clients func() *token.Clients }
+type secretExpiry struct{ clients func() *clients.Registry }
 
 func (secretExpiry) Describe(ch chan<- *prometheus.Desc) { ch <- secretExpiryDesc }
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/snowtoken/snowtoken/handlers"
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // opaquePair issues, for subject, a JWT to the gateway and an opaque token
@@ -240,20 +240,20 @@ func TestOpaqueClientDisabled(t *testing.T) {
 	tok := e.issue(t, e.Opaque, nil).AccessToken
 	for _, tc := range []struct {
 		name string
-		edit func([]token.Client) []token.Client
+		edit func([]clients.Client) []clients.Client
 	}{
-		{"disabled", func(list []token.Client) []token.Client {
+		{"disabled", func(list []clients.Client) []clients.Client {
 			for i := range list {
 				list[i].Disabled = list[i].Disabled || list[i].ID == e.Opaque.ID
 			}
 			return list
 		}},
-		{"removed", func(list []token.Client) []token.Client {
-			return slices.DeleteFunc(list, func(c token.Client) bool { return c.ID == e.Opaque.ID })
+		{"removed", func(list []clients.Client) []clients.Client {
+			return slices.DeleteFunc(list, func(c clients.Client) bool { return c.ID == e.Opaque.ID })
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cs, err := token.NewClients(tc.edit(e.Clients.All()))
+			cs, err := clients.New(tc.edit(e.Clients.All()))
 			if err != nil {
 				t.Fatal(err)
 			}

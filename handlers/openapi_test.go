@@ -18,6 +18,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -85,11 +86,11 @@ func routesEngine(tb testing.TB) *gin.Engine {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	_, sum, err := token.NewClientSecret()
+	_, sum, err := clients.NewSecret()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	clients, err := token.NewClients([]token.Client{{ID: "docs", SecretSHA256: sum, Scopes: []string{"docs:read"}}})
+	clients, err := clients.New([]clients.Client{{ID: "docs", SecretSHA256: sum, Scopes: []string{"docs:read"}}})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // MaxQueryLen bounds the query of every route (GET /token/validate's is the
@@ -76,7 +77,7 @@ func (s *Server) form(c *gin.Context) (url.Values, error) {
 // 7521 §4.2, RFC 7523 §2.2; see assertedClient); using two is an error. A
 // client whose token_endpoint_auth_method names one secret method may use
 // only that one.
-func (s *Server) formClient(c *gin.Context, st *set, form url.Values) (*token.Client, error) {
+func (s *Server) formClient(c *gin.Context, st *set, form url.Values) (*clients.Client, error) {
 	h, err := authorization(c)
 	if err != nil {
 		return nil, err
@@ -99,12 +100,12 @@ func (s *Server) formClient(c *gin.Context, st *set, form url.Values) (*token.Cl
 		if formID != "" && formID != id {
 			return nil, refusal.New(token.ErrInvalidRequest, "client_id does not match the Authorization header")
 		}
-		return s.authenticateClient(c, st, id, secret, token.AuthSecretBasic)
+		return s.authenticateClient(c, st, id, secret, clients.AuthSecretBasic)
 	}
 	if formID == "" || formSecret == "" {
 		return nil, refusal.New(token.ErrInvalidClient, "no client credentials")
 	}
-	return s.authenticateClient(c, st, formID, formSecret, token.AuthSecretPost)
+	return s.authenticateClient(c, st, formID, formSecret, clients.AuthSecretPost)
 }
 
 // assertedClient authenticates a client by its assertion (package
@@ -116,7 +117,7 @@ func (s *Server) formClient(c *gin.Context, st *set, form url.Values) (*token.Cl
 // secret is; the replay record failing is token.ErrUnavailable (503); a
 // key set that cannot be fetched is clientauth.ErrFetch (503 too, counted
 // and logged as the client's key server's failure: clientKeysUnavailable).
-func (s *Server) assertedClient(c *gin.Context, st *set, formID, typ, assertion string) (*token.Client, error) {
+func (s *Server) assertedClient(c *gin.Context, st *set, formID, typ, assertion string) (*clients.Client, error) {
 	switch {
 	case typ == "" || assertion == "":
 		return nil, refusal.New(token.ErrInvalidRequest, "client_assertion and client_assertion_type go together")
@@ -127,7 +128,7 @@ func (s *Server) assertedClient(c *gin.Context, st *set, formID, typ, assertion 
 	if id == "" {
 		id, subErr = clientauth.Subject(assertion) // bounded: MaxAssertionBytes first
 	}
-	return s.limited(c, id, func() (*token.Client, error) {
+	return s.limited(c, id, func() (*clients.Client, error) {
 		if subErr != nil {
 			return nil, fmt.Errorf("%w: %w", token.ErrInvalidClient, subErr)
 		}
@@ -202,7 +203,7 @@ func tokenParam(form url.Values) (string, error) {
 // basicClient authenticates the client of a request without a body: HTTP
 // Basic only, for every client with a secret (there is no form to send it
 // in, nor an assertion).
-func (s *Server) basicClient(c *gin.Context, st *set) (*token.Client, error) {
+func (s *Server) basicClient(c *gin.Context, st *set) (*clients.Client, error) {
 	id, secret, err := basicCredentials(c)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // feedClient authenticates a client of the revocation feed (HTTP Basic), in
@@ -39,8 +40,8 @@ func (s *Server) feedClient(c *gin.Context, cur *set) (*feedStanding, error) {
 }
 
 // mayFollow refuses a client that may not follow the revocation feed
-// (token.Client.MayFollowRevocations).
-func mayFollow(client *token.Client) error {
+// (clients.Client.MayFollowRevocations).
+func mayFollow(client *clients.Client) error {
 	if !client.MayFollowRevocations() {
 		return refusal.New(token.ErrForbidden, "the client may not follow the revocation feed (revocation_feed)")
 	}
@@ -57,7 +58,7 @@ func mayFollow(client *token.Client) error {
 // the answer stands without a hash: a stream's join costs a comparison.
 type feedStanding struct {
 	s       *Server
-	clients *token.Clients // those it authenticated against
+	clients *clients.Registry // those it authenticated against
 	id      string
 	secret  string    // held as long as the request holds it; never logged
 	until   time.Time // when the secret stops authenticating; zero: never

@@ -13,6 +13,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // TestSwap replaces the clients and keys of a serving issuer: the requests
@@ -44,13 +45,13 @@ func TestSwap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kept []token.Client
+	var kept []clients.Client
 	for _, c := range e.Clients.All() {
 		if c.ID != e.Partner.ID {
 			kept = append(kept, c)
 		}
 	}
-	clients, err := token.NewClients(kept)
+	clients, err := clients.New(kept)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	. "github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // The audiences of the tests: the service's default, and a client's own.
@@ -24,19 +25,19 @@ const (
 // newAudClients returns the clients "svc" (no audiences of its own) and
 // "multi" (audiences given, or orders, billing and reports), authenticated,
 // and their set.
-func newAudClients(tb testing.TB, audiences ...string) (*Clients, map[string]*Client) {
+func newAudClients(tb testing.TB, audiences ...string) (*clients.Registry, map[string]*clients.Client) {
 	tb.Helper()
 	if audiences == nil {
 		audiences = []string{ordersAud, billingAud, reportsAud}
 	}
-	cs, err := NewClients([]Client{
+	cs, err := clients.New([]clients.Client{
 		{ID: "svc", SecretSHA256: SHA256Hex("svc"), Scopes: []string{"read"}},
 		{ID: "multi", SecretSHA256: SHA256Hex("multi"), Scopes: []string{"read"}, Audiences: audiences},
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	byID := map[string]*Client{}
+	byID := map[string]*clients.Client{}
 	for _, id := range []string{"svc", "multi"} {
 		if byID[id], err = cs.Authenticate(id, id, time.Now()); err != nil {
 			tb.Fatal(err)
@@ -48,7 +49,7 @@ func newAudClients(tb testing.TB, audiences ...string) (*Clients, map[string]*Cl
 func TestIssueAudiences(t *testing.T) {
 	e := newEnv(t, Options{Audience: testDefaultAud})
 	noDefault := e.newService(t, e.keys, e.ids, Options{})
-	_, clients := newAudClients(t)
+	_, byName := newAudClients(t)
 	for _, tc := range []struct {
 		name     string
 		svc      *Service
@@ -92,7 +93,7 @@ func TestIssueAudiences(t *testing.T) {
 			if svc == nil {
 				svc = e.svc
 			}
-			iss, err := svc.Issue(t.Context(), clients[tc.client], IssueRequest{Resource: tc.resource, Audience: tc.audience})
+			iss, err := svc.Issue(t.Context(), byName[tc.client], IssueRequest{Resource: tc.resource, Audience: tc.audience})
 			if tc.wantErr != "" {
 				if !errors.Is(err, ErrInvalidTarget) || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Issue: %+v, %v; want ErrInvalidTarget saying %q", iss, err, tc.wantErr)
@@ -122,7 +123,7 @@ func TestIssueNeverTooLong(t *testing.T) {
 	for i := range MaxAudiences {
 		auds = append(auds, strings.Repeat(string(rune('a'+i)), MaxAudienceLen))
 	}
-	cs, err := NewClients([]Client{{ID: "big", SecretSHA256: SHA256Hex("big"), Scopes: scopes, Audiences: auds}})
+	cs, err := clients.New([]clients.Client{{ID: "big", SecretSHA256: SHA256Hex("big"), Scopes: scopes, Audiences: auds}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +145,10 @@ func TestIssueNeverTooLong(t *testing.T) {
 // client could get today.
 func TestCheckClientAudiences(t *testing.T) {
 	e := newEnv(t, Options{Audience: testDefaultAud})
-	cs, clients := newAudClients(t)
+	cs, byName := newAudClients(t)
 	issue := func(t *testing.T, client string, aud ...string) *Verified {
 		t.Helper()
-		iss, err := e.svc.Issue(t.Context(), clients[client], IssueRequest{Audience: aud})
+		iss, err := e.svc.Issue(t.Context(), byName[client], IssueRequest{Audience: aud})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,15 +206,15 @@ func TestCheckClientAudiences(t *testing.T) {
 	}
 
 	// Removed and disabled clients.
-	gone, err := NewClients([]Client{{ID: "svc", SecretSHA256: SHA256Hex("svc")}})
+	gone, err := clients.New([]clients.Client{{ID: "svc", SecretSHA256: SHA256Hex("svc")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	disabled, err := NewClients([]Client{{ID: "multi", SecretSHA256: SHA256Hex("multi"), Audiences: []string{ordersAud}, Disabled: true}})
+	disabled, err := clients.New([]clients.Client{{ID: "multi", SecretSHA256: SHA256Hex("multi"), Audiences: []string{ordersAud}, Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, set := range map[string]*Clients{"removed": gone, "disabled": disabled} {
+	for name, set := range map[string]*clients.Registry{"removed": gone, "disabled": disabled} {
 		if err := e.svc.CheckClient(set, orders); !errors.Is(err, ErrInvalidToken) {
 			t.Errorf("%s client: err = %v, want ErrInvalidToken", name, err)
 		}
@@ -225,8 +226,8 @@ func TestCheckClientAudiences(t *testing.T) {
 // verifies locally with the shared policy (package client's local mode).
 func TestAudienceAcrossAPIs(t *testing.T) {
 	e := newEnv(t, Options{})
-	_, clients := newAudClients(t)
-	iss, err := e.svc.Issue(t.Context(), clients["multi"], IssueRequest{Resource: []string{billingAud}})
+	_, byName := newAudClients(t)
+	iss, err := e.svc.Issue(t.Context(), byName["multi"], IssueRequest{Resource: []string{billingAud}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,17 +3,20 @@ package token
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // What the external tests (package token_test, which run the Service on a
 // redisstore.Store, a package that imports this one) read of the
 // package's insides.
 
-// MaxNameLen is maxNameLen.
-const MaxNameLen = maxNameLen
+// MaxNameLen is syntax.MaxNameLen.
+const MaxNameLen = syntax.MaxNameLen
 
 // OpaqueSecretLen is opaqueSecretLen.
 const OpaqueSecretLen = opaqueSecretLen
@@ -53,9 +56,6 @@ func (s *Service) EmptyCache() {
 	s.cache.c.CleanUp()
 }
 
-// ByID is the client id, or nil.
-func (cs *Clients) ByID(id string) *Client { return cs.byID[id] }
-
 // Validate is validate: the token alone, without its client's standing,
 // for the tests of the steps beneath Verdict. Only this package's tests
 // can call it.
@@ -64,4 +64,10 @@ func (s *Service) Validate(ctx context.Context, raw string) (*Verified, error) {
 }
 
 // CheckClient is checkClient.
-func (s *Service) CheckClient(cs *Clients, v *Verified) error { return s.checkClient(cs, v) }
+func (s *Service) CheckClient(cs *clients.Registry, v *Verified) error { return s.checkClient(cs, v) }
+
+// SHA256Hex returns the hex SHA-256 of s, as the clients file stores a secret.
+func SHA256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}

@@ -96,7 +96,7 @@ type KeyEntry struct {
 	Retired time.Time `json:"retired,omitzero"`
 }
 
-// ReadKeyManifest reads dir's KeysManifest strictly, as LoadClients reads
+// ReadKeyManifest reads dir's KeysManifest strictly, as clients.Load reads
 // the clients file: exact member names, no unknown or repeated ones, and
 // nothing after the document. It returns the file's bytes too.
 func ReadKeyManifest(dir string) (KeyManifest, []byte, error) {

@@ -18,6 +18,8 @@ import (
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // Opaque tokens: what a client whose token_format is "opaque" gets instead of
@@ -34,10 +36,11 @@ import (
 // verified, and nothing can be checked without Redis: a resource server
 // cannot validate one offline.
 
-// Values of Client.TokenFormat.
+// Values of clients.Client.TokenFormat: a JWT, or OpaquePrefix and a
+// random secret.
 const (
-	FormatJWT    = "jwt"    // a signed JWT, verifiable offline (the default)
-	FormatOpaque = "opaque" // OpaquePrefix and a random secret; see opaque.go
+	FormatJWT    = clients.FormatJWT
+	FormatOpaque = clients.FormatOpaque
 )
 
 // OpaquePrefix starts every opaque token; no JWT starts with it (a JWT
@@ -178,7 +181,7 @@ func parseOpaqueRecord(rec string) (opaqueRecord, error) {
 	var err1, err2 error
 	r.iat, err1 = strconv.ParseInt(fields[3], 10, 64)
 	r.exp, err2 = strconv.ParseInt(fields[4], 10, 64)
-	if err1 != nil || err2 != nil || r.marker == "" || CheckName(r.sub) != nil || CheckName(r.client) != nil ||
+	if err1 != nil || err2 != nil || r.marker == "" || syntax.CheckName(r.sub) != nil || syntax.CheckName(r.client) != nil ||
 		n == 8 && !isThumbprint(r.jkt) {
 		return r, errRecord
 	}
@@ -313,7 +316,7 @@ func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string
 	if err := SessionLive(parts.Time.UnixMilli(), r.marker, gen, client); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	scopes, err := ParseScope(r.scope)
+	scopes, err := syntax.ParseScope(r.scope)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
@@ -359,7 +362,7 @@ func (s *Service) openRecord(rec any, secret *[opaqueSecretLen]byte) (opaqueReco
 // until its exp. What has no record and is not in the cache (never issued,
 // expired, revoked already, lost and not validated here) or another secret
 // is no token of ours: "", nil.
-func (s *Service) revokeOpaque(ctx context.Context, caller *Client, raw string) (string, error) {
+func (s *Service) revokeOpaque(ctx context.Context, caller *clients.Client, raw string) (string, error) {
 	id, secret, err := parseOpaque(raw)
 	if err != nil {
 		return "", nil

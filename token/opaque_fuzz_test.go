@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // FuzzParseOpaque feeds parseOpaque arbitrary strings. A refusal wraps
@@ -65,7 +66,7 @@ func FuzzParseOpaqueRecord(f *testing.F) {
 			}
 			return
 		}
-		if CheckName(r.sub) != nil || CheckName(r.client) != nil || len(r.sum) != sha256.Size || r.marker == "" {
+		if syntax.CheckName(r.sub) != nil || syntax.CheckName(r.client) != nil || len(r.sum) != sha256.Size || r.marker == "" {
 			t.Fatalf("parseOpaqueRecord(%q) accepted %+v", rec, r)
 		}
 		if (rec[0] == boundRecordVersion) != (r.jkt != "") || r.jkt != "" && !isThumbprint(r.jkt) {

@@ -15,11 +15,12 @@ import (
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	. "github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // The opaque clients of every env: "osvc" is svc, "ogateway" is gateway,
 // each with token_format opaque.
-var opaqueClients = []Client{
+var opaqueClients = []clients.Client{
 	{ID: "osvc", SecretSHA256: SHA256Hex("osvc"), Scopes: []string{"read", "write"}, TokenFormat: FormatOpaque},
 	{ID: "ogateway", SecretSHA256: SHA256Hex("ogateway"), Scopes: []string{"read"}, MaySetSubject: true, TokenFormat: FormatOpaque},
 }
@@ -422,18 +423,24 @@ func TestLoadClientsTokenFormat(t *testing.T) {
 		if tc.format != "" {
 			field = `, "token_format": ` + tc.format
 		}
-		cs, err := LoadClients(WriteFile(t, "clients.json", []byte(`{"clients": [{"id": "svc", "secret_sha256": "`+good+`"`+field+`}]}`)))
+		cs, err := clients.Load(WriteFile(t, "clients.json", []byte(`{"clients": [{"id": "svc", "secret_sha256": "`+good+`"`+field+`}]}`)))
 		if err != nil {
 			t.Fatalf("token_format %s: %v", tc.format, err)
 		}
-		if got := cs.ByID("svc").TokenFormat; got != tc.want {
+		if got := byID(cs, "svc").TokenFormat; got != tc.want {
 			t.Errorf("token_format %s read as %q, want %q", tc.format, got, tc.want)
 		}
 	}
 	for _, bad := range []string{`"JWT"`, `"opaq"`, `" opaque"`, `1`, `["opaque"]`} {
-		_, err := LoadClients(WriteFile(t, "clients.json", []byte(`{"clients": [{"id": "svc", "secret_sha256": "`+good+`"}, {"id": "gw", "secret_sha256": "`+good+`", "token_format": `+bad+`}]}`)))
-		if !errors.Is(err, ErrClientsFile) || !strings.Contains(err.Error(), `"gw"`) || !strings.Contains(err.Error(), "token_format") {
-			t.Errorf("token_format %s: %v, want ErrClientsFile naming client \"gw\" and token_format", bad, err)
+		_, err := clients.Load(WriteFile(t, "clients.json", []byte(`{"clients": [{"id": "svc", "secret_sha256": "`+good+`"}, {"id": "gw", "secret_sha256": "`+good+`", "token_format": `+bad+`}]}`)))
+		if !errors.Is(err, clients.ErrFile) || !strings.Contains(err.Error(), `"gw"`) || !strings.Contains(err.Error(), "token_format") {
+			t.Errorf("token_format %s: %v, want clients.ErrFile naming client \"gw\" and token_format", bad, err)
 		}
 	}
+}
+
+// byID is the client id of cs, or nil.
+func byID(cs *clients.Registry, id string) *clients.Client {
+	c, _ := cs.Lookup(id)
+	return c
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/internal/refusal"
+	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // Revoke ends the session of a token at once (RFC 7009).
@@ -32,7 +34,7 @@ import (
 // admin: ErrForbidden. It returns the revoked token's jti, for the audit
 // trail, and "" for what is not a token of ours. An opaque token is
 // revoked only once its secret matches its record (revokeOpaque).
-func (s *Service) Revoke(ctx context.Context, caller *Client, raw string) (jti string, err error) {
+func (s *Service) Revoke(ctx context.Context, caller *clients.Client, raw string) (jti string, err error) {
 	if isOpaque(raw) {
 		return s.revokeOpaque(ctx, caller, raw)
 	}
@@ -158,7 +160,7 @@ func (s *Service) RevokeClient(ctx context.Context, client string) error {
 
 // RevokeSubject ends every live session of subject at once, in O(1) Redis work.
 func (s *Service) RevokeSubject(ctx context.Context, subject string) error {
-	if err := CheckName(subject); err != nil {
+	if err := syntax.CheckName(subject); err != nil {
 		return refusal.New(ErrInvalidRequest, "subject: %w", err)
 	}
 	if err := s.store.RevokeSubject(ctx, subject); err != nil {

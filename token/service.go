@@ -13,6 +13,8 @@ import (
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // Claims are the claims of a snowtoken access token; decoding them checks
@@ -115,7 +117,7 @@ func NewService(keys *KeySet, store Store, ids IDs, opts Options) (*Service, err
 	}
 	var defaultAud []string
 	if opts.Audience != "" {
-		if err := checkAudience(opts.Audience); err != nil {
+		if err := syntax.CheckAudience(opts.Audience); err != nil {
 			return nil, fmt.Errorf("%w: audience %.64q: %w", ErrOptions, opts.Audience, err)
 		}
 		defaultAud = []string{opts.Audience}
@@ -200,22 +202,22 @@ type Issued struct {
 // Issue creates a token for client c: a new ID, a signed JWT (or an opaque
 // token, for a client whose TokenFormat is FormatOpaque), and its session
 // record in Redis. Nothing is returned unless the record is stored.
-func (s *Service) Issue(ctx context.Context, c *Client, req IssueRequest) (Issued, error) {
-	scopes, err := ParseScope(req.Scope)
+func (s *Service) Issue(ctx context.Context, c *clients.Client, req IssueRequest) (Issued, error) {
+	scopes, err := syntax.ParseScope(req.Scope)
 	if err != nil {
 		return Issued{}, err
 	}
 	if len(scopes) == 0 {
 		scopes = c.Scopes
 	} else if !c.HasScopes(scopes) {
-		return Issued{}, refusal.New(ErrInvalidScope, "client %q may not ask for %.64q", c.ID, strings.Join(missing(c.Scopes, scopes), " "))
+		return Issued{}, refusal.New(ErrInvalidScope, "client %q may not ask for %.64q", c.ID, strings.Join(syntax.Missing(c.Scopes, scopes), " "))
 	}
 	subject := c.ID
 	if req.Subject != "" && req.Subject != c.ID {
 		if !c.MaySetSubject {
 			return Issued{}, refusal.New(ErrInvalidRequest, "this client may not set the subject")
 		}
-		if err := CheckName(req.Subject); err != nil {
+		if err := syntax.CheckName(req.Subject); err != nil {
 			return Issued{}, refusal.New(ErrInvalidRequest, "subject: %w", err)
 		}
 		subject = req.Subject
@@ -330,7 +332,7 @@ func (s *Service) verify(raw string, now time.Time) (*Verified, error) {
 	if err != nil {
 		return nil, refusal.New(ErrInvalidToken, "jti: %w", err)
 	}
-	scopes, err := ParseScope(claims.Scope)
+	scopes, err := syntax.ParseScope(claims.Scope)
 	if err != nil {
 		return nil, refusal.New(ErrInvalidToken, "scope: %w", err)
 	}
@@ -377,10 +379,10 @@ func (s *Service) parse(p policy, raw string) (*Claims, snowflakealg.ID, error) 
 			return nil, 0, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 		}
 	}
-	if err := CheckName(claims.Subject); err != nil {
+	if err := syntax.CheckName(claims.Subject); err != nil {
 		return nil, 0, refusal.New(ErrInvalidToken, "sub: %w", err)
 	}
-	if err := CheckName(claims.ClientID); err != nil {
+	if err := syntax.CheckName(claims.ClientID); err != nil {
 		return nil, 0, refusal.New(ErrInvalidToken, "client_id: %w", err)
 	}
 	id, err := snowflakealg.ParseID(claims.ID)

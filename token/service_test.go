@@ -21,6 +21,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	. "github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -38,7 +39,7 @@ type env struct {
 	clock   *clocktest.Clock
 	keys    *KeySet
 	ids     IDs
-	clients map[string]*Client
+	clients map[string]*clients.Client
 }
 
 // newEnv returns a Service on redistest.New, signing with a new key. opts
@@ -66,17 +67,17 @@ func newEnvOn(tb testing.TB, r *redistest.Redis, opts Options) *env {
 		keys:  ks,
 		ids:   gen,
 	}
-	cs, err := NewClients(append([]Client{
+	cs, err := clients.New(append([]clients.Client{
 		{ID: "svc", SecretSHA256: SHA256Hex("svc"), Scopes: []string{"read", "write"}},
 		{ID: "other", SecretSHA256: SHA256Hex("other"), Scopes: []string{"read"}},
-		{ID: "short", SecretSHA256: SHA256Hex("short"), Scopes: []string{"read"}, MaxTTL: Duration(30 * time.Minute)},
+		{ID: "short", SecretSHA256: SHA256Hex("short"), Scopes: []string{"read"}, MaxTTL: clients.Duration(30 * time.Minute)},
 		{ID: "gateway", SecretSHA256: SHA256Hex("gateway"), Scopes: []string{"read"}, MaySetSubject: true},
 		{ID: "admin", SecretSHA256: SHA256Hex("admin"), Admin: true},
 	}, opaqueClients...))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e.clients = make(map[string]*Client)
+	e.clients = make(map[string]*clients.Client)
 	for _, id := range []string{"svc", "other", "short", "gateway", "admin", "osvc", "ogateway"} {
 		if e.clients[id], err = cs.Authenticate(id, id, time.Now()); err != nil {
 			tb.Fatal(err)

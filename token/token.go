@@ -46,22 +46,29 @@
 // identical token, and remembers the log's mark at its last Redis check;
 // without Options.Revocations the Redis record is checked on every call,
 // and with it whenever the log cannot tell.
+//
+// Beside the domain, in rooms of their own below it: the clients registry
+// and its file (package clients: who may ask, how a client proves it is
+// one), and the syntax of names, scopes and audiences (package syntax).
+// The Service takes the registry wherever a client's standing decides.
 package token
 
 import (
 	"errors"
 	"time"
+
+	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // Errors returned by this package. The HTTP layer maps each to its OAuth2 /
 // RFC 6750 error; details are wrapped with %w.
 var (
 	ErrKey               = errors.New("token: bad signing key")
-	ErrClientsFile       = errors.New("token: bad clients file")
-	ErrInvalidClient     = errors.New("token: client authentication failed")
+	ErrInvalidClient     = clients.ErrInvalidClient
 	ErrInvalidRequest    = errors.New("token: invalid request")
-	ErrInvalidScope      = errors.New("token: invalid scope")
-	ErrInvalidTarget     = errors.New("token: invalid target")
+	ErrInvalidScope      = syntax.ErrInvalidScope
+	ErrInvalidTarget     = syntax.ErrInvalidTarget
 	ErrInvalidToken      = errors.New("token: invalid token")
 	ErrRevoked           = errors.New("token: revoked")
 	ErrInsufficientScope = errors.New("token: insufficient scope")
@@ -116,17 +123,10 @@ const (
 	NoLeeway time.Duration = -1
 )
 
-// Limits on what a client asks for, checked before any work that grows
-// with it. Subjects, client IDs and each scope are 1 to 128 bytes.
+// Limits on what a client asks for (package syntax).
 const (
-	// MaxScopes bounds the scopes of a request, a ?scope= and a client.
-	MaxScopes = 64
-	// MaxScopeLen bounds a scope parameter in bytes, spaces included, so
-	// that a token with all of its scopes stays well within MaxTokenLen.
-	MaxScopeLen = 2048
-	// MaxAudiences bounds the audiences of a request, counted per
-	// parameter (resource, audience), and so the aud of a token.
-	MaxAudiences = 4
-	// MaxAudienceLen bounds one audience in bytes.
-	MaxAudienceLen = 256
+	MaxScopes      = syntax.MaxScopes
+	MaxScopeLen    = syntax.MaxScopeLen
+	MaxAudiences   = syntax.MaxAudiences
+	MaxAudienceLen = syntax.MaxAudienceLen
 )

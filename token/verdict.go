@@ -8,6 +8,8 @@ import (
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/internal/refusal"
+	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // Scheme is how a token came to be checked: presented by its holder as
@@ -72,7 +74,7 @@ type Request struct {
 // (package refusal). The Verified is shared with later validations of the
 // same token, and immutable. A token that passes costs no allocation here
 // once cached (BenchmarkVerdict).
-func (s *Service) Verdict(ctx context.Context, cs *Clients, req Request) (*Verified, error) {
+func (s *Service) Verdict(ctx context.Context, cs *clients.Registry, req Request) (*Verified, error) {
 	v, err := s.validate(ctx, req.Token)
 	if err != nil {
 		return nil, err
@@ -149,7 +151,7 @@ func audienceFor(v *Verified, want []string) error {
 	if len(want) > 1 {
 		return refusal.New(ErrInvalidRequest, "audience given %d times; a token is checked for one", len(want))
 	}
-	if err := CheckAudience(want[0]); err != nil {
+	if err := syntax.CheckAudience(want[0]); err != nil {
 		// %v, not %w: a bad required audience is the caller's
 		// invalid_request (RFC 6750 §3.1), not the token endpoint's
 		// invalid_target.
@@ -186,7 +188,7 @@ func (e *AudienceMismatch) Description() string {
 // scopeFor checks that v carries every scope of scope, the scopes
 // required.
 func scopeFor(v *Verified, scope string) error {
-	want, err := ParseScope(scope)
+	want, err := syntax.ParseScope(scope)
 	if err != nil {
 		// %v, not %w: a bad required scope is the caller's invalid_request
 		// (RFC 6750 §3.1), not the token endpoint's invalid_scope.

@@ -8,13 +8,14 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	. "github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // verdictClients returns the clients of newEnv's svc and osvc (JWT and
 // opaque tokens), enabled or disabled.
-func verdictClients(tb testing.TB, disabled bool) *Clients {
+func verdictClients(tb testing.TB, disabled bool) *clients.Registry {
 	tb.Helper()
-	cs, err := NewClients([]Client{
+	cs, err := clients.New([]clients.Client{
 		{ID: "svc", SecretSHA256: SHA256Hex("svc"), Scopes: []string{"read", "write"}, Disabled: disabled},
 		{ID: "osvc", SecretSHA256: SHA256Hex("osvc"), Scopes: []string{"read", "write"}, TokenFormat: FormatOpaque, Disabled: disabled},
 	})
@@ -41,7 +42,7 @@ func TestVerdict(t *testing.T) {
 		// issue is the token's request; prepare, if set, runs once it is
 		// issued (a revocation, the clock moved on).
 		issue   IssueRequest
-		prepare func(e *env, client *Client, raw string)
+		prepare func(e *env, client *clients.Client, raw string)
 		req     Request // but Token
 		// disabled checks against the clients with the token's disabled.
 		disabled bool
@@ -53,9 +54,9 @@ func TestVerdict(t *testing.T) {
 		{name: "good, bound as DPoP with its key's proof", issue: IssueRequest{JKT: testJKT}, req: Request{Scheme: DPoP, Proof: proofOf(testJKT)}},
 		{name: "good, bound and examined", issue: IssueRequest{JKT: testJKT}, req: Request{}},
 		{name: "expired", issue: IssueRequest{ExpiresIn: time.Minute},
-			prepare: func(e *env, _ *Client, _ string) { e.clock.Add(2 * time.Minute) },
+			prepare: func(e *env, _ *clients.Client, _ string) { e.clock.Add(2 * time.Minute) },
 			req:     Request{Scheme: Bearer}, want: []error{ErrInvalidToken}},
-		{name: "revoked", prepare: func(e *env, c *Client, raw string) {
+		{name: "revoked", prepare: func(e *env, c *clients.Client, raw string) {
 			if _, err := e.svc.Revoke(context.Background(), c, raw); err != nil {
 				panic(err)
 			}

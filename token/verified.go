@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // Verified is a token whose signature, claims and session have been
@@ -79,10 +80,10 @@ func (v *Verified) ForAudience(a string) bool { return slices.Contains(v.claims.
 func (v *Verified) Scopes() []string { return slices.Clone(v.scopes) }
 
 // HasScopes reports whether the token carries every scope in want.
-func (v *Verified) HasScopes(want []string) bool { return containsAll(v.scopes, want) }
+func (v *Verified) HasScopes(want []string) bool { return syntax.ContainsAll(v.scopes, want) }
 
 // MissingScopes returns the scopes of want the token does not carry, or nil.
-func (v *Verified) MissingScopes(want []string) []string { return missing(v.scopes, want) }
+func (v *Verified) MissingScopes(want []string) []string { return syntax.Missing(v.scopes, want) }
 
 // Claims returns a copy of the token's claims, its aud and dates copied
 // too: for a caller that needs them whole (a test, a log line), off the

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // TestVersions shows the version of a clients file and of a list of key
@@ -20,7 +22,7 @@ func TestVersions(t *testing.T) {
 	}
 	doc := []byte(`{"clients": [{"id": "svc", "secret_sha256": "` + strings.Repeat("ab", 32) + `", "scopes": ["read"]}]}`)
 	path := WriteFile(t, "clients.json", doc)
-	cs, err := LoadClients(path)
+	cs, err := clients.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +32,7 @@ func TestVersions(t *testing.T) {
 	if err := os.WriteFile(path, append(doc, '\n'), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cs2, err := LoadClients(path)
+	cs2, err := clients.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // TestAuditLoaded: start-up logs which keys sign and verify and which
@@ -28,11 +29,11 @@ func TestAuditLoaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sum, err := token.NewClientSecret()
+	_, sum, err := clients.NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	clients, err := token.NewClients([]token.Client{
+	clients, err := clients.New([]clients.Client{
 		{ID: "svc", SecretSHA256: sum},
 		{ID: "ops", SecretSHA256: sum, Admin: true},
 		{ID: "gone", SecretSHA256: sum, Disabled: true},
@@ -74,11 +75,11 @@ func TestAuditLoaded(t *testing.T) {
 // expired or expires within two weeks, unless the client is disabled.
 func TestWarnExpiringSecrets(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	_, sum, err := token.NewClientSecret()
+	_, sum, err := clients.NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	clients, err := token.NewClients([]token.Client{
+	clients, err := clients.New([]clients.Client{
 		{ID: "expired", SecretSHA256: sum, SecretExpires: now.Add(-time.Hour)},
 		{ID: "soon", SecretSHA256: sum, SecretExpires: now.Add(13 * 24 * time.Hour)},
 		{ID: "later", SecretSHA256: sum, SecretExpires: now.Add(15 * 24 * time.Hour)},

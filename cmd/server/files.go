@@ -8,6 +8,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // loadKeys loads SNOWTOKEN_SIGNING_KEYS, or in dev mode generates a key.
@@ -50,7 +51,7 @@ func keysDir(paths []string) (string, bool) {
 // (docs/audit.md): which keys sign and verify (and of those, which are next
 // and which retired), which clients exist and which of them are admins or
 // disabled.
-func auditLoaded(log *slog.Logger, keys *token.KeySet, clients *token.Clients) {
+func auditLoaded(log *slog.Logger, keys *token.KeySet, clients *clients.Registry) {
 	var kids, next, retired []string
 	for _, k := range keys.Keys() {
 		kids = append(kids, k.Kid)
@@ -82,7 +83,7 @@ const secretExpiryWarning = 14 * 24 * time.Hour
 
 // warnExpiringSecrets logs a warning for each client, other than a disabled
 // one, whose secret has expired or expires within secretExpiryWarning of now.
-func warnExpiringSecrets(log *slog.Logger, clients *token.Clients, now time.Time) {
+func warnExpiringSecrets(log *slog.Logger, clients *clients.Registry, now time.Time) {
 	for _, c := range clients.All() {
 		if c.Disabled || c.SecretExpires.IsZero() {
 			continue
@@ -99,25 +100,25 @@ func warnExpiringSecrets(log *slog.Logger, clients *token.Clients, now time.Time
 }
 
 // devClient is the client dev mode generates, with a new secret every run.
-var devClient = token.Client{ID: "dev", Scopes: []string{"read", "write"}, MaySetSubject: true, Admin: true}
+var devClient = clients.Client{ID: "dev", Scopes: []string{"read", "write"}, MaySetSubject: true, Admin: true}
 
 // loadClients loads SNOWTOKEN_CLIENTS_FILE, or in dev mode generates
 // devClient and returns its secret.
-func loadClients(cfg config.Config, log *slog.Logger) (*token.Clients, string, error) {
+func loadClients(cfg config.Config, log *slog.Logger) (*clients.Registry, string, error) {
 	if cfg.Production {
-		cs, err := token.LoadClients(cfg.ClientsFile)
+		cs, err := clients.Load(cfg.ClientsFile)
 		if err != nil {
 			return nil, "", fmt.Errorf("SNOWTOKEN_CLIENTS_FILE: %w", err)
 		}
 		return cs, "", nil
 	}
-	secret, sum, err := token.NewClientSecret()
+	secret, sum, err := clients.NewSecret()
 	if err != nil {
 		return nil, "", err
 	}
 	c := devClient
 	c.SecretSHA256 = sum
-	cs, err := token.NewClients([]token.Client{c})
+	cs, err := clients.New([]clients.Client{c})
 	log.Warn("DEV MODE: generated client \"dev\" (admin, may set the subject, scopes read write); its secret is printed once below. Set SNOWTOKEN_CLIENTS_FILE.")
 	return cs, secret, err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/internal/watch"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // reloader reads the clients file and the signing keys again on SIGHUP and
@@ -33,8 +34,8 @@ type reloader struct {
 	cfg      config.Config
 	log      *slog.Logger
 	srv      *handlers.Server
-	svc      *token.Service // in force
-	clients  *token.Clients // in force
+	svc      *token.Service    // in force
+	clients  *clients.Registry // in force
 	refusals *refusals
 	hup      chan os.Signal
 	// keys is svc's keys, for the key metrics a scrape reads.
@@ -70,7 +71,7 @@ func (f *refusals) load() map[string]handlers.Refusal {
 // newReloader returns the reloader of srv, which serves svc and clients and
 // shows refused in /readyz, and registers its metrics in reg. From then on
 // SIGHUP no longer ends the process (its default action): run reloads on it.
-func newReloader(cfg config.Config, log *slog.Logger, reg *prometheus.Registry, srv *handlers.Server, svc *token.Service, clients *token.Clients, refused *refusals) (*reloader, error) {
+func newReloader(cfg config.Config, log *slog.Logger, reg *prometheus.Registry, srv *handlers.Server, svc *token.Service, clients *clients.Registry, refused *refusals) (*reloader, error) {
 	r := &reloader{cfg: cfg, log: log, srv: srv, svc: svc, clients: clients, refusals: refused, hup: make(chan os.Signal, 1),
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "snowtoken_config_info",
@@ -149,7 +150,7 @@ func (r *reloader) run(ctx context.Context) {
 // swapped in.
 func (r *reloader) reload(trigger string) {
 	was := r.version()
-	clients, err := token.LoadClients(r.cfg.ClientsFile)
+	clients, err := clients.Load(r.cfg.ClientsFile)
 	if err != nil {
 		r.refuse(trigger, sourceClients, "SNOWTOKEN_CLIENTS_FILE", r.cfg.ClientsFile, err)
 		clients = r.clients

@@ -19,6 +19,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -42,11 +43,11 @@ func TestLargeSnapshotServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret, sum, err := token.NewClientSecret()
+	secret, sum, err := clients.NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	clients, err := token.NewClients([]token.Client{{ID: "consumer", SecretSHA256: sum, Scopes: []string{}, RevocationFeed: true}})
+	clients, err := clients.New([]clients.Client{{ID: "consumer", SecretSHA256: sum, Scopes: []string{}, RevocationFeed: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redisconf"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 const composeFile = "docker-compose.yml"
@@ -971,7 +972,7 @@ func TestComposeIssuerStarts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the key init wrote: %v", err)
 	}
-	clients, err := token.LoadClients(e["SNOWTOKEN_CLIENTS_FILE"])
+	clients, err := clients.Load(e["SNOWTOKEN_CLIENTS_FILE"])
 	if err != nil {
 		t.Fatalf("the clients file init wrote: %v", err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -222,15 +223,15 @@ func newTestIssuer(tb testing.TB, issuerURL string, dpopNonces bool) *testIssuer
 	if err != nil {
 		tb.Fatal(err)
 	}
-	secret, sum, err := token.NewClientSecret()
+	secret, sum, err := clients.NewSecret()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	feedSecret, feedSum, err := token.NewClientSecret()
+	feedSecret, feedSum, err := clients.NewSecret()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	clients, err := token.NewClients([]token.Client{{ID: "demo", SecretSHA256: sum, Scopes: []string{"orders:read", "orders:write"}},
+	clients, err := clients.New([]clients.Client{{ID: "demo", SecretSHA256: sum, Scopes: []string{"orders:read", "orders:write"}},
 		{ID: "feeder", SecretSHA256: feedSum, Scopes: []string{}, RevocationFeed: true}})
 	if err != nil {
 		tb.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // poll sends POST /revocations/poll as client api with body.
@@ -238,7 +238,7 @@ func TestPollOutlastsWriteTimeout(t *testing.T) {
 	res = is.pollAsync(t, t.Context(), "api", `{"ack":["`+second.ID+`"]}`)
 	is.waitGauge(t, 1)
 	time.Sleep(2 * writeTimeout)
-	is.reload(t, "api", func(c *token.Client) bool { c.Disabled = true; return true })
+	is.reload(t, "api", func(c *clients.Client) bool { c.Disabled = true; return true })
 	if a = await(t, res, hangGuard); a.err != nil || a.status != http.StatusUnauthorized || a.code() != "invalid_client" {
 		t.Fatalf("cut off past the write timeout: %d %s %v, want 401 invalid_client", a.status, a.body, a.err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -48,7 +49,7 @@ type issuer struct {
 	registry *prometheus.Registry
 	server   *handlers.Server
 	svc      *token.Service
-	clients  *token.Clients
+	clients  *clients.Registry
 	key      token.Key
 	log      *logtest.Buffer // the handlers' log, JSON
 }
@@ -66,20 +67,20 @@ func newIssuer(t testing.TB, src revfeed.Source, opts revfeed.Options) *issuer {
 	}
 	is := &issuer{pub: key.Private.Public().(ed25519.PublicKey), kid: key.ID, creds: map[string]string{}, registry: prometheus.NewRegistry(),
 		log: new(logtest.Buffer)}
-	var list []token.Client
-	for _, c := range []token.Client{
+	var list []clients.Client
+	for _, c := range []clients.Client{
 		{ID: "api", Scopes: []string{}, RevocationFeed: true},
 		{ID: "ops", Scopes: []string{}, Admin: true},
 		{ID: "svc", Scopes: []string{"read"}},
 	} {
-		secret, sum, err := token.NewClientSecret()
+		secret, sum, err := clients.NewSecret()
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.SecretSHA256, is.creds[c.ID] = sum, secret
 		list = append(list, c)
 	}
-	clients, err := token.NewClients(list)
+	clients, err := clients.New(list)
 	if err != nil {
 		t.Fatal(err)
 	}

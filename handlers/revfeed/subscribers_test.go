@@ -12,7 +12,7 @@ import (
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/clients"
 )
 
 // cutOff is how soon a stream or a waiting poll of a client that may no
@@ -22,15 +22,15 @@ const cutOff = time.Second
 
 // reload swaps in is's clients with edit applied to client id (edit
 // returning false removes it), as a reload of the clients file does.
-func (is *issuer) reload(t *testing.T, id string, edit func(c *token.Client) bool) {
+func (is *issuer) reload(t *testing.T, id string, edit func(c *clients.Client) bool) {
 	t.Helper()
-	var list []token.Client
+	var list []clients.Client
 	for _, c := range is.clients.All() {
 		if c.ID != id || edit(&c) {
 			list = append(list, c)
 		}
 	}
-	clients, err := token.NewClients(list)
+	clients, err := clients.New(list)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,27 +109,27 @@ func TestSubscribersPerClient(t *testing.T) {
 // and the heartbeat after it. Before the fix none ended (e2e's
 // TestFeedCutOffOnReload reloads a real clients file).
 func TestCutOffOnReload(t *testing.T) {
-	_, rotated, err := token.NewClientSecret()
+	_, rotated, err := clients.NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name   string
 		id     string // the client changed; the stream and poll are api's
-		edit   func(c *token.Client) bool
+		edit   func(c *clients.Client) bool
 		status int // the poll's answer; 0: api is not cut off
 		code   string
 	}{
-		{"disabled", "api", func(c *token.Client) bool { c.Disabled = true; return true }, 401, "invalid_client"},
-		{"removed", "api", func(*token.Client) bool { return false }, 401, "invalid_client"},
-		{"revocation_feed taken off", "api", func(c *token.Client) bool { c.RevocationFeed = false; return true }, 403, "unauthorized_client"},
-		{"secret rotated with no overlap", "api", func(c *token.Client) bool { c.SecretSHA256 = rotated; return true }, 401, "invalid_client"},
-		{"secret rotated with an overlap", "api", func(c *token.Client) bool {
+		{"disabled", "api", func(c *clients.Client) bool { c.Disabled = true; return true }, 401, "invalid_client"},
+		{"removed", "api", func(*clients.Client) bool { return false }, 401, "invalid_client"},
+		{"revocation_feed taken off", "api", func(c *clients.Client) bool { c.RevocationFeed = false; return true }, 403, "unauthorized_client"},
+		{"secret rotated with no overlap", "api", func(c *clients.Client) bool { c.SecretSHA256 = rotated; return true }, 401, "invalid_client"},
+		{"secret rotated with an overlap", "api", func(c *clients.Client) bool {
 			c.PreviousSecretSHA256, c.PreviousSecretExpires, c.SecretSHA256 = c.SecretSHA256, time.Now().Add(time.Hour), rotated
 			return true
 		}, 0, ""},
-		{"revocation_feed taken off an admin", "api", func(c *token.Client) bool { c.RevocationFeed, c.Admin = false, true; return true }, 0, ""},
-		{"another client disabled", "ops", func(c *token.Client) bool { c.Disabled = true; return true }, 0, ""},
+		{"revocation_feed taken off an admin", "api", func(c *clients.Client) bool { c.RevocationFeed, c.Admin = false, true; return true }, 0, ""},
+		{"another client disabled", "ops", func(c *clients.Client) bool { c.Disabled = true; return true }, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := revfeedtest.New(true)
@@ -197,18 +197,18 @@ func TestCutOffOnReload(t *testing.T) {
 // before the secret expired.
 func TestCutOffAtSecretExpiry(t *testing.T) {
 	const expiresIn = 300 * time.Millisecond
-	_, rotated, err := token.NewClientSecret()
+	_, rotated, err := clients.NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
 	expiring := func(is *issuer) time.Time {
 		expires := time.Now().Add(expiresIn)
-		is.reload(t, "api", func(c *token.Client) bool { c.SecretExpires = expires; return true })
+		is.reload(t, "api", func(c *clients.Client) bool { c.SecretExpires = expires; return true })
 		return expires
 	}
 	overlap := func(is *issuer) time.Time {
 		expires := time.Now().Add(expiresIn)
-		is.reload(t, "api", func(c *token.Client) bool {
+		is.reload(t, "api", func(c *clients.Client) bool {
 			c.PreviousSecretSHA256, c.PreviousSecretExpires, c.SecretSHA256 = c.SecretSHA256, expires, rotated
 			return true
 		})

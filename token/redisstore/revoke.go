@@ -10,6 +10,7 @@ import (
 	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // The k field of a revocation log entry is its kind, the core's
@@ -226,7 +227,7 @@ func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 // that does not raise the key's logs nothing: the entry that raised it
 // covers every token this one would.
 func (s *Store) RevokeClient(ctx context.Context, client string, before time.Time) error {
-	if err := token.CheckName(client); err != nil {
+	if err := syntax.CheckName(client); err != nil {
 		return refusal.New(token.ErrInvalidRequest, "client: %w", err)
 	}
 	return s.revoke(ctx, revokeClientScript, revokeClientLua, s.clientKey(client), string(revocation.KindClient), client,

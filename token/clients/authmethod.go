@@ -1,4 +1,4 @@
-package token
+package clients
 
 import (
 	"errors"
@@ -108,7 +108,7 @@ func (c *Client) Assertion() (clientauth.Registration, bool) {
 
 // AssertionClient returns the enabled client id that authenticates with
 // assertions, or ErrInvalidClient.
-func (cs *Clients) AssertionClient(id string) (*Client, clientauth.Registration, error) {
+func (cs *Registry) AssertionClient(id string) (*Client, clientauth.Registration, error) {
 	c, ok := cs.byID[id]
 	if !ok || c.Disabled {
 		return nil, clientauth.Registration{}, ErrInvalidClient

@@ -1,4 +1,4 @@
-package token
+package clients
 
 import (
 	"encoding/json"
@@ -54,10 +54,10 @@ func TestAuthMethods(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := `{"clients": [{"id": "ok", "secret_sha256": "` + good + `"}, {"id": "svc", "scopes": ["a"]` + strings.TrimSuffix(", "+tc.fields, ", ") + `}]}`
-			cs, err := LoadClients(WriteFile(t, "clients.json", []byte(file)))
+			cs, err := Load(WriteFile(t, "clients.json", []byte(file)))
 			if tc.want == "" {
-				if !errors.Is(err, ErrClientsFile) || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "svc") {
-					t.Fatalf("LoadClients: err = %v, want ErrClientsFile naming svc and %q", err, tc.wantErr)
+				if !errors.Is(err, ErrFile) || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "svc") {
+					t.Fatalf("Load: err = %v, want ErrFile naming svc and %q", err, tc.wantErr)
 				}
 				return
 			}
@@ -75,7 +75,7 @@ func TestAuthMethods(t *testing.T) {
 // authenticates with one, not even the empty secret; an assertion client is
 // found by AssertionClient, a secret client is not.
 func TestAuthenticateAssertionClients(t *testing.T) {
-	cs, err := LoadClients(WriteFile(t, "clients.json", []byte(`{"clients": [
+	cs, err := Load(WriteFile(t, "clients.json", []byte(`{"clients": [
 		{"id": "pk", "token_endpoint_auth_method": "private_key_jwt", "jwks": `+testJWKS+`},
 		{"id": "wl", "workload_identity": `+testWorkload+`},
 		{"id": "off", "disabled": true, "workload_identity": `+testWorkload+`},
@@ -128,7 +128,7 @@ func TestAuthenticateAssertionClients(t *testing.T) {
 // it writes of an assertion client loads back the same, with no
 // secret_sha256 member.
 func TestAuthMethodRoundTrip(t *testing.T) {
-	f, err := ParseClientsFile([]byte(`{"clients": [
+	f, err := ParseFile([]byte(`{"clients": [
 		{"id": "pk", "scopes": [], "token_endpoint_auth_method": "private_key_jwt", "jwks": `+testJWKS+`},
 		{"id": "wl", "scopes": [], "workload_identity": `+testWorkload+`}]}`), "clients.json")
 	if err != nil {
@@ -141,7 +141,7 @@ func TestAuthMethodRoundTrip(t *testing.T) {
 	if strings.Contains(string(out), "secret_sha256") {
 		t.Errorf("written with a secret member:\n%s", out)
 	}
-	cs, err := LoadClients(WriteFile(t, "clients.json", out))
+	cs, err := Load(WriteFile(t, "clients.json", out))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

@@ -1,4 +1,4 @@
-package token
+package syntax
 
 import (
 	"fmt"
@@ -8,12 +8,9 @@ import (
 	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
-// What a name (a client ID, a subject) and a scope may be, and the sets of
-// scopes: the syntax that every request, clients file and token is held to.
-
-// missing returns the strings of want that are not in have, in want's
+// Missing returns the strings of want that are not in have, in want's
 // order, or nil: for an error that names them.
-func missing(have, want []string) []string {
+func Missing(have, want []string) []string {
 	var out []string
 	for _, w := range want {
 		if !slices.Contains(have, w) {
@@ -23,9 +20,9 @@ func missing(have, want []string) []string {
 	return out
 }
 
-// containsAll reports whether every string in want is in have, in time
+// ContainsAll reports whether every string in want is in have, in time
 // linear in their lengths: a nested loop while have is short, else a set.
-func containsAll(have, want []string) bool {
+func ContainsAll(have, want []string) bool {
 	if len(have) > 8 && len(want) > 1 {
 		set := make(map[string]struct{}, len(have))
 		for _, h := range have {
@@ -46,15 +43,16 @@ func containsAll(have, want []string) bool {
 	return true
 }
 
-// maxNameLen bounds subjects and client IDs, which go into Redis keys and headers.
-const maxNameLen = 128
+// MaxNameLen bounds subjects, client IDs and each scope: names go into
+// Redis keys and headers.
+const MaxNameLen = 128
 
 // CheckName accepts a client ID or subject: 1 to 128 of A-Z a-z 0-9 and
 // . _ - : @ +. Braces are excluded because names become Redis hash tags;
 // spaces and control characters because they become HTTP headers.
 func CheckName(s string) error {
-	if s == "" || len(s) > maxNameLen {
-		return refusal.Phrase("must be 1 to %d characters", maxNameLen)
+	if s == "" || len(s) > MaxNameLen {
+		return refusal.Phrase("must be 1 to %d characters", MaxNameLen)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -65,9 +63,9 @@ func CheckName(s string) error {
 	return nil
 }
 
-// checkScopeToken accepts one scope as RFC 6749 §3.3 defines it: printable
+// CheckScope accepts one scope as RFC 6749 §3.3 defines it: printable
 // ASCII other than space, double quote and backslash.
-func checkScopeToken(s string) error { return checkPrintable(s, maxNameLen, "a scope") }
+func CheckScope(s string) error { return checkPrintable(s, MaxNameLen, "a scope") }
 
 // checkPrintable accepts 1 to maxLen bytes of printable ASCII other than
 // space, double quote and backslash: what goes unescaped into a JSON string
@@ -108,7 +106,7 @@ func ParseScope(s string) ([]string, error) {
 			}
 			return nil, refusal.New(ErrInvalidScope, "scope has an empty entry (use single spaces)")
 		}
-		if err := checkScopeToken(f); err != nil {
+		if err := CheckScope(f); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidScope, err)
 		}
 		if seen != nil {

@@ -1,4 +1,4 @@
-package token
+package clients
 
 import (
 	"crypto/sha256"
@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/token/clientauth"
+	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // SHA256Hex returns the hex SHA-256 of s, as the clients file stores a secret.
@@ -22,7 +22,7 @@ func SHA256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func TestLoadClients(t *testing.T) {
+func TestLoad(t *testing.T) {
 	path := WriteFile(t, "clients.json", []byte(`{"clients": [
 		{"id": "svc", "secret_sha256": "`+SHA256Hex("svc-secret")+`", "scopes": ["read", "write"]},
 		{"id": "gateway.prod@eu-1", "secret_sha256": "`+strings.ToUpper(SHA256Hex("gw-secret"))+`", "scopes": ["read"],
@@ -32,7 +32,7 @@ func TestLoadClients(t *testing.T) {
 		 "secret_expires": "2027-03-01T00:00:00Z",
 		 "previous_secret_sha256": "`+SHA256Hex("gw-old")+`", "previous_secret_expires": "2026-11-24T08:30:00+01:00"}
 	]}`))
-	cs, err := LoadClients(path)
+	cs, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestLoadClients(t *testing.T) {
 	}
 }
 
-func TestLoadClientsRejects(t *testing.T) {
+func TestLoadRejects(t *testing.T) {
 	good := SHA256Hex("secret")
 	for _, tc := range []struct {
 		name, file string
@@ -88,7 +88,7 @@ func TestLoadClientsRejects(t *testing.T) {
 		{"id with a brace", `{"clients": [{"id": "svc{x}", "secret_sha256": "` + good + `"}]}`},
 		{"id with a space", `{"clients": [{"id": "svc x", "secret_sha256": "` + good + `"}]}`},
 		{"empty id", `{"clients": [{"id": "", "secret_sha256": "` + good + `"}]}`},
-		{"id too long", `{"clients": [{"id": "` + strings.Repeat("a", maxNameLen+1) + `", "secret_sha256": "` + good + `"}]}`},
+		{"id too long", `{"clients": [{"id": "` + strings.Repeat("a", syntax.MaxNameLen+1) + `", "secret_sha256": "` + good + `"}]}`},
 		{"empty list", `{"clients": []}`},
 		{"no list", `{}`},
 		{"bad max_ttl", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "max_ttl": "soon"}]}`},
@@ -97,7 +97,7 @@ func TestLoadClientsRejects(t *testing.T) {
 		{"bad scope", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "scopes": ["a b"]}]}`},
 		{"audience with a space", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "audiences": ["orders api"]}]}`},
 		{"empty audience", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "audiences": [""]}]}`},
-		{"audience too long", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "audiences": ["` + strings.Repeat("a", MaxAudienceLen+1) + `"]}]}`},
+		{"audience too long", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "audiences": ["` + strings.Repeat("a", syntax.MaxAudienceLen+1) + `"]}]}`},
 		{"audience twice", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "audiences": ["a", "b", "a"]}]}`},
 		{"audiences not a list", `{"clients": [{"id": "svc", "secret_sha256": "` + good + `", "audiences": "a"}]}`},
 		{"not JSON", `clients: svc`},
@@ -105,9 +105,9 @@ func TestLoadClientsRejects(t *testing.T) {
 		{"invalid UTF-8", "{\"clients\": [{\"id\": \"svc\", \"secret_sha256\": \"" + good + "\", \"scopes\": [\"a\xff\"]}]}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cs, err := LoadClients(WriteFile(t, "clients.json", []byte(tc.file)))
-			if !errors.Is(err, ErrClientsFile) {
-				t.Errorf("LoadClients: clients %v, err = %v, want ErrClientsFile", cs, err)
+			cs, err := Load(WriteFile(t, "clients.json", []byte(tc.file)))
+			if !errors.Is(err, ErrFile) {
+				t.Errorf("Load: clients %v, err = %v, want ErrFile", cs, err)
 			}
 		})
 	}
@@ -137,30 +137,30 @@ func TestLoadClientsRejects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := `{"clients": [{"id": "ok", "secret_sha256": "` + good + `"}, {"id": "svc", "secret_sha256": "` + good + `", ` + tc.fields + `}]}`
-			cs, err := LoadClients(WriteFile(t, "clients.json", []byte(file)))
-			if !errors.Is(err, ErrClientsFile) {
-				t.Fatalf("LoadClients: clients %v, err = %v, want ErrClientsFile", cs, err)
+			cs, err := Load(WriteFile(t, "clients.json", []byte(file)))
+			if !errors.Is(err, ErrFile) {
+				t.Fatalf("Load: clients %v, err = %v, want ErrFile", cs, err)
 			}
 			for _, want := range []string{`"svc"`, tc.want} {
 				if !strings.Contains(err.Error(), want) {
-					t.Errorf("LoadClients: err = %q, want it to name %s", err, want)
+					t.Errorf("Load: err = %q, want it to name %s", err, want)
 				}
 			}
 		})
 	}
 	t.Run("missing file", func(t *testing.T) {
 		missing := filepath.Join(t.TempDir(), "clients.json")
-		_, err := LoadClients(missing)
-		if !errors.Is(err, ErrClientsFile) || !strings.Contains(err.Error(), missing) {
-			t.Errorf("LoadClients: err = %v, want ErrClientsFile naming %s", err, missing)
+		_, err := Load(missing)
+		if !errors.Is(err, ErrFile) || !strings.Contains(err.Error(), missing) {
+			t.Errorf("Load: err = %v, want ErrFile naming %s", err, missing)
 		}
 	})
 }
 
-// TestLoadClientsOneMeaning refuses a clients file whose keys a reader such
+// TestLoadOneMeaning refuses a clients file whose keys a reader such
 // as jq could read otherwise than the issuer: keys in another case, and a key
 // given twice. The error names the client and the key.
-func TestLoadClientsOneMeaning(t *testing.T) {
+func TestLoadOneMeaning(t *testing.T) {
 	good := SHA256Hex("secret")
 	svc := `{"id": "svc", "secret_sha256": "` + good + `", "scopes": ["a"]}`
 	for _, tc := range []struct {
@@ -184,13 +184,13 @@ func TestLoadClientsOneMeaning(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := WriteFile(t, "clients.json", []byte(tc.file))
-			cs, err := LoadClients(path)
-			if !errors.Is(err, ErrClientsFile) {
-				t.Fatalf("LoadClients: clients %v, err = %v, want ErrClientsFile", cs, err)
+			cs, err := Load(path)
+			if !errors.Is(err, ErrFile) {
+				t.Fatalf("Load: clients %v, err = %v, want ErrFile", cs, err)
 			}
 			for _, want := range append(tc.want, path) {
 				if !strings.Contains(err.Error(), want) {
-					t.Errorf("LoadClients: err = %q, want it to name %s", err, want)
+					t.Errorf("Load: err = %q, want it to name %s", err, want)
 				}
 			}
 		})
@@ -198,11 +198,11 @@ func TestLoadClientsOneMeaning(t *testing.T) {
 }
 
 func TestAuthenticate(t *testing.T) {
-	secret, sum, err := NewClientSecret()
+	secret, sum, err := NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := NewClients([]Client{
+	cs, err := New([]Client{
 		{ID: "svc", SecretSHA256: sum, Scopes: []string{"read"}},
 		{ID: "other", SecretSHA256: SHA256Hex("other-secret")},
 	})
@@ -243,7 +243,7 @@ func TestAuthenticate(t *testing.T) {
 func TestAuthenticateSecretRotation(t *testing.T) {
 	base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	previousExpires, currentExpires := base.Add(24*time.Hour), base.Add(90*24*time.Hour)
-	cs, err := NewClients([]Client{
+	cs, err := New([]Client{
 		{ID: "rotating", SecretSHA256: SHA256Hex("new"), SecretExpires: currentExpires,
 			PreviousSecretSHA256: SHA256Hex("old"), PreviousSecretExpires: previousExpires},
 		{ID: "plain", SecretSHA256: SHA256Hex("plain")},
@@ -298,7 +298,7 @@ func TestAuthenticateSecretRotation(t *testing.T) {
 func TestSecretExpiry(t *testing.T) {
 	base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	previousExpires, currentExpires := base.Add(24*time.Hour), base.Add(90*24*time.Hour)
-	cs, err := NewClients([]Client{
+	cs, err := New([]Client{
 		{ID: "rotating", SecretSHA256: SHA256Hex("new"), SecretExpires: currentExpires,
 			PreviousSecretSHA256: SHA256Hex("old"), PreviousSecretExpires: previousExpires},
 		{ID: "overlap", SecretSHA256: SHA256Hex("new"), PreviousSecretSHA256: SHA256Hex("old"), PreviousSecretExpires: previousExpires},
@@ -327,8 +327,8 @@ func TestSecretExpiry(t *testing.T) {
 	}
 }
 
-func TestNewClientSecret(t *testing.T) {
-	secret, sum, err := NewClientSecret()
+func TestNewSecret(t *testing.T) {
+	secret, sum, err := NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,114 +342,13 @@ func TestNewClientSecret(t *testing.T) {
 	if got, want := len(raw), 32; got != want {
 		t.Errorf("secret has %d random bytes, want %d", got, want)
 	}
-	again, _, err := NewClientSecret()
+	again, _, err := NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again == secret {
 		t.Error("two secrets are equal")
 	}
-}
-
-func TestParseScope(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		want    []string
-		wantErr bool
-	}{
-		{in: "", want: []string{}},
-		{in: "a", want: []string{"a"}},
-		{in: "a b", want: []string{"a", "b"}},
-		{in: "read write:all urn:x:y", want: []string{"read", "write:all", "urn:x:y"}},
-		{in: "a b a", want: []string{"a", "b"}},
-		{in: "b a b b", want: []string{"b", "a"}},
-		{in: "!#$%&'()*+,-./[]^_`{|}~", want: []string{"!#$%&'()*+,-./[]^_`{|}~"}},
-		{in: "a  b", wantErr: true},
-		{in: " a", wantErr: true},
-		{in: "a ", wantErr: true},
-		{in: " ", wantErr: true},
-		{in: `a "b"`, wantErr: true},
-		{in: `a\b`, wantErr: true},
-		{in: "a\tb", wantErr: true},
-		{in: "a\nb", wantErr: true},
-		{in: "caf\u00e9", wantErr: true},
-		{in: "a\x7f", wantErr: true},
-		{in: strings.Repeat("s", maxNameLen+1), wantErr: true},
-		{in: scopeList(MaxScopes, 8), want: strings.Fields(scopeList(MaxScopes, 8))},
-		{in: scopeList(MaxScopes+1, 1), wantErr: true},
-		{in: strings.Repeat("a ", MaxScopes) + "a", wantErr: true}, // repeats count: the limit is on the input
-		{in: scopeList(MaxScopeLen/maxNameLen, maxNameLen) + " b", wantErr: true},
-	} {
-		got, err := ParseScope(tc.in)
-		if tc.wantErr {
-			if !errors.Is(err, ErrInvalidScope) {
-				t.Errorf("ParseScope(%q) = %q, %v; want ErrInvalidScope", tc.in, got, err)
-			}
-			continue
-		}
-		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("ParseScope(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
-		}
-	}
-}
-
-// scopeList is n distinct scopes of size bytes each (at least 6), space-separated.
-func scopeList(n, size int) string {
-	scopes := make([]string, n)
-	for i := range scopes {
-		scopes[i] = fmt.Sprintf("s%0*d", max(size-1, 5), i)
-	}
-	return strings.Join(scopes, " ")
-}
-
-// TestScopeBombIsCheap: a request for too many scopes is refused before it
-// is split, so its cost is one pass over the bytes whatever it holds: no
-// allocation, and an error that does not quote it.
-func TestScopeBombIsCheap(t *testing.T) {
-	for name, bomb := range map[string]string{
-		"15,000 scopes, 100 KB":       scopeList(15_000, 6),
-		"1,000 scopes in 2,000 bytes": strings.Repeat("a ", 999) + "a",
-	} {
-		var err error
-		allocs := testing.AllocsPerRun(10, func() { _, err = ParseScope(bomb) })
-		if !errors.Is(err, ErrInvalidScope) {
-			t.Fatalf("%s: ParseScope = %v, want ErrInvalidScope", name, err)
-		}
-		if allocs != 0 {
-			t.Errorf("%s: ParseScope made %v allocations, want 0", name, allocs)
-		}
-		if len(err.Error()) > 100 {
-			t.Errorf("%s: error of %d bytes: %.100s", name, len(err.Error()), err)
-		}
-	}
-}
-
-func FuzzParseScope(f *testing.F) {
-	for _, s := range []string{"", "a", "a b", "a  b", "a b a", `a "b"`, " a", "a\tb", "caf\u00e9", "\x00"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		got, err := ParseScope(s)
-		if err != nil {
-			if !errors.Is(err, ErrInvalidScope) {
-				t.Fatalf("ParseScope(%q): err = %v, want ErrInvalidScope", s, err)
-			}
-			return
-		}
-		for i, sc := range got {
-			if err := checkScopeToken(sc); err != nil {
-				t.Fatalf("ParseScope(%q) accepted scope %q: %v", s, sc, err)
-			}
-			if slices.Contains(got[:i], sc) {
-				t.Fatalf("ParseScope(%q) = %q repeats %q", s, got, sc)
-			}
-		}
-		joined := strings.Join(got, " ")
-		again, err := ParseScope(joined)
-		if err != nil || !slices.Equal(again, got) {
-			t.Fatalf("ParseScope(%q) = %q, but ParseScope(%q) = %q, %v", s, got, joined, again, err)
-		}
-	})
 }
 
 func TestClientHasScopes(t *testing.T) {
@@ -479,7 +378,7 @@ func TestMayFollowRevocations(t *testing.T) {
 		{"id": "ops", "secret_sha256": "`+SHA256Hex("o")+`", "scopes": [], "admin": true},
 		{"id": "svc", "secret_sha256": "`+SHA256Hex("s")+`", "scopes": ["read"]}
 	]}`))
-	cs, err := LoadClients(path)
+	cs, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,14 +389,14 @@ func TestMayFollowRevocations(t *testing.T) {
 	}
 }
 
-// TestClientsDropped: the clients a new set removes or disables, and only
+// TestRegistryDropped: the clients a new set removes or disables, and only
 // those enabled before.
-func TestClientsDropped(t *testing.T) {
-	mk := func(cs ...Client) *Clients {
+func TestRegistryDropped(t *testing.T) {
+	mk := func(cs ...Client) *Registry {
 		for i := range cs {
 			cs[i].SecretSHA256 = SHA256Hex(cs[i].ID)
 		}
-		c, err := NewClients(cs)
+		c, err := New(cs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -513,19 +412,19 @@ func TestClientsDropped(t *testing.T) {
 	}
 }
 
-// TestClientsKeysChanged: the clients whose fetched keys a reload drops:
+// TestRegistryKeysChanged: the clients whose fetched keys a reload drops:
 // those with a jwks_uri or a workload identity that the new set removes
 // or changes in any way (keys_refreshed alone too); never one with inline
 // keys or a secret, nor one left as it was.
-func TestClientsKeysChanged(t *testing.T) {
+func TestRegistryKeysChanged(t *testing.T) {
 	uri := func(id, u string) Client {
 		return Client{ID: id, TokenEndpointAuthMethod: AuthPrivateKeyJWT, JWKSURI: u}
 	}
 	workload := func(id, sub string) Client {
 		return Client{ID: id, WorkloadIdentity: &clientauth.WorkloadIdentity{Issuer: "https://k8s.example", Subject: sub}}
 	}
-	mk := func(cs ...Client) *Clients {
-		c, err := NewClients(cs)
+	mk := func(cs ...Client) *Registry {
+		c, err := New(cs)
 		if err != nil {
 			t.Fatal(err)
 		}

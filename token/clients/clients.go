@@ -1,4 +1,4 @@
-package token
+package clients
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token/clientauth"
+	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // Client is an OAuth2 client allowed to ask for tokens, as the clients file
@@ -62,17 +63,17 @@ type Client struct {
 	// without it; see MayFollowRevocations.
 	RevocationFeed bool `json:"revocation_feed,omitempty"`
 	// Disabled cuts the client off: it cannot authenticate, and the tokens
-	// it holds no longer validate (Service.Verdict), without waiting for them
+	// it holds no longer validate (token.Service.Verdict), without waiting for them
 	// to expire. Removing the client from the file does the same.
 	Disabled bool `json:"disabled,omitempty"`
 	// Audiences are the audiences (aud) the client may ask for with
 	// resource or audience, the first being its tokens' aud when it asks for
-	// none. Empty means Options.Audience only, if set. Taking one away ends
-	// the client's tokens for it at once (Service.Verdict).
+	// none. Empty means token.Options.Audience only, if set. Taking one away ends
+	// the client's tokens for it at once (token.Service.Verdict).
 	Audiences []string `json:"audiences,omitempty"`
 	// TokenFormat is the format of the client's tokens: FormatJWT (empty
 	// means it) or FormatOpaque, which only this service can validate
-	// (see opaque.go).
+	// (package token's opaque.go).
 	TokenFormat string `json:"token_format,omitempty"`
 	// DPoPBoundAccessTokens (RFC 9449 §5.2's client metadata) makes a DPoP
 	// proof required with every token request of the client: all of its
@@ -140,60 +141,60 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ClientsFile is the JSON document SNOWTOKEN_CLIENTS_FILE points at.
-type ClientsFile struct {
+// File is the JSON document SNOWTOKEN_CLIENTS_FILE points at.
+type File struct {
 	Clients []Client `json:"clients"`
 }
 
-// Clients looks clients up by ID.
-type Clients struct {
+// Registry looks clients up by ID.
+type Registry struct {
 	byID    map[string]*Client
 	dummy   [sha256.Size]byte // compared against when the ID is unknown, so timing does not tell
 	version string            // the file's short SHA-256; empty when not read from a file
 }
 
-// NewClients checks every client and indexes them.
-func NewClients(list []Client) (*Clients, error) {
-	cs := &Clients{byID: make(map[string]*Client, len(list))}
+// New checks every client and indexes them.
+func New(list []Client) (*Registry, error) {
+	cs := &Registry{byID: make(map[string]*Client, len(list))}
 	for i := range list {
 		c := list[i]
-		if err := CheckName(c.ID); err != nil {
-			return nil, fmt.Errorf("%w: client %d: id: %w", ErrClientsFile, i, err)
+		if err := syntax.CheckName(c.ID); err != nil {
+			return nil, fmt.Errorf("%w: client %d: id: %w", ErrFile, i, err)
 		}
 		if _, dup := cs.byID[c.ID]; dup {
-			return nil, fmt.Errorf("%w: client %q listed twice", ErrClientsFile, c.ID)
+			return nil, fmt.Errorf("%w: client %q listed twice", ErrFile, c.ID)
 		}
 		if err := c.checkMethod(); err != nil {
-			return nil, fmt.Errorf("%w: client %q: %w", ErrClientsFile, c.ID, err)
+			return nil, fmt.Errorf("%w: client %q: %w", ErrFile, c.ID, err)
 		}
 		if err := c.checkSecrets(); err != nil {
-			return nil, fmt.Errorf("%w: client %q: %w", ErrClientsFile, c.ID, err)
+			return nil, fmt.Errorf("%w: client %q: %w", ErrFile, c.ID, err)
 		}
 		if err := checkText(c.Description, maxDescriptionLen); err != nil {
-			return nil, fmt.Errorf("%w: client %q: description: %w", ErrClientsFile, c.ID, err)
+			return nil, fmt.Errorf("%w: client %q: description: %w", ErrFile, c.ID, err)
 		}
 		if err := checkText(c.Owner, maxOwnerLen); err != nil {
-			return nil, fmt.Errorf("%w: client %q: owner: %w", ErrClientsFile, c.ID, err)
+			return nil, fmt.Errorf("%w: client %q: owner: %w", ErrFile, c.ID, err)
 		}
 		for _, s := range c.Scopes {
-			if err := checkScopeToken(s); err != nil {
-				return nil, fmt.Errorf("%w: client %q: scope %q: %w", ErrClientsFile, c.ID, s, err)
+			if err := syntax.CheckScope(s); err != nil {
+				return nil, fmt.Errorf("%w: client %q: scope %q: %w", ErrFile, c.ID, s, err)
 			}
 		}
 		// Its tokens carry all of them when it asks for none.
-		if _, err := ParseScope(strings.Join(c.Scopes, " ")); err != nil {
-			return nil, fmt.Errorf("%w: client %q: scopes: %w", ErrClientsFile, c.ID, err)
+		if _, err := syntax.ParseScope(strings.Join(c.Scopes, " ")); err != nil {
+			return nil, fmt.Errorf("%w: client %q: scopes: %w", ErrFile, c.ID, err)
 		}
-		if err := checkAudienceList(c.Audiences); err != nil {
-			return nil, fmt.Errorf("%w: client %q: audiences: %w", ErrClientsFile, c.ID, err)
+		if err := syntax.CheckAudienceList(c.Audiences); err != nil {
+			return nil, fmt.Errorf("%w: client %q: audiences: %w", ErrFile, c.ID, err)
 		}
 		if c.TokenFormat != "" && c.TokenFormat != FormatJWT && c.TokenFormat != FormatOpaque {
-			return nil, fmt.Errorf("%w: client %q: token_format %.32q: want %q or %q", ErrClientsFile, c.ID, c.TokenFormat, FormatJWT, FormatOpaque)
+			return nil, fmt.Errorf("%w: client %q: token_format %.32q: want %q or %q", ErrFile, c.ID, c.TokenFormat, FormatJWT, FormatOpaque)
 		}
 		cs.byID[c.ID] = &c
 	}
 	if len(cs.byID) == 0 {
-		return nil, fmt.Errorf("%w: no clients", ErrClientsFile)
+		return nil, fmt.Errorf("%w: no clients", ErrFile)
 	}
 	return cs, nil
 }
@@ -254,7 +255,7 @@ func checkText(s string, max int) error {
 	return nil
 }
 
-// LoadClients reads a clients file so that it means one thing to the issuer
+// Load reads a clients file so that it means one thing to the issuer
 // and to any other reader: member names match exactly, case included, and a
 // name given twice is an error (encoding/json took "ADMIN" for admin and kept
 // the last of two, so `"admin": false, "ADMIN": true` loaded an admin that
@@ -267,43 +268,43 @@ func checkText(s string, max int) error {
 // GOEXPERIMENT=jsonv2; github.com/go-json-experiment/json is the same code
 // (and becomes an alias of it once the experiment is on), so moving to the
 // standard library is a change of import path.
-func LoadClients(path string) (*Clients, error) {
+func Load(path string) (*Registry, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrClientsFile, err)
+		return nil, fmt.Errorf("%w: %w", ErrFile, err)
 	}
-	f, err := ParseClientsFile(data, path)
+	f, err := ParseFile(data, path)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := NewClients(f.Clients)
+	cs, err := New(f.Clients)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	sum := sha256.Sum256(data)
-	cs.version = shortSum(sum[:])
+	cs.version = hex.EncodeToString(sum[:6]) // `sha256sum F | cut -c1-12`
 	return cs, nil
 }
 
-// ParseClientsFile decodes the clients file data, read from path (for the
-// errors), as LoadClients does, without checking the clients: for a program
-// that edits the file, which checks the result with NewClients.
-func ParseClientsFile(data []byte, path string) (ClientsFile, error) {
-	var f ClientsFile
+// ParseFile decodes the clients file data, read from path (for the
+// errors), as Load does, without checking the clients: for a program
+// that edits the file, which checks the result with New.
+func ParseFile(data []byte, path string) (File, error) {
+	var f File
 	if err := jsonv2.Unmarshal(data, &f, jsonv2.RejectUnknownMembers(true)); err != nil {
-		return ClientsFile{}, fmt.Errorf("%w: %s: %s%w", ErrClientsFile, path, where(f, err), err)
+		return File{}, fmt.Errorf("%w: %s: %s%w", ErrFile, path, where(f, err), err)
 	}
 	return f, nil
 }
 
 // Version is the short SHA-256 of the clients file the set was read from
 // (`sha256sum F | cut -c1-12`), or empty for a set made in memory.
-func (cs *Clients) Version() string { return cs.version }
+func (cs *Registry) Version() string { return cs.version }
 
 // where names the client and the field a decoding error is in, such as
 // `client 1 ("gw"), field "ADMIN": `, from the error's JSON pointer
 // (/clients/1/ADMIN) and the ID decoded before the error, if any.
-func where(f ClientsFile, err error) string {
+func where(f File, err error) string {
 	var ptr jsontext.Pointer
 	var semantic *jsonv2.SemanticError
 	var syntactic *jsontext.SyntacticError
@@ -344,7 +345,7 @@ func where(f ClientsFile, err error) string {
 // A secret that matches but has expired is refused with a description
 // saying so: the caller has proved it holds the secret, and "expired" tells
 // its operator what to do, as Hydra does.
-func (cs *Clients) Authenticate(id, secret string, now time.Time) (*Client, error) {
+func (cs *Registry) Authenticate(id, secret string, now time.Time) (*Client, error) {
 	sum := sha256.Sum256([]byte(secret))
 	c, ok := cs.byID[id]
 	current, previous := &cs.dummy, &cs.dummy
@@ -401,7 +402,7 @@ func boolInt(b bool) int {
 
 // Dropped returns, sorted, the clients enabled in cs that next removes or
 // disables: the clients whose tokens a reload from cs to next ends.
-func (cs *Clients) Dropped(next *Clients) []string {
+func (cs *Registry) Dropped(next *Registry) []string {
 	var out []string
 	for id, c := range cs.byID {
 		if n, ok := next.byID[id]; !c.Disabled && (!ok || n.Disabled) {
@@ -418,7 +419,7 @@ func (cs *Clients) Dropped(next *Clients) []string {
 // among them): a reload from cs to next drops the key sets fetched for
 // them (clientauth.Verifier.Forget), so that a key taken out of a set is
 // refused at once, not once the cache's TTL has passed.
-func (cs *Clients) KeysChanged(next *Clients) []clientauth.Registration {
+func (cs *Registry) KeysChanged(next *Registry) []clientauth.Registration {
 	var out []clientauth.Registration
 	for id, c := range cs.byID {
 		reg, ok := c.Assertion()
@@ -441,8 +442,15 @@ func sameEntry(a, b *Client) bool {
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
+// Lookup returns the client id, listed whether enabled or not, and whether
+// there is one: a map lookup, for the verdict of every request.
+func (cs *Registry) Lookup(id string) (*Client, bool) {
+	c, ok := cs.byID[id]
+	return c, ok
+}
+
 // All returns a copy of every client, sorted by ID.
-func (cs *Clients) All() []Client {
+func (cs *Registry) All() []Client {
 	out := make([]Client, 0, len(cs.byID))
 	for _, c := range cs.byID {
 		out = append(out, *c)
@@ -451,9 +459,9 @@ func (cs *Clients) All() []Client {
 	return out
 }
 
-// NewClientSecret returns a random secret (256 bits, base64url) and the
+// NewSecret returns a random secret (256 bits, base64url) and the
 // hex SHA-256 the clients file stores.
-func NewClientSecret() (secret, sha256Hex string, err error) {
+func NewSecret() (secret, sha256Hex string, err error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", "", err
@@ -477,5 +485,5 @@ func (c *Client) MayFollowRevocations() bool { return c.RevocationFeed || c.Admi
 
 // HasScopes reports whether every scope in want is one of the client's.
 func (c *Client) HasScopes(want []string) bool {
-	return containsAll(c.Scopes, want)
+	return syntax.ContainsAll(c.Scopes, want)
 }
