@@ -31,6 +31,7 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -93,7 +94,7 @@ type Issuer struct {
 	now     func() time.Time
 
 	mu   sync.Mutex
-	keys []token.Key
+	keys []keyset.Key
 	hits map[string]int
 	feed revfeed.Source
 }
@@ -152,11 +153,11 @@ func Start(cfg Config) (_ *Issuer, err error) {
 	if is.ids, err = snowflakealg.New(snowflakealg.Settings{WorkerID: cfg.WorkerID}); err != nil {
 		return nil, err
 	}
-	key, err := token.GenerateKey()
+	key, err := keyset.Generate()
 	if err != nil {
 		return nil, err
 	}
-	is.keys = []token.Key{key}
+	is.keys = []keyset.Key{key}
 
 	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		is.mu.Lock()
@@ -165,7 +166,7 @@ func Start(cfg Config) (_ *Issuer, err error) {
 		(*is.handler.Load()).ServeHTTP(w, r)
 	}))
 	is.URL = is.srv.URL
-	keys, err := token.NewKeySet(is.keys...)
+	keys, err := keyset.New(is.keys...)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +185,7 @@ func Start(cfg Config) (_ *Issuer, err error) {
 // serveKeys makes the service on the current keys (Service.WithKeys, as
 // serve's reload does) and serves it.
 func (is *Issuer) serveKeys() error {
-	keys, err := token.NewKeySet(is.keys...)
+	keys, err := keyset.New(is.keys...)
 	if err != nil {
 		return err
 	}
@@ -217,13 +218,13 @@ func (is *Issuer) serve(svc *token.Service) error {
 // RotateKey makes a new key sign from now on; the old ones still verify and
 // stay in the JWKS. It returns the new kid.
 func (is *Issuer) RotateKey() (string, error) {
-	key, err := token.GenerateKey()
+	key, err := keyset.Generate()
 	if err != nil {
 		return "", err
 	}
 	is.mu.Lock()
 	old := is.keys
-	is.keys = append([]token.Key{key}, old...)
+	is.keys = append([]keyset.Key{key}, old...)
 	is.mu.Unlock()
 	return key.ID, is.serveKeys()
 }

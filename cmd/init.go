@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/snowtoken/snowtoken/internal/atomicfile"
-	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // Files init writes into its directory. The issuer finds them through
@@ -136,7 +136,7 @@ func initFile(path string, newContent func() (data []byte, what string, err erro
 
 // newSigningKey makes a new Ed25519 signing key, PEM-encoded.
 func newSigningKey() ([]byte, string, error) {
-	k, err := token.GenerateKey()
+	k, err := keyset.Generate()
 	if err != nil {
 		return nil, "", err
 	}

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/config"
-	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // runInit runs `snowtoken init ARGS` through run, as the binary would.
@@ -110,7 +110,7 @@ func TestInitCreatesWhatProductionNeeds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("config.Load: %v", err)
 	}
-	ks, err := token.LoadKeySet(cfg.SigningKeys...)
+	ks, err := keyset.Load(cfg.SigningKeys...)
 	if err != nil {
 		t.Fatalf("LoadKeySet: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/atomicfile"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // keysUsage is the usage of the keys subcommands.
@@ -44,7 +45,7 @@ directory at any moment sees a complete set. A rotation holds the lock
 file .keys.json.lock in DIR throughout, so two at once run one after the
 other. -replicas URL,URL waits until each running replica's /readyz shows
 the new keys.json and warns about those that do not.
-`, token.DefaultLeeway+token.KeyPropagation, token.KeyPublishDelay, token.JWKSMaxAge)
+`, token.DefaultLeeway+keyset.Propagation, keyset.PublishDelay, keyset.JWKSMaxAge)
 
 // keysStateCmd runs the keys subcommands of a keys directory: rotate, list.
 func keysStateCmd(args []string, stdout io.Writer, now func() time.Time) error {
@@ -80,13 +81,13 @@ func keysRotateCmd(args []string, stdout io.Writer, now time.Time) error {
 	if err := os.MkdirAll(*dir, 0o700); err != nil {
 		return fmt.Errorf("keys rotate: %w", err)
 	}
-	manifest := filepath.Join(*dir, token.KeysManifest)
+	manifest := filepath.Join(*dir, keyset.ManifestFile)
 	unlock, err := atomicfile.Lock(ctx, manifest)
 	if err != nil {
 		return fmt.Errorf("keys rotate: %w", err)
 	}
 	defer unlock()
-	m, _, err := token.ReadKeyManifest(*dir)
+	m, _, err := keyset.ReadManifest(*dir)
 	if errors.Is(err, os.ErrNotExist) {
 		w, err := keysCreate(*dir, *adopt, stdout, now)
 		if err != nil {
@@ -100,49 +101,49 @@ func keysRotateCmd(args []string, stdout io.Writer, now time.Time) error {
 		return fmt.Errorf("keys rotate: %w", err)
 	}
 	if *adopt != "" {
-		return fmt.Errorf("keys rotate: -adopt is for a directory without %s", token.KeysManifest)
+		return fmt.Errorf("keys rotate: -adopt is for a directory without %s", keyset.ManifestFile)
 	}
-	if _, err := token.LoadKeyDir(*dir); err != nil {
+	if _, err := keyset.LoadDir(*dir); err != nil {
 		return fmt.Errorf("keys rotate: the set does not load; fix it first: %w", err)
 	}
 
 	var dropped []string
-	m.Keys = slices.DeleteFunc(m.Keys, func(e token.KeyEntry) bool {
-		if e.State == token.KeyRetired && !now.Before(dropTime(e, *maxTTL)) {
+	m.Keys = slices.DeleteFunc(m.Keys, func(e keyset.Entry) bool {
+		if e.State == keyset.Retired && !now.Before(dropTime(e, *maxTTL)) {
 			dropped = append(dropped, e.File)
 			// Its tombstone: a revocation of its tokens answers 200 on
-			// every replica, whatever else it knows (token.KeyManifest).
-			m.Dropped = append(m.Dropped, token.DroppedKey{Kid: e.Kid, Dropped: now})
+			// every replica, whatever else it knows (keyset.Manifest).
+			m.Dropped = append(m.Dropped, keyset.DroppedKey{Kid: e.Kid, Dropped: now})
 			fmt.Fprintf(stdout, "dropped %s (kid %s): every token it signed has expired\n", e.File, e.Kid)
 			return true
 		}
 		return false
 	})
 	var newFile []byte
-	var newEntry token.KeyEntry
+	var newEntry keyset.Entry
 	switch i := nextKey(m); {
-	case i >= 0 && !now.Before(m.Keys[i].Published.Add(token.KeyPublishDelay)):
+	case i >= 0 && !now.Before(m.Keys[i].Published.Add(keyset.PublishDelay)):
 		for j := range m.Keys {
-			if m.Keys[j].State == token.KeyActive {
-				m.Keys[j].State, m.Keys[j].Retired = token.KeyRetired, now
+			if m.Keys[j].State == keyset.Active {
+				m.Keys[j].State, m.Keys[j].Retired = keyset.Retired, now
 				fmt.Fprintf(stdout, "retired %s (kid %s): it verifies until %s\n", m.Keys[j].File, m.Keys[j].Kid, stamp(dropTime(m.Keys[j], *maxTTL)))
 			}
 		}
-		m.Keys[i].State, m.Keys[i].Activated = token.KeyActive, now
+		m.Keys[i].State, m.Keys[i].Activated = keyset.Active, now
 		fmt.Fprintf(stdout, "activated %s (kid %s): it signs from now\n", m.Keys[i].File, m.Keys[i].Kid)
 	case i >= 0:
 		fmt.Fprintf(stdout, "next key %s (kid %s) may sign from %s; run keys rotate again then\n",
-			m.Keys[i].File, m.Keys[i].Kid, stamp(m.Keys[i].Published.Add(token.KeyPublishDelay)))
+			m.Keys[i].File, m.Keys[i].Kid, stamp(m.Keys[i].Published.Add(keyset.PublishDelay)))
 		if len(dropped) == 0 {
 			return nil // nothing to write
 		}
 	default:
-		if newFile, newEntry, err = newKeyFile(token.KeyNext, now); err != nil {
+		if newFile, newEntry, err = newKeyFile(keyset.Next, now); err != nil {
 			return err
 		}
 		m.Keys = append(m.Keys, newEntry)
 		fmt.Fprintf(stdout, "added %s (kid %s) as next: it may sign from %s, once every consumer has seen it\n",
-			newEntry.File, newEntry.Kid, stamp(now.Add(token.KeyPublishDelay)))
+			newEntry.File, newEntry.Kid, stamp(now.Add(keyset.PublishDelay)))
 	}
 	if newFile != nil {
 		// A new key file gets the manifest's owner and group, so that
@@ -172,7 +173,7 @@ func keysRotateCmd(args []string, stdout io.Writer, now time.Time) error {
 // keysCreate starts the keys directory dir, which exists, with one active
 // key: a new one, or the key of the PEM file adopt.
 func keysCreate(dir, adopt string, stdout io.Writer, now time.Time) (*written, error) {
-	pemBytes, e, err := newKeyFile(token.KeyActive, now)
+	pemBytes, e, err := newKeyFile(keyset.Active, now)
 	if adopt != "" {
 		pemBytes, e, err = adoptKeyFile(adopt, now)
 	}
@@ -182,7 +183,7 @@ func keysCreate(dir, adopt string, stdout io.Writer, now time.Time) (*written, e
 	if err := atomicfile.Replace(filepath.Join(dir, e.File), pemBytes); err != nil {
 		return nil, fmt.Errorf("keys rotate: %w", err)
 	}
-	if err := writeManifest(dir, token.KeyManifest{Keys: []token.KeyEntry{e}}); err != nil {
+	if err := writeManifest(dir, keyset.Manifest{Keys: []keyset.Entry{e}}); err != nil {
 		return nil, err
 	}
 	w, err := manifestWritten(dir)
@@ -190,56 +191,56 @@ func keysCreate(dir, adopt string, stdout io.Writer, now time.Time) (*written, e
 		return nil, err
 	}
 	w.created = true
-	fmt.Fprintf(stdout, "created %s with %s (kid %s), active\n", filepath.Join(dir, token.KeysManifest), e.File, e.Kid)
+	fmt.Fprintf(stdout, "created %s with %s (kid %s), active\n", filepath.Join(dir, keyset.ManifestFile), e.File, e.Kid)
 	return w, nil
 }
 
 // newKeyFile generates a key in state st, published (and, when active,
 // activated) at now.
-func newKeyFile(st token.KeyState, now time.Time) ([]byte, token.KeyEntry, error) {
-	k, err := token.GenerateKey()
+func newKeyFile(st keyset.State, now time.Time) ([]byte, keyset.Entry, error) {
+	k, err := keyset.Generate()
 	if err != nil {
-		return nil, token.KeyEntry{}, err
+		return nil, keyset.Entry{}, err
 	}
 	return keyFile(k, st, now)
 }
 
 // adoptKeyFile reads the private key of path as the active key of a new
 // directory.
-func adoptKeyFile(path string, now time.Time) ([]byte, token.KeyEntry, error) {
+func adoptKeyFile(path string, now time.Time) ([]byte, keyset.Entry, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, token.KeyEntry{}, fmt.Errorf("keys rotate: -adopt: %w", err)
+		return nil, keyset.Entry{}, fmt.Errorf("keys rotate: -adopt: %w", err)
 	}
-	k, err := token.ParseKeyPEM(data)
+	k, err := keyset.ParsePEM(data)
 	if err == nil && k.Private == nil {
 		err = errors.New("a public key cannot sign")
 	}
 	if err != nil {
-		return nil, token.KeyEntry{}, fmt.Errorf("keys rotate: -adopt %s: %w", path, err)
+		return nil, keyset.Entry{}, fmt.Errorf("keys rotate: -adopt %s: %w", path, err)
 	}
-	return keyFile(k, token.KeyActive, now)
+	return keyFile(k, keyset.Active, now)
 }
 
 // keyFile is k's PEM and its manifest entry in state st at now. A key
 // created active is activated when published: the first of its set.
-func keyFile(k token.Key, st token.KeyState, now time.Time) ([]byte, token.KeyEntry, error) {
+func keyFile(k keyset.Key, st keyset.State, now time.Time) ([]byte, keyset.Entry, error) {
 	pemBytes, err := k.MarshalPEM()
 	if err != nil {
-		return nil, token.KeyEntry{}, err
+		return nil, keyset.Entry{}, err
 	}
-	e := token.KeyEntry{File: "key-" + k.ID + ".pem", Kid: k.ID, State: st, Published: now}
-	if st == token.KeyActive {
+	e := keyset.Entry{File: "key-" + k.ID + ".pem", Kid: k.ID, State: st, Published: now}
+	if st == keyset.Active {
 		e.Activated = now
 	}
 	return pemBytes, e, nil
 }
 
 // nextKey returns the index of the next key published first, or -1.
-func nextKey(m token.KeyManifest) int {
+func nextKey(m keyset.Manifest) int {
 	best := -1
 	for i, e := range m.Keys {
-		if e.State == token.KeyNext && (best < 0 || e.Published.Before(m.Keys[best].Published)) {
+		if e.State == keyset.Next && (best < 0 || e.Published.Before(m.Keys[best].Published)) {
 			best = i
 		}
 	}
@@ -249,8 +250,8 @@ func nextKey(m token.KeyManifest) int {
 // dropTime is when a retired key's tokens have all expired, as the replicas
 // reckon it (token.Service drops it then) with maxTTL their longest token
 // lifetime and the default leeway.
-func dropTime(e token.KeyEntry, maxTTL time.Duration) time.Time {
-	return e.Retired.Add(token.KeyPropagation + maxTTL + token.DefaultLeeway)
+func dropTime(e keyset.Entry, maxTTL time.Duration) time.Time {
+	return e.Retired.Add(keyset.Propagation + maxTTL + token.DefaultLeeway)
 }
 
 // stamp writes t for an operator: RFC 3339 in UTC, to the second.
@@ -258,7 +259,7 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // writeManifest writes m as dir's keys.json, keeping the file's owner,
 // group and mode.
-func writeManifest(dir string, m token.KeyManifest) error {
+func writeManifest(dir string, m keyset.Manifest) error {
 	for i := range m.Keys {
 		e := &m.Keys[i]
 		e.Published, e.Activated, e.Retired = e.Published.UTC(), e.Activated.UTC(), e.Retired.UTC()
@@ -270,7 +271,7 @@ func writeManifest(dir string, m token.KeyManifest) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Replace(filepath.Join(dir, token.KeysManifest), append(doc, '\n')); err != nil {
+	if err := atomicfile.Replace(filepath.Join(dir, keyset.ManifestFile), append(doc, '\n')); err != nil {
 		return fmt.Errorf("keys rotate: %w", err)
 	}
 	return nil
@@ -279,7 +280,7 @@ func writeManifest(dir string, m token.KeyManifest) error {
 // manifestWritten is dir's keys.json as a rotation wrote it, for its
 // report; it is read back while the rotation still holds the lock.
 func manifestWritten(dir string) (*written, error) {
-	path := filepath.Join(dir, token.KeysManifest)
+	path := filepath.Join(dir, keyset.ManifestFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("keys rotate: %w", err)
@@ -296,7 +297,7 @@ func keysListCmd(args []string, stdout io.Writer, now time.Time) error {
 	if err := fs.parse(args, "dir"); err != nil {
 		return err
 	}
-	m, _, err := token.ReadKeyManifest(*dir)
+	m, _, err := keyset.ReadManifest(*dir)
 	if err != nil {
 		return fmt.Errorf("keys list: %w", err)
 	}
@@ -305,15 +306,15 @@ func keysListCmd(args []string, stdout io.Writer, now time.Time) error {
 	for _, e := range m.Keys {
 		var next string
 		switch e.State {
-		case token.KeyNext:
-			at := e.Published.Add(token.KeyPublishDelay)
+		case keyset.Next:
+			at := e.Published.Add(keyset.PublishDelay)
 			next = "may sign from " + stamp(at)
 			if !now.Before(at) {
 				next = "ready: keys rotate activates it"
 			}
-		case token.KeyActive:
+		case keyset.Active:
 			next = "signs since " + stamp(e.Activated)
-		case token.KeyRetired:
+		case keyset.Retired:
 			at := dropTime(e, *maxTTL)
 			next = "verifies until " + stamp(at)
 			if !now.Before(at) {
@@ -328,7 +329,7 @@ func keysListCmd(args []string, stdout io.Writer, now time.Time) error {
 	if n := len(m.Dropped); n > 0 {
 		fmt.Fprintf(stdout, "%d dropped key IDs kept as tombstones: their tokens revoke with 200\n", n)
 	}
-	ks, err := token.LoadKeyDir(*dir)
+	ks, err := keyset.LoadDir(*dir)
 	if err != nil {
 		return fmt.Errorf("keys list: the set does not load: %w", err)
 	}
@@ -347,7 +348,7 @@ func keysCmd(args []string, stdout io.Writer) error {
 	if err := fs.parse(args[1:], "out"); err != nil {
 		return err
 	}
-	k, err := token.GenerateKey()
+	k, err := keyset.Generate()
 	if err != nil {
 		return err
 	}

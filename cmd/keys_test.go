@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // rotateAt runs `keys rotate` in dir at now and returns its output.
@@ -22,13 +23,13 @@ func rotateAt(tb testing.TB, dir string, now time.Time, flags ...string) string 
 }
 
 // keyStates loads dir and returns its keys' states by kid.
-func keyStates(tb testing.TB, dir string) map[string]token.KeyState {
+func keyStates(tb testing.TB, dir string) map[string]keyset.State {
 	tb.Helper()
-	ks, err := token.LoadKeyDir(dir)
+	ks, err := keyset.LoadDir(dir)
 	if err != nil {
 		tb.Fatalf("the directory keys rotate wrote does not load: %v", err)
 	}
-	out := map[string]token.KeyState{}
+	out := map[string]keyset.State{}
 	for _, k := range ks.Keys() {
 		out[k.Kid] = k.State
 	}
@@ -59,7 +60,7 @@ func TestKeysRotate(t *testing.T) {
 	}
 	var next string
 	for kid, st := range keyStates(t, dir) {
-		if st == token.KeyNext {
+		if st == keyset.Next {
 			next = kid
 		}
 	}
@@ -67,44 +68,44 @@ func TestKeysRotate(t *testing.T) {
 		t.Fatal("no next key after the second step")
 	}
 
-	manifest := filepath.Join(dir, token.KeysManifest)
+	manifest := filepath.Join(dir, keyset.ManifestFile)
 	before, err := os.ReadFile(manifest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	early := t0.Add(time.Minute + token.KeyPublishDelay - time.Second)
+	early := t0.Add(time.Minute + keyset.PublishDelay - time.Second)
 	if out := rotateAt(t, dir, early, "-max-token-ttl", maxTTL.String()); !strings.Contains(out, "may sign from") {
 		t.Errorf("a step before the publish delay printed %q, want when the next key may sign", out)
 	}
 	if after, _ := os.ReadFile(manifest); !bytes.Equal(before, after) {
-		t.Errorf("a step before the publish delay changed %s:\n%s", token.KeysManifest, after)
+		t.Errorf("a step before the publish delay changed %s:\n%s", keyset.ManifestFile, after)
 	}
 
 	promoted := early.Add(time.Second)
 	rotateAt(t, dir, promoted, "-max-token-ttl", maxTTL.String())
-	if got := keyStates(t, dir); got[next] != token.KeyActive || got[first] != token.KeyRetired {
+	if got := keyStates(t, dir); got[next] != keyset.Active || got[first] != keyset.Retired {
 		t.Fatalf("after the publish delay: states %v, want %s active and %s retired", got, next, first)
 	}
 
 	// The following step adds the next key of the following rotation; the
 	// retired key stays until its tokens have expired.
-	drop := promoted.Add(token.KeyPropagation + maxTTL + token.DefaultLeeway)
+	drop := promoted.Add(keyset.Propagation + maxTTL + token.DefaultLeeway)
 	rotateAt(t, dir, drop.Add(-time.Second), "-max-token-ttl", maxTTL.String())
-	if got := keyStates(t, dir); got[first] != token.KeyRetired || len(got) != 3 {
+	if got := keyStates(t, dir); got[first] != keyset.Retired || len(got) != 3 {
 		t.Fatalf("before the retired key's tokens expired: states %v, want it retired among 3", got)
 	}
 	out := rotateAt(t, dir, drop, "-max-token-ttl", maxTTL.String())
 	if got := keyStates(t, dir); len(got) != 2 || got[first] != "" {
 		t.Errorf("once its tokens expired: states %v, want the retired key dropped (%s)", got, out)
 	}
-	m, _, err := token.ReadKeyManifest(dir)
+	m, _, err := keyset.ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(m.Dropped) != 1 || m.Dropped[0].Kid != first || !m.Dropped[0].Dropped.Equal(drop) {
 		t.Errorf("tombstones %+v, want the dropped key %s at %s", m.Dropped, first, drop)
 	}
-	if ks, err := token.LoadKeyDir(dir); err != nil || !ks.Dropped(first) {
+	if ks, err := keyset.LoadDir(dir); err != nil || !ks.Dropped(first) {
 		t.Errorf("the set does not know the dropped key's tombstone (%v)", err)
 	}
 
@@ -133,7 +134,7 @@ func TestKeysRotate(t *testing.T) {
 // with, which stays active, and refuses -adopt where a manifest exists.
 func TestKeysRotateAdopt(t *testing.T) {
 	tmp := t.TempDir()
-	k, err := token.GenerateKey()
+	k, err := keyset.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestKeysRotateAdopt(t *testing.T) {
 	var out bytes.Buffer
 	dir := filepath.Join(tmp, "keys")
 	rotateAt(t, dir, time.Now(), "-adopt", old)
-	if got := keyStates(t, dir); len(got) != 1 || got[k.ID] != token.KeyActive {
+	if got := keyStates(t, dir); len(got) != 1 || got[k.ID] != keyset.Active {
 		t.Errorf("after -adopt: states %v, want %s alone and active", got, k.ID)
 	}
 	err = keysStateCmd([]string{"rotate", "-dir", dir, "-adopt", old}, &out, time.Now)
@@ -162,14 +163,14 @@ func TestKeysRotateAdopt(t *testing.T) {
 func TestKeysRotateRefusesBrokenSet(t *testing.T) {
 	dir := t.TempDir()
 	rotateAt(t, dir, time.Now())
-	manifest := filepath.Join(dir, token.KeysManifest)
+	manifest := filepath.Join(dir, keyset.ManifestFile)
 	if err := os.WriteFile(manifest, []byte(`{"keys": [], "extra": 1}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
 	err := keysStateCmd([]string{"rotate", "-dir", dir}, &out, time.Now)
-	if err == nil || !strings.Contains(err.Error(), token.KeysManifest) {
-		t.Errorf("keys rotate on a broken manifest: err = %v, want one naming %s", err, token.KeysManifest)
+	if err == nil || !strings.Contains(err.Error(), keyset.ManifestFile) {
+		t.Errorf("keys rotate on a broken manifest: err = %v, want one naming %s", err, keyset.ManifestFile)
 	}
 	if got, _ := os.ReadFile(manifest); string(got) != `{"keys": [], "extra": 1}` {
 		t.Errorf("keys rotate rewrote a manifest it could not read: %s", got)
@@ -202,7 +203,7 @@ func TestKeysList(t *testing.T) {
 	now := time.Now()
 	rotateAt(t, dir, now)
 	rotateAt(t, dir, now)
-	ks, err := token.LoadKeyDir(dir)
+	ks, err := keyset.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestKeysRotateKeyNeverWorldReadable(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "keys")
 	t0 := time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
 	rotateAt(t, dir, t0)
-	manifest := filepath.Join(dir, token.KeysManifest)
+	manifest := filepath.Join(dir, keyset.ManifestFile)
 	if err := os.Chmod(manifest, 0o664); err != nil {
 		t.Fatal(err)
 	}

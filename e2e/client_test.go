@@ -25,6 +25,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/clocktest"
 	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // modes are the three ways a Validator can run.
@@ -181,7 +182,7 @@ func TestLocalRejectsWithoutCallingTheIssuer(t *testing.T) {
 	}
 	kid := parsed.Header["kid"].(string)
 	_, other, _ := ed25519.GenerateKey(rand.Reader)
-	otherKid := token.Thumbprint(other.Public().(ed25519.PublicKey))
+	otherKid := keyset.Thumbprint(other.Public().(ed25519.PublicKey))
 	escalated := real
 	escalated.Scope, escalated.Subject = "admin", "root"
 	hsTok := jwttest.Sign(t, jwt.SigningMethodHS256, []byte(kid), map[string]any{"kid": kid, "typ": "at+jwt"}, real)

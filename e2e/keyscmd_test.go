@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // TestKeysRotateAtOnce: two `keys rotate` started together on a new
@@ -19,7 +19,7 @@ func TestKeysRotateAtOnce(t *testing.T) {
 	for i := range rounds {
 		dir := filepath.Join(t.TempDir(), "keys")
 		outs := runAtOnce(t, exec.Command(bin, "keys", "rotate", "-dir", dir), exec.Command(bin, "keys", "rotate", "-dir", dir))
-		ks, err := token.LoadKeyDir(dir)
+		ks, err := keyset.LoadDir(dir)
 		if err != nil {
 			t.Fatalf("round %d: the directory keys rotate wrote does not load: %v", i, err)
 		}
@@ -29,8 +29,8 @@ func TestKeysRotateAtOnce(t *testing.T) {
 		}
 		var active, next int
 		for _, k := range ks.Keys() {
-			active += btoi(k.State == token.KeyActive)
-			next += btoi(k.State == token.KeyNext)
+			active += btoi(k.State == keyset.Active)
+			next += btoi(k.State == keyset.Next)
 		}
 		if active != 1 || next != 1 || len(pems) != 2 {
 			t.Fatalf("round %d: %d active and %d next keys, %d key files; want 1, 1 and 2: one rotation was lost\n%s\n%s",

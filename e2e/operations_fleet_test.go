@@ -13,7 +13,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/client"
 	"github.com/snowtoken/snowtoken/internal/atomicfile"
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // TestOperationsOnTwoReplicas runs an operator's everyday changes on
@@ -106,8 +106,8 @@ func TestOperationsOnTwoReplicas(t *testing.T) {
 	// then the next key signs and the old one verifies.
 	step(func() { fleetCommand(t, bin, "keys", "rotate", "-dir", keysDir) })
 	step(func() {
-		backdate(t, keysDir, token.KeyPublishDelay)
-		offset.Add(int64(token.KeyPublishDelay))
+		backdate(t, keysDir, keyset.PublishDelay)
+		offset.Add(int64(keyset.PublishDelay))
 	})
 	step(func() { fleetCommand(t, bin, "keys", "rotate", "-dir", keysDir) })
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // readmeRunbook returns the sh block under the heading "## "+title of
@@ -79,7 +79,7 @@ func TestRunbookRotateSigningKey(t *testing.T) {
 			t.Errorf("the runbook printed:\n%s\nwant %q in it", out, want)
 		}
 	}
-	ks, err := token.LoadKeyDir(keys)
+	ks, err := keyset.LoadDir(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,9 +88,9 @@ func TestRunbookRotateSigningKey(t *testing.T) {
 		states = append(states, string(k.State))
 	}
 	if got := strings.Join(states, ","); got != "active,next" {
-		t.Errorf("after the runbook: states %s, want active,next (the next key may sign only in %v)", got, token.KeyPublishDelay)
+		t.Errorf("after the runbook: states %s, want active,next (the next key may sign only in %v)", got, keyset.PublishDelay)
 	}
-	want := shortSHA(t, filepath.Join(keys, token.KeysManifest))
+	want := shortSHA(t, filepath.Join(keys, keyset.ManifestFile))
 	deadline := time.Now().Add(fleetWait)
 	for p.readyConfig(t)["keys"] != want {
 		if time.Now().After(deadline) {

@@ -21,8 +21,8 @@ import (
 	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
-	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // waitLimit bounds every wait on the program; it is a deadline for a hung
@@ -394,7 +394,7 @@ func TestKeysNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := token.ParseKeyPEM(data)
+	k, err := keyset.ParsePEM(data)
 	if err != nil {
 		t.Fatal(err)
 	}

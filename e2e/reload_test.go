@@ -26,8 +26,8 @@ import (
 	"github.com/snowtoken/snowtoken/client"
 	"github.com/snowtoken/snowtoken/internal/atomicfile"
 	"github.com/snowtoken/snowtoken/internal/watch/watchtest"
-	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -178,7 +178,7 @@ func (p *issuer) readyConfig(tb testing.TB) map[string]any {
 // been published (and retired) d earlier: the publish delay passes at once.
 func backdate(tb testing.TB, dir string, d time.Duration) {
 	tb.Helper()
-	m, _, err := token.ReadKeyManifest(dir)
+	m, _, err := keyset.ReadManifest(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func backdate(tb testing.TB, dir string, d time.Duration) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, token.KeysManifest), doc, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, keyset.ManifestFile), doc, 0o600); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -223,7 +223,7 @@ func keysDirFleet(tb testing.TB) (bin, redisURL string, creds fleetCreds, keysDi
 // log line while the old one keeps serving.
 //
 // The publish delay is simulated, not waited for: the keys' times in
-// keys.json are moved back by token.KeyPublishDelay and the consumer's clock
+// keys.json are moved back by keyset.PublishDelay and the consumer's clock
 // forward by as much, as if the time had passed for both.
 func TestReloadUnderLoad(t *testing.T) {
 	bin, redisURL, creds, keysDir := keysDirFleet(t)
@@ -262,7 +262,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	defer func() { stop(); wg.Wait() }()
 	load.waitChecks(t, 50)
 
-	manifest := filepath.Join(keysDir, token.KeysManifest)
+	manifest := filepath.Join(keysDir, keyset.ManifestFile)
 	wantConfig := func(step string) {
 		t.Helper()
 		got := p.readyConfig(t)
@@ -292,12 +292,12 @@ func TestReloadUnderLoad(t *testing.T) {
 	step("next key added", func() { fleetCommand(t, bin, "keys", "rotate", "-dir", keysDir) })
 	// 2. The publish delay passes: consumers' caches have expired.
 	step("publish delay passed", func() {
-		backdate(t, keysDir, token.KeyPublishDelay)
-		offset.Add(int64(token.KeyPublishDelay))
+		backdate(t, keysDir, keyset.PublishDelay)
+		offset.Add(int64(keyset.PublishDelay))
 	})
 	// 3. The next key signs; the old one is retired and still verifies.
 	step("next key activated", func() { fleetCommand(t, bin, "keys", "rotate", "-dir", keysDir) })
-	ks, err := token.LoadKeyDir(keysDir)
+	ks, err := keyset.LoadDir(keysDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,7 +604,7 @@ func TestReloadSourcesApart(t *testing.T) {
 	tok := p.issue(t, creds.svc, "")
 	keysInForce := p.readyConfig(t)["keys"]
 
-	manifest := filepath.Join(keysDir, token.KeysManifest)
+	manifest := filepath.Join(keysDir, keyset.ManifestFile)
 	good, err := os.ReadFile(manifest)
 	if err != nil {
 		t.Fatal(err)

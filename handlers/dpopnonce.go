@@ -18,7 +18,7 @@ const nonceWindow = time.Minute
 //	base64url( window (8 bytes, big-endian) || HMAC-SHA256(key, window)[:16] )
 //
 // so that any replica holding the key accepts any replica's nonce. The key
-// is derived from the signing key (token.KeySet.Secret): a key rotation
+// is derived from the signing key (keyset.Set.Secret): a key rotation
 // makes the nonces given out before it stale at once, which costs each
 // client one use_dpop_nonce answer and a retry. A nil *nonces gives out no
 // nonces and is asked for none (Options.DPoPNonces off).

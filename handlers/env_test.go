@@ -35,6 +35,7 @@ import (
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -65,8 +66,8 @@ type env struct {
 	Engine  *gin.Engine
 	Server  *handlers.Server
 	Svc     *token.Service
-	Key     token.Key
-	Keys    *token.KeySet
+	Key     keyset.Key
+	Keys    *keyset.Set
 	Store   *redisstore.Store
 	Clients *clients.Registry
 	IDs     *snowflakealg.SnowFlakeAlg
@@ -182,11 +183,11 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		r := redistest.New(tb)
 		cfg.rdb, cfg.prefix = r.Client, r.Prefix
 	}
-	key, err := token.GenerateKey()
+	key, err := keyset.Generate()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	keys, err := token.NewKeySet(key)
+	keys, err := keyset.New(key)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -210,7 +210,7 @@ func newSet(svc *token.Service, clients *clients.Registry, v Version, withNonces
 }
 
 // Version names the clients and keys a Server uses, as /readyz shows them:
-// the short SHA-256 of each file (clients.Registry.Version, token.KeySet.Version),
+// the short SHA-256 of each file (clients.Registry.Version, keyset.Set.Version),
 // so that an operator can see every replica runs the same set.
 type Version struct {
 	Clients string `json:"clients"`

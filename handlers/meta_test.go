@@ -13,7 +13,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/snowflakealg"
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 func TestJWKS(t *testing.T) {
@@ -24,7 +24,7 @@ func TestJWKS(t *testing.T) {
 		t.Fatalf("status %d: %s", r.Status, r.Body)
 	}
 	// The max-age is the JWKS cache lifetime a key is published for before it signs.
-	if got, want := r.Header.Get("Cache-Control"), "public, max-age="+strconv.Itoa(int(token.JWKSMaxAge/time.Second)); got != want {
+	if got, want := r.Header.Get("Cache-Control"), "public, max-age="+strconv.Itoa(int(keyset.JWKSMaxAge/time.Second)); got != want {
 		t.Errorf("Cache-Control %q, want %q", got, want)
 	}
 	var set struct {
@@ -51,8 +51,8 @@ func TestJWKS(t *testing.T) {
 	if err != nil || !bytes.Equal(pub, e.Key.Public) {
 		t.Errorf("x %q is not our public key", x)
 	}
-	if k["kid"] != token.Thumbprint(e.Key.Public) || k["kid"] != e.Key.ID {
-		t.Errorf("kid %v, want the RFC 7638 thumbprint %q", k["kid"], token.Thumbprint(e.Key.Public))
+	if k["kid"] != keyset.Thumbprint(e.Key.Public) || k["kid"] != e.Key.ID {
+		t.Errorf("kid %v, want the RFC 7638 thumbprint %q", k["kid"], keyset.Thumbprint(e.Key.Public))
 	}
 	if k["kty"] != "OKP" || k["crv"] != "Ed25519" || k["alg"] != "EdDSA" || k["use"] != "sig" {
 		t.Errorf("jwk %v", k)

@@ -12,15 +12,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowtoken/snowtoken/snowflakealg"
-	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
-// jwksCacheControl lets consumers cache the JWKS for token.JWKSMaxAge, which
+// jwksCacheControl lets consumers cache the JWKS for keyset.JWKSMaxAge, which
 // a key is published for (with the time every replica takes to load it)
 // before it signs.
-var jwksCacheControl = "public, max-age=" + strconv.Itoa(int(token.JWKSMaxAge/time.Second))
+var jwksCacheControl = "public, max-age=" + strconv.Itoa(int(keyset.JWKSMaxAge/time.Second))
 
 func (s *Server) jwks(c *gin.Context, cl call) {
 	c.Header("Cache-Control", jwksCacheControl)

@@ -19,6 +19,7 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -78,11 +79,11 @@ func openAPITemplate(ginPath string) string {
 // routesEngine is the real engine, built by handlers.New, for its route table.
 func routesEngine(tb testing.TB) *gin.Engine {
 	tb.Helper()
-	key, err := token.GenerateKey()
+	key, err := keyset.Generate()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	keys, err := token.NewKeySet(key)
+	keys, err := keyset.New(key)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/internal/clocktest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // TestIntrospect covers RFC 7662.
@@ -419,8 +420,8 @@ func TestRevokeUnknownKid(t *testing.T) {
 		})
 	}
 	madeUpNew := madeUp(0)
-	madeUpSettled := madeUp(token.KeyPropagation + token.DefaultLeeway + time.Minute) // its key would be everywhere
-	madeUpExpired := madeUp(testMaxTTL + token.DefaultLeeway + time.Minute)           // expired wherever its key is
+	madeUpSettled := madeUp(keyset.Propagation + token.DefaultLeeway + time.Minute) // its key would be everywhere
+	madeUpExpired := madeUp(testMaxTTL + token.DefaultLeeway + time.Minute)         // expired wherever its key is
 	revoke := func(t *testing.T, raw string) *response {
 		t.Helper()
 		return e.post(t, "/token/revoke", &e.Normal, url.Values{"token": {raw}})
@@ -445,19 +446,19 @@ func TestRevokeUnknownKid(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	manifest, err := json.Marshal(token.KeyManifest{
-		Keys:    []token.KeyEntry{{File: "k.pem", Kid: e.Key.ID, State: token.KeyActive, Published: now, Activated: now}},
-		Dropped: []token.DroppedKey{{Kid: gone.ID, Dropped: now.Add(-time.Hour)}},
+	manifest, err := json.Marshal(keyset.Manifest{
+		Keys:    []keyset.Entry{{File: "k.pem", Kid: e.Key.ID, State: keyset.Active, Published: now, Activated: now}},
+		Dropped: []keyset.DroppedKey{{Kid: gone.ID, Dropped: now.Add(-time.Hour)}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string][]byte{"k.pem": pemBytes, token.KeysManifest: manifest} {
+	for name, data := range map[string][]byte{"k.pem": pemBytes, keyset.ManifestFile: manifest} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ks, err := token.LoadKeyDir(dir)
+	ks, err := keyset.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +479,7 @@ func TestRevokeUnknownKid(t *testing.T) {
 	}
 
 	// keys.json changed and not loaded (a reload pending or refused).
-	if err := os.WriteFile(filepath.Join(dir, token.KeysManifest), append(manifest, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, keyset.ManifestFile), append(manifest, '\n'), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	wantError(t, revoke(t, madeUpSettled), http.StatusServiceUnavailable, "temporarily_unavailable")

@@ -12,8 +12,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/handlers"
-	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // TestSwap replaces the clients and keys of a serving issuer: the requests
@@ -33,11 +33,11 @@ func TestSwap(t *testing.T) {
 	}))
 	before := e.issue(t, e.Normal, nil)
 
-	next, err := token.GenerateKey()
+	next, err := keyset.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := token.NewKeySet(next, e.Key)
+	keys, err := keyset.New(next, e.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestSwap(t *testing.T) {
 	r := e.post(t, "/token", &e.Partner, url.Values{"grant_type": {"client_credentials"}})
 	wantError(t, r, http.StatusUnauthorized, "invalid_client")
 
-	var set token.JWKS
+	var set keyset.JWKS
 	if err := json.Unmarshal(e.do(t, http.MethodGet, "/.well-known/jwks.json", nil, nil).Body, &set); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -432,9 +433,9 @@ func TestValidateAttacks(t *testing.T) {
 }
 
 // otherKey is an Ed25519 key this server does not know.
-func otherKey(tb testing.TB) token.Key {
+func otherKey(tb testing.TB) keyset.Key {
 	tb.Helper()
-	k, err := token.GenerateKey()
+	k, err := keyset.Generate()
 	if err != nil {
 		tb.Fatal(err)
 	}

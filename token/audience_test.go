@@ -187,7 +187,7 @@ func TestCheckClientAudiences(t *testing.T) {
 	}
 
 	// Tokens signed by our key whose aud the client could never get.
-	signer := e.keys.SigningKey()
+	signer := e.keys.Signer()
 	hdr := map[string]any{"kid": signer.ID, "typ": "at+jwt"}
 	for name, aud := range map[string]jwt.ClaimStrings{
 		"no aud":       nil,

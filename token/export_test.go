@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/snowtoken/snowtoken/internal/filetest"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
@@ -27,13 +30,10 @@ var (
 	FormatOpaqueToken = formatOpaque
 )
 
-// SigningKey is the key the set signs with.
-func (ks *KeySet) SigningKey() Key { return ks.signer }
-
 // NewRetiredKeySet is a set whose active key is cur and whose old key was
 // retired at retired.
-func NewRetiredKeySet(cur, old Key, retired time.Time) (*KeySet, error) {
-	return newKeySet([]*setKey{{Key: cur, state: KeyActive}, {Key: old, state: KeyRetired, retired: retired}})
+func NewRetiredKeySet(cur, old keyset.Key, retired time.Time) (*keyset.Set, error) {
+	return keyset.FromMembers(keyset.Member{Key: cur, State: keyset.Active}, keyset.Member{Key: old, State: keyset.Retired, Retired: retired})
 }
 
 // KeyFor is keyFor.
@@ -70,4 +70,24 @@ func (s *Service) CheckClient(cs *clients.Registry, v *Verified) error { return 
 func SHA256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// MustKey returns a new Ed25519 key.
+func MustKey(tb testing.TB) keyset.Key {
+	tb.Helper()
+	k, err := keyset.Generate()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
+}
+
+// WriteFile is filetest.Write.
+var WriteFile = filetest.Write
+
+// PublicOnly returns k without its private half, as keyset.ParsePEM reads
+// a "PUBLIC KEY" file.
+func PublicOnly(tb testing.TB, k keyset.Key) keyset.Key {
+	tb.Helper()
+	return keyset.Key{ID: k.ID, Public: k.Public}
 }

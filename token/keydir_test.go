@@ -15,23 +15,24 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	. "github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // keyDirFixture is a keys directory's keys by file name, and its manifest.
 type keyDirFixture struct {
-	files    map[string]Key
-	manifest KeyManifest
+	files    map[string]keyset.Key
+	manifest keyset.Manifest
 }
 
 // newKeyDirFixture is a rotation under way: a retired key, the active key
-// published KeyPublishDelay before it was activated, and a next key.
+// published keyset.PublishDelay before it was activated, and a next key.
 func newKeyDirFixture(tb testing.TB, now time.Time) *keyDirFixture {
 	tb.Helper()
-	f := &keyDirFixture{files: map[string]Key{"old.pem": MustKey(tb), "cur.pem": MustKey(tb), "new.pem": MustKey(tb)}}
-	f.manifest.Keys = []KeyEntry{
-		{File: "old.pem", Kid: f.files["old.pem"].ID, State: KeyRetired, Published: now.Add(-48 * time.Hour), Activated: now.Add(-48 * time.Hour), Retired: now.Add(-time.Hour)},
-		{File: "new.pem", Kid: f.files["new.pem"].ID, State: KeyNext, Published: now.Add(-time.Minute)},
-		{File: "cur.pem", Kid: f.files["cur.pem"].ID, State: KeyActive, Published: now.Add(-2 * time.Hour), Activated: now.Add(-time.Hour)},
+	f := &keyDirFixture{files: map[string]keyset.Key{"old.pem": MustKey(tb), "cur.pem": MustKey(tb), "new.pem": MustKey(tb)}}
+	f.manifest.Keys = []keyset.Entry{
+		{File: "old.pem", Kid: f.files["old.pem"].ID, State: keyset.Retired, Published: now.Add(-48 * time.Hour), Activated: now.Add(-48 * time.Hour), Retired: now.Add(-time.Hour)},
+		{File: "new.pem", Kid: f.files["new.pem"].ID, State: keyset.Next, Published: now.Add(-time.Minute)},
+		{File: "cur.pem", Kid: f.files["cur.pem"].ID, State: keyset.Active, Published: now.Add(-2 * time.Hour), Activated: now.Add(-time.Hour)},
 	}
 	return f
 }
@@ -53,7 +54,7 @@ func (f *keyDirFixture) write(tb testing.TB) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, KeysManifest), m, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, keyset.ManifestFile), m, 0o600); err != nil {
 		tb.Fatal(err)
 	}
 	return dir
@@ -62,7 +63,7 @@ func (f *keyDirFixture) write(tb testing.TB) string {
 func TestLoadKeyDir(t *testing.T) {
 	f := newKeyDirFixture(t, time.Now())
 	dir := f.write(t)
-	ks, err := LoadKeyDir(dir)
+	ks, err := keyset.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestLoadKeyDir(t *testing.T) {
 		t.Errorf("Keys = %v, want %v (active, next, retired)", got, want)
 	}
 	// Keys tells the manifest's times, as the key metrics export them.
-	byKid := map[string]KeyEntry{}
+	byKid := map[string]keyset.Entry{}
 	for _, e := range f.manifest.Keys {
 		byKid[e.Kid] = e
 	}
@@ -92,7 +93,7 @@ func TestLoadKeyDir(t *testing.T) {
 	if n := len(ks.JWKS().Keys); n != 3 {
 		t.Errorf("JWKS has %d keys, want all 3", n)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, KeysManifest))
+	data, err := os.ReadFile(filepath.Join(dir, keyset.ManifestFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,10 +105,10 @@ func TestLoadKeyDir(t *testing.T) {
 	t.Run("first key born active", func(t *testing.T) {
 		now := time.Now()
 		k := MustKey(t)
-		first := &keyDirFixture{files: map[string]Key{"k.pem": k}, manifest: KeyManifest{Keys: []KeyEntry{
-			{File: "k.pem", Kid: k.ID, State: KeyActive, Published: now, Activated: now},
+		first := &keyDirFixture{files: map[string]keyset.Key{"k.pem": k}, manifest: keyset.Manifest{Keys: []keyset.Entry{
+			{File: "k.pem", Kid: k.ID, State: keyset.Active, Published: now, Activated: now},
 		}}}
-		if _, err := LoadKeyDir(first.write(t)); err != nil {
+		if _, err := keyset.LoadDir(first.write(t)); err != nil {
 			t.Errorf("a key activated when published (a new set): %v", err)
 		}
 	})
@@ -121,15 +122,15 @@ func TestLoadKeyDirRefuses(t *testing.T) {
 		mentions string
 	}{
 		{"two active keys", func(f *keyDirFixture, _ string) {
-			f.manifest.Keys[1].State = KeyActive
+			f.manifest.Keys[1].State = keyset.Active
 			f.manifest.Keys[1].Activated = now
 			f.manifest.Keys[1].Published = now.Add(-time.Hour)
 		}, "2 active keys"},
 		{"no active key", func(f *keyDirFixture, _ string) {
-			f.manifest.Keys[2].State, f.manifest.Keys[2].Activated = KeyNext, time.Time{}
+			f.manifest.Keys[2].State, f.manifest.Keys[2].Activated = keyset.Next, time.Time{}
 		}, "0 active keys"},
 		{"activated too soon after publishing", func(f *keyDirFixture, _ string) {
-			f.manifest.Keys[2].Activated = f.manifest.Keys[2].Published.Add(KeyPublishDelay - time.Second)
+			f.manifest.Keys[2].Activated = f.manifest.Keys[2].Published.Add(keyset.PublishDelay - time.Second)
 		}, "keep it next until"},
 		{"active key with no activated time", func(f *keyDirFixture, _ string) { f.manifest.Keys[2].Activated = time.Time{} }, "activated time"},
 		{"retired key with no retired time", func(f *keyDirFixture, _ string) { f.manifest.Keys[0].Retired = time.Time{} }, "retired time"},
@@ -152,12 +153,12 @@ func TestLoadKeyDirRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newKeyDirFixture(t, now)
 			tc.edit(f, "")
-			_, err := LoadKeyDir(f.write(t))
+			_, err := keyset.LoadDir(f.write(t))
 			if !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), tc.mentions) {
-				t.Errorf("LoadKeyDir: err = %v, want ErrKey naming %q", err, tc.mentions)
+				t.Errorf("keyset.LoadDir: err = %v, want ErrKey naming %q", err, tc.mentions)
 			}
-			if err != nil && !strings.Contains(err.Error(), KeysManifest) && !strings.Contains(err.Error(), ".pem") {
-				t.Errorf("LoadKeyDir: err = %v names no file", err)
+			if err != nil && !strings.Contains(err.Error(), keyset.ManifestFile) && !strings.Contains(err.Error(), ".pem") {
+				t.Errorf("keyset.LoadDir: err = %v names no file", err)
 			}
 		})
 	}
@@ -171,12 +172,12 @@ func TestLoadKeyDirRefuses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			if doc != "" {
-				if err := os.WriteFile(filepath.Join(dir, KeysManifest), []byte(doc), 0o600); err != nil {
+				if err := os.WriteFile(filepath.Join(dir, keyset.ManifestFile), []byte(doc), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if _, err := LoadKeyDir(dir); !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), KeysManifest) {
-				t.Errorf("LoadKeyDir: err = %v, want ErrKey naming %s", err, KeysManifest)
+			if _, err := keyset.LoadDir(dir); !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), keyset.ManifestFile) {
+				t.Errorf("keyset.LoadDir: err = %v, want ErrKey naming %s", err, keyset.ManifestFile)
 			}
 		})
 	}
@@ -189,7 +190,7 @@ func TestLoadKeyDirRefuses(t *testing.T) {
 // as it would keep such a token (Service.verifies).
 func TestRetiredKeyDropped(t *testing.T) {
 	e := newEnv(t, Options{CacheSize: CacheOff})
-	old, cur := e.keys.SigningKey(), MustKey(t)
+	old, cur := e.keys.Signer(), MustKey(t)
 	issued := e.issue(t, e.svc, "svc", IssueRequest{})
 	v := mustValidate(t, e.svc, issued.AccessToken)
 	long := v.Claims()
@@ -213,7 +214,7 @@ func TestRetiredKeyDropped(t *testing.T) {
 		}
 		return false
 	}
-	drop := retired.Add(KeyPropagation + svc.Options().MaxTTL + svc.Options().Leeway)
+	drop := retired.Add(keyset.Propagation + svc.Options().MaxTTL + svc.Options().Leeway)
 
 	e.clock.Set(drop.Add(-time.Second))
 	mustValidate(t, svc, raw)
@@ -244,7 +245,7 @@ func TestWithKeys(t *testing.T) {
 	mustValidate(t, e.svc, tok.AccessToken) // cached by e.svc
 
 	other := MustKey(t)
-	ks, err := NewKeySet(other)
+	ks, err := keyset.New(other)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +256,8 @@ func TestWithKeys(t *testing.T) {
 	if got := decodeSegment(t, e.issue(t, svc, "svc", IssueRequest{}).AccessToken, 0)["kid"]; got != other.ID {
 		t.Errorf("the new service signs with %v, want %v", got, other.ID)
 	}
-	if got := decodeSegment(t, e.issue(t, e.svc, "svc", IssueRequest{}).AccessToken, 0)["kid"]; got != e.keys.SigningKey().ID {
-		t.Errorf("the old service signs with %v after WithKeys, want its own %v", got, e.keys.SigningKey().ID)
+	if got := decodeSegment(t, e.issue(t, e.svc, "svc", IssueRequest{}).AccessToken, 0)["kid"]; got != e.keys.Signer().ID {
+		t.Errorf("the old service signs with %v after WithKeys, want its own %v", got, e.keys.Signer().ID)
 	}
 	if _, err := svc.Validate(t.Context(), tok.AccessToken); !errors.Is(err, ErrInvalidToken) {
 		t.Errorf("a set without the old key validated its token (from the old cache?): err = %v", err)
@@ -275,9 +276,9 @@ func TestRevokeUnknownKid(t *testing.T) {
 	now := e.clock.Now()
 	f := newKeyDirFixture(t, now)
 	gone := MustKey(t)
-	f.manifest.Dropped = []DroppedKey{{Kid: gone.ID, Dropped: now.Add(-time.Hour)}}
+	f.manifest.Dropped = []keyset.DroppedKey{{Kid: gone.ID, Dropped: now.Add(-time.Hour)}}
 	dir := f.write(t)
-	ks, err := LoadKeyDir(dir)
+	ks, err := keyset.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,9 +291,9 @@ func TestRevokeUnknownKid(t *testing.T) {
 		c.IssuedAt = jwt.NewNumericDate(now.Add(-age))
 		return c
 	}
-	// Past KeyPropagation, a key that signed a token has reached every
+	// Past keyset.Propagation, a key that signed a token has reached every
 	// replica; past MaxTTL, every token of it has expired.
-	pastPropagation := issuedAgo(KeyPropagation + e.svc.Options().Leeway + time.Second)
+	pastPropagation := issuedAgo(keyset.Propagation + e.svc.Options().Leeway + time.Second)
 	pastTTL := issuedAgo(e.svc.Options().MaxTTL + e.svc.Options().Leeway + time.Second)
 	madeUp := signed(t, MustKey(t), map[string]any{"kid": "made-up", "typ": "at+jwt"}, pastPropagation)
 	noKid := signed(t, MustKey(t), map[string]any{"typ": "at+jwt"}, pastPropagation)
@@ -330,14 +331,14 @@ func TestRevokeUnknownKid(t *testing.T) {
 		}
 		wantRevoked(t, svc, dropped, madeUp, noKid, madeUpExpired, madeUpNoIat)
 		// A key made active at once, with no next stage, may still be on
-		// its way here: a token issued within KeyPropagation is undecided.
+		// its way here: a token issued within keyset.Propagation is undecided.
 		wantUndecided(t, svc, madeUpNew)
 		if _, err := svc.Validate(t.Context(), dropped); !errors.Is(err, ErrInvalidToken) || !strings.Contains(description(err), "expired") {
 			t.Errorf("Validate of a dropped key's token = %v, want ErrInvalidToken, expired", err)
 		}
 	})
 	t.Run("plain list and set in memory", func(t *testing.T) {
-		p, err := e.keys.SigningKey().MarshalPEM()
+		p, err := e.keys.Signer().MarshalPEM()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -345,18 +346,18 @@ func TestRevokeUnknownKid(t *testing.T) {
 		if err := os.WriteFile(file, p, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		list, err := LoadKeySet(file)
+		list, err := keyset.Load(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, set := range []*KeySet{list, e.keys} {
+		for _, set := range []*keyset.Set{list, e.keys} {
 			wantUndecided(t, mustWithKeys(t, e.svc, set), madeUp)
 			// Expired wherever its key is; not ours without an iat.
 			wantRevoked(t, mustWithKeys(t, e.svc, set), madeUpExpired, madeUpNoIat)
 		}
 	})
 	t.Run("keys.json changed: reload pending or refused", func(t *testing.T) {
-		path := filepath.Join(dir, KeysManifest)
+		path := filepath.Join(dir, keyset.ManifestFile)
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -378,7 +379,7 @@ func TestRevokeUnknownKid(t *testing.T) {
 }
 
 // mustWithKeys is svc.WithKeys(ks) or fails the test.
-func mustWithKeys(tb testing.TB, svc *Service, ks *KeySet) *Service {
+func mustWithKeys(tb testing.TB, svc *Service, ks *keyset.Set) *Service {
 	tb.Helper()
 	n, err := svc.WithKeys(ks)
 	if err != nil {
@@ -399,21 +400,21 @@ func description(err error) string {
 // a key neither listed nor dropped twice.
 func TestLoadKeyDirTombstones(t *testing.T) {
 	now := time.Now()
-	for name, dropped := range map[string]func(f *keyDirFixture) []DroppedKey{
-		"no kid":  func(*keyDirFixture) []DroppedKey { return []DroppedKey{{Dropped: now}} },
-		"no time": func(*keyDirFixture) []DroppedKey { return []DroppedKey{{Kid: "x"}} },
-		"listed": func(f *keyDirFixture) []DroppedKey {
-			return []DroppedKey{{Kid: f.files["old.pem"].ID, Dropped: now}}
+	for name, dropped := range map[string]func(f *keyDirFixture) []keyset.DroppedKey{
+		"no kid":  func(*keyDirFixture) []keyset.DroppedKey { return []keyset.DroppedKey{{Dropped: now}} },
+		"no time": func(*keyDirFixture) []keyset.DroppedKey { return []keyset.DroppedKey{{Kid: "x"}} },
+		"listed": func(f *keyDirFixture) []keyset.DroppedKey {
+			return []keyset.DroppedKey{{Kid: f.files["old.pem"].ID, Dropped: now}}
 		},
-		"twice": func(*keyDirFixture) []DroppedKey {
-			return []DroppedKey{{Kid: "x", Dropped: now}, {Kid: "x", Dropped: now}}
+		"twice": func(*keyDirFixture) []keyset.DroppedKey {
+			return []keyset.DroppedKey{{Kid: "x", Dropped: now}, {Kid: "x", Dropped: now}}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newKeyDirFixture(t, now)
 			f.manifest.Dropped = dropped(f)
-			if _, err := LoadKeyDir(f.write(t)); !errors.Is(err, ErrKey) {
-				t.Errorf("LoadKeyDir = %v, want ErrKey", err)
+			if _, err := keyset.LoadDir(f.write(t)); !errors.Is(err, ErrKey) {
+				t.Errorf("keyset.LoadDir = %v, want ErrKey", err)
 			}
 		})
 	}

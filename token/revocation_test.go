@@ -14,6 +14,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	. "github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // TestSubjectRevocationSurvivesEviction fills a real redis-server past its
@@ -177,11 +178,11 @@ func TestSubjectRevokeByReplicaWithShorterMaxTTL(t *testing.T) {
 func TestRevokeIsRealOrAnError(t *testing.T) {
 	e := newEnv(t, Options{})
 	ctx := t.Context()
-	otherKey, err := GenerateKey()
+	otherKey, err := keyset.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	replica := func(t *testing.T, keys *KeySet, now func() time.Time) *Service {
+	replica := func(t *testing.T, keys *keyset.Set, now func() time.Time) *Service {
 		t.Helper()
 		svc, err := NewService(keys, e.store, e.ids, Options{Issuer: testIssuer, Now: now})
 		if err != nil {
@@ -211,7 +212,7 @@ func TestRevokeIsRealOrAnError(t *testing.T) {
 	})
 	t.Run("replica without the signing key", func(t *testing.T) {
 		iss := e.issue(t, e.svc, "svc", IssueRequest{})
-		oldKeys, err := NewKeySet(otherKey)
+		oldKeys, err := keyset.New(otherKey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +222,7 @@ func TestRevokeIsRealOrAnError(t *testing.T) {
 		}
 		mustValidate(t, e.svc, iss.AccessToken)
 		// Once it has the key, the same request succeeds.
-		both, err := NewKeySet(otherKey, e.keys.SigningKey())
+		both, err := keyset.New(otherKey, e.keys.Signer())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
@@ -26,7 +27,7 @@ import (
 // validates nowhere (unknownKidUndecided: issued too long ago for any key
 // to be still on its way here, or expired), and a made-up kid costs no
 // more than a bad signature. Otherwise (a plain list of key files, a reload
-// pending or refused, a token issued within KeyPropagation) this replica
+// pending or refused, a token issued within keyset.Propagation) this replica
 // cannot tell it from a token of a key it has yet to load: ErrUnavailable
 // with ErrKeysUndecided, for the client to retry. A token whose record it cannot delete (Redis) cannot be revoked
 // here: ErrUnavailable, never a success that deleted nothing. A client
@@ -85,14 +86,14 @@ func (s *Service) revokedHere(raw, jti string, exp int64) {
 //   - it has no iat (every token Issue signs has one): no token of ours;
 //   - it was issued more than MaxTTL + Leeway ago: expired, wherever its
 //     key is;
-//   - the set is known current (KeySet.Current) and the token was issued
-//     more than KeyPropagation + Leeway ago: a key that signed it, even one
+//   - the set is known current (keyset.Set.Current) and the token was issued
+//     more than keyset.Propagation + Leeway ago: a key that signed it, even one
 //     made active at once in an emergency rather than published as next
 //     first, has reached every replica by then, and this one does not have
 //     it.
 //
 // So no revoke answers 503 for longer than MaxTTL + Leeway, and within
-// KeyPropagation of a key's activation none answers 200 for a token of a
+// keyset.Propagation of a key's activation none answers 200 for a token of a
 // key that may still be on its way here.
 func (s *Service) unknownKidUndecided(raw string) error {
 	var c Claims
@@ -106,10 +107,10 @@ func (s *Service) unknownKidUndecided(raw string) error {
 	if err := s.keys.Current(); err != nil {
 		return err
 	}
-	if age > KeyPropagation+s.opts.Leeway {
+	if age > keyset.Propagation+s.opts.Leeway {
 		return nil
 	}
-	return fmt.Errorf("issued %s ago: a key made active at once takes up to %s to reach every replica", age.Round(time.Second), KeyPropagation)
+	return fmt.Errorf("issued %s ago: a key made active at once takes up to %s to reach every replica", age.Round(time.Second), keyset.Propagation)
 }
 
 // signedClaims returns the claims of a token signed by one of the service's

@@ -14,6 +14,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
@@ -62,10 +63,13 @@ type Options struct {
 
 // Service issues, validates and revokes tokens.
 type Service struct {
-	keys  *KeySet
-	store Store
-	ids   IDs
-	opts  Options
+	keys *keyset.Set
+	// byHeader is the keys' members by the header segment of their tokens
+	// (headerSegment), for parseOwn.
+	byHeader map[string]*keyset.Member
+	store    Store
+	ids      IDs
+	opts     Options
 	// full checks everything a token must pass but its session; sigOnly
 	// the signature and algorithm only, for Revoke.
 	full, sigOnly policy
@@ -81,7 +85,7 @@ type Service struct {
 
 // NewService returns a service that signs with keys, keeps sessions in store
 // and takes token IDs from ids.
-func NewService(keys *KeySet, store Store, ids IDs, opts Options) (*Service, error) {
+func NewService(keys *keyset.Set, store Store, ids IDs, opts Options) (*Service, error) {
 	if opts.Issuer == "" {
 		return nil, fmt.Errorf("%w: an issuer is required", ErrOptions)
 	}
@@ -137,35 +141,43 @@ func NewService(keys *KeySet, store Store, ids IDs, opts Options) (*Service, err
 // finish with its keys. The new service shares the session store and the
 // ID generator; its verified-token cache starts empty, so that a token
 // verified by a key that keys no longer holds is not taken from it.
-func (s *Service) WithKeys(keys *KeySet) (*Service, error) {
-	sg, err := newSigner(keys.signer, s.opts.Issuer)
+func (s *Service) WithKeys(keys *keyset.Set) (*Service, error) {
+	sg, err := newSigner(keys.Signer(), s.opts.Issuer)
 	if err != nil {
 		return nil, err
 	}
+	byHeader := make(map[string]*keyset.Member)
+	for _, k := range keys.Members() {
+		header, err := headerSegment(k.ID)
+		if err != nil {
+			return nil, fmt.Errorf("%w: key %s: %w", ErrKey, k.ID, err)
+		}
+		byHeader[header] = k
+	}
 	n := *s
-	n.keys, n.signer, n.cache = keys, sg, newVerifiedCache(s.opts.CacheSize)
+	n.keys, n.byHeader, n.signer, n.cache = keys, byHeader, sg, newVerifiedCache(s.opts.CacheSize)
 	return &n, nil
 }
 
 // Keys returns the key set the service signs and verifies with.
-func (s *Service) Keys() *KeySet { return s.keys }
+func (s *Service) Keys() *keyset.Set { return s.keys }
 
 // JWKS returns the public keys that verify now: the key set's, less the
 // retired keys whose tokens have all expired (verifies).
-func (s *Service) JWKS() JWKS {
+func (s *Service) JWKS() keyset.JWKS {
 	now := s.opts.Now()
-	return s.keys.jwks(func(k *setKey) bool { return s.verifies(k, now) })
+	return s.keys.JWKSOf(func(k *keyset.Member) bool { return s.verifies(k, now) })
 }
 
 // verifies reports whether k still verifies at now. A retired key verifies
 // until every token it signed has expired: the longest lifetime (MaxTTL)
-// and the leeway after it stopped signing, plus KeyPropagation, since a
+// and the leeway after it stopped signing, plus keyset.Propagation, since a
 // replica that has not yet loaded the new set still signs with it. Other
 // keys verify as long as they are in the set. (A token verified before its
 // key was dropped stays in the verified-token cache until its own exp, which
 // for a token of this issuer comes before the drop.)
-func (s *Service) verifies(k *setKey, now time.Time) bool {
-	return k.retired.IsZero() || now.Before(k.retired.Add(KeyPropagation+s.opts.MaxTTL+s.opts.Leeway))
+func (s *Service) verifies(k *keyset.Member, now time.Time) bool {
+	return k.Retired.IsZero() || now.Before(k.Retired.Add(keyset.Propagation+s.opts.MaxTTL+s.opts.Leeway))
 }
 
 // Options returns the options in force, defaults filled in.
@@ -429,7 +441,7 @@ var (
 
 func (s *Service) keyFor(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
-	k, ok := s.keys.lookup(kid)
+	k, ok := s.keys.Lookup(kid)
 	switch {
 	case !ok && s.keys.Dropped(kid):
 		return nil, errDroppedKid

@@ -22,6 +22,7 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	. "github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -37,7 +38,7 @@ type env struct {
 	redis   *redistest.Redis
 	store   *redisstore.Store
 	clock   *clocktest.Clock
-	keys    *KeySet
+	keys    *keyset.Set
 	ids     IDs
 	clients map[string]*clients.Client
 }
@@ -52,7 +53,7 @@ func newEnv(tb testing.TB, opts Options) *env {
 // newEnvOn is newEnv on the given Redis.
 func newEnvOn(tb testing.TB, r *redistest.Redis, opts Options) *env {
 	tb.Helper()
-	ks, err := NewKeySet(MustKey(tb))
+	ks, err := keyset.New(MustKey(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func newStore(tb testing.TB, rdb redis.UniversalClient, prefix string, cluster b
 }
 
 // newService returns another Service on the env's store and clock.
-func (e *env) newService(tb testing.TB, ks *KeySet, ids IDs, opts Options) *Service {
+func (e *env) newService(tb testing.TB, ks *keyset.Set, ids IDs, opts Options) *Service {
 	tb.Helper()
 	if opts.Issuer == "" {
 		opts.Issuer = testIssuer
@@ -467,19 +468,19 @@ func TestRevokeSubject(t *testing.T) {
 func TestKeyRotation(t *testing.T) {
 	e := newEnv(t, Options{})
 	oldKey, newKey := MustKey(t), MustKey(t)
-	oldSet, err := NewKeySet(oldKey)
+	oldSet, err := keyset.New(oldKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name string
-		old  Key
+		old  keyset.Key
 	}{
 		{"old key pair kept", oldKey},
 		{"old public key kept", PublicOnly(t, oldKey)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rotated, err := NewKeySet(newKey, tc.old)
+			rotated, err := keyset.New(newKey, tc.old)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -502,14 +503,14 @@ func TestKeyRotation(t *testing.T) {
 }
 
 // signed signs claims with k under header, bypassing Issue.
-func signed(tb testing.TB, k Key, header map[string]any, claims jwt.Claims) string {
+func signed(tb testing.TB, k keyset.Key, header map[string]any, claims jwt.Claims) string {
 	tb.Helper()
 	return jwttest.Sign(tb, jwt.SigningMethodEdDSA, k.Private, header, claims)
 }
 
 func TestValidateRejects(t *testing.T) {
 	e := newEnv(t, Options{Audience: "https://api.test"})
-	signer := e.keys.SigningKey()
+	signer := e.keys.Signer()
 	now := e.clock.Now()
 	good := e.issue(t, e.svc, "svc", IssueRequest{})
 	v := mustValidate(t, e.svc, good.AccessToken)

@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // signer writes tokens without reflection or maps: the header is the same for
@@ -30,7 +31,7 @@ type signer struct {
 
 var b64 = base64.RawURLEncoding
 
-func newSigner(k Key, issuer string) (*signer, error) {
+func newSigner(k keyset.Key, issuer string) (*signer, error) {
 	header, err := headerSegment(k.ID)
 	if err != nil {
 		return nil, err
@@ -139,7 +140,7 @@ func (s *Service) SignEventPayload(typ string, payload ...[]byte) ([]byte, error
 	if t == "" || t == jwtpolicy.Type {
 		return nil, fmt.Errorf("%w: %.32q", ErrEventType, typ)
 	}
-	header, err := json.Marshal(map[string]string{"alg": jwt.SigningMethodEdDSA.Alg(), "kid": s.keys.signer.ID, "typ": typ})
+	header, err := json.Marshal(map[string]string{"alg": jwt.SigningMethodEdDSA.Alg(), "kid": s.keys.SigningKeyID(), "typ": typ})
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func TestSignEvent(t *testing.T) {
 	if header["typ"] != "secevent+jwt" || header["kid"] != e.keys.SigningKeyID() || header["alg"] != "EdDSA" {
 		t.Errorf("header = %v", header)
 	}
-	pub := e.keys.SigningKey().Private.Public()
+	pub := e.keys.Signer().Private.Public()
 	if _, err := jwt.Parse(raw, func(*jwt.Token) (any, error) { return pub, nil }, jwt.WithValidMethods([]string{"EdDSA"})); err != nil {
 		t.Errorf("the signing key does not verify the event: %v", err)
 	}
@@ -53,7 +53,7 @@ func TestSignEventPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := jwttest.Sign(t, jwt.SigningMethodEdDSA, e.keys.SigningKey().Private,
+	want := jwttest.Sign(t, jwt.SigningMethodEdDSA, e.keys.Signer().Private,
 		map[string]any{"typ": "revocation-snapshot+jwt", "kid": e.keys.SigningKeyID()}, claims)
 	if raw != want {
 		t.Fatalf("SignEvent\n%s\ngolang-jwt\n%s", raw, want)

@@ -49,8 +49,10 @@
 //
 // Beside the domain, in rooms of their own below it: the clients registry
 // and its file (package clients: who may ask, how a client proves it is
-// one), and the syntax of names, scopes and audiences (package syntax).
-// The Service takes the registry wherever a client's standing decides.
+// one), the signing keys and their directory (package keyset), and the
+// syntax of names, scopes and audiences (package syntax). The Service
+// takes the registry wherever a client's standing decides, and signs and
+// verifies with a key set (NewService, WithKeys).
 package token
 
 import (
@@ -58,13 +60,14 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
 // Errors returned by this package. The HTTP layer maps each to its OAuth2 /
 // RFC 6750 error; details are wrapped with %w.
 var (
-	ErrKey               = errors.New("token: bad signing key")
+	ErrKey               = keyset.ErrKey
 	ErrInvalidClient     = clients.ErrInvalidClient
 	ErrInvalidRequest    = errors.New("token: invalid request")
 	ErrInvalidScope      = syntax.ErrInvalidScope
@@ -82,7 +85,7 @@ var (
 	// ErrKeysUndecided comes with ErrUnavailable from Revoke for a token
 	// whose kid this replica does not hold while it cannot tell whether
 	// the kid is one of ours: its key set is not known to be current
-	// (KeySet.Current), or the token is recent enough for its key to be
+	// (keyset.Set.Current), or the token is recent enough for its key to be
 	// still on its way here.
 	ErrKeysUndecided = errors.New("token: the token's key is not known here and may yet be loaded")
 	// ErrDPoPRequired: a client whose tokens are all DPoP-bound

@@ -66,7 +66,7 @@ func (s *Service) parseOwn(p policy, raw string, claims *Claims) (ok bool, err e
 	if !found {
 		return false, nil
 	}
-	k, found := s.keys.byHeader[header]
+	k, found := s.byHeader[header]
 	if !found {
 		return false, nil
 	}
@@ -93,7 +93,7 @@ func (s *Service) parseOwn(p policy, raw string, claims *Claims) (ok bool, err e
 	if !s.verifies(k, s.opts.Now()) {
 		return true, fmt.Errorf("%w: %w", jwt.ErrTokenUnverifiable, errDroppedKid)
 	}
-	if !k.verifier.Verify(bytesOf(raw[:len(header)+1+len(payload)]), signature[:]) {
+	if !k.Verify(bytesOf(raw[:len(header)+1+len(payload)]), signature[:]) {
 		return true, fmt.Errorf("%w: %w", jwt.ErrTokenSignatureInvalid, jwt.ErrEd25519Verification)
 	}
 	if p.validator != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // testIssuer is the issuer of the tests in this package (the external ones have their own).
@@ -21,7 +22,7 @@ const testIssuer = "https://issuer.test"
 // stranger's key; parse needs neither a store nor IDs.
 type ownFixture struct {
 	svc                          *Service
-	active, next, dropped, other Key
+	active, next, dropped, other keyset.Key
 	now                          time.Time
 }
 
@@ -29,10 +30,10 @@ func newOwnFixture(tb testing.TB) *ownFixture {
 	tb.Helper()
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	f := &ownFixture{active: MustKey(tb), next: MustKey(tb), dropped: MustKey(tb), other: MustKey(tb), now: now}
-	ks, err := newKeySet([]*setKey{
-		{Key: f.active, state: KeyActive}, {Key: f.next, state: KeyNext},
-		{Key: f.dropped, state: KeyRetired, retired: now.Add(-30 * 24 * time.Hour)},
-	})
+	ks, err := keyset.FromMembers(
+		keyset.Member{Key: f.active, State: keyset.Active}, keyset.Member{Key: f.next, State: keyset.Next},
+		keyset.Member{Key: f.dropped, State: keyset.Retired, Retired: now.Add(-30 * 24 * time.Hour)},
+	)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func newOwnFixture(tb testing.TB) *ownFixture {
 
 // token is claims signed by signer under the header of kid, as a signer
 // writes a token, whatever the claims hold.
-func (f *ownFixture) token(tb testing.TB, kid string, signer Key, claims []byte) string {
+func (f *ownFixture) token(tb testing.TB, kid string, signer keyset.Key, claims []byte) string {
 	tb.Helper()
 	header, err := headerSegment(kid)
 	if err != nil {
@@ -126,7 +127,7 @@ func TestParseOwnTakesIssuedTokens(t *testing.T) {
 	f := newOwnFixture(t)
 	for _, aud := range [][]string{nil, {"https://api.test"}, {"a", "b", "c"}} {
 		claims := f.issued(t, aud)
-		for _, k := range []Key{f.active, f.next, f.dropped} {
+		for _, k := range []keyset.Key{f.active, f.next, f.dropped} {
 			raw := f.token(t, k.ID, k, claims)
 			for _, p := range []policy{f.svc.full, f.svc.sigOnly} {
 				if !f.sameVerdict(t, p, raw) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // TestVersions shows the version of a clients file and of a list of key
@@ -43,14 +44,14 @@ func TestVersions(t *testing.T) {
 	a, b := MustKey(t), MustKey(t)
 	pa, _ := a.MarshalPEM()
 	pb, _ := b.MarshalPEM()
-	ks, err := LoadKeySet(WriteFile(t, "a.pem", pa), WriteFile(t, "b.pem", pb))
+	ks, err := keyset.Load(WriteFile(t, "a.pem", pa), WriteFile(t, "b.pem", pb))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := ks.Version(), short(pa, pb); got != want {
-		t.Errorf("KeySet.Version = %q, want %q", got, want)
+		t.Errorf("keyset.Set.Version = %q, want %q", got, want)
 	}
-	if mem, _ := NewKeySet(a); mem.Version() != "" {
+	if mem, _ := keyset.New(a); mem.Version() != "" {
 		t.Errorf("a set made in memory has version %q, want none", mem.Version())
 	}
 }

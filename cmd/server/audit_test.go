@@ -9,23 +9,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // TestAuditLoaded: start-up logs which keys sign and verify and which
 // clients exist (the audit events keys.loaded and clients.loaded), never a
 // secret or its hash.
 func TestAuditLoaded(t *testing.T) {
-	signer, err := token.GenerateKey()
+	signer, err := keyset.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := token.GenerateKey()
+	old, err := keyset.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := token.NewKeySet(signer, old)
+	keys, err := keyset.New(signer, old)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/config"
-	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // loadKeys loads SNOWTOKEN_SIGNING_KEYS, or in dev mode generates a key.
-func loadKeys(cfg config.Config, log *slog.Logger) (*token.KeySet, error) {
+func loadKeys(cfg config.Config, log *slog.Logger) (*keyset.Set, error) {
 	if cfg.Production {
 		ks, err := readKeys(cfg.SigningKeys)
 		if err != nil {
@@ -20,21 +20,21 @@ func loadKeys(cfg config.Config, log *slog.Logger) (*token.KeySet, error) {
 		}
 		return ks, nil
 	}
-	k, err := token.GenerateKey()
+	k, err := keyset.Generate()
 	if err != nil {
 		return nil, err
 	}
 	log.Warn("DEV MODE: generated a signing key for this run; tokens stop verifying when the process stops. Set SNOWTOKEN_SIGNING_KEYS.")
-	return token.NewKeySet(k)
+	return keyset.New(k)
 }
 
-// readKeys reads SNOWTOKEN_SIGNING_KEYS: a keys directory (token.LoadKeyDir),
-// or a list of PEM files whose first signs (token.LoadKeySet).
-func readKeys(paths []string) (*token.KeySet, error) {
+// readKeys reads SNOWTOKEN_SIGNING_KEYS: a keys directory (keyset.LoadDir),
+// or a list of PEM files whose first signs (keyset.Load).
+func readKeys(paths []string) (*keyset.Set, error) {
 	if dir, ok := keysDir(paths); ok {
-		return token.LoadKeyDir(dir)
+		return keyset.LoadDir(dir)
 	}
-	return token.LoadKeySet(paths...)
+	return keyset.Load(paths...)
 }
 
 // keysDir returns the keys directory SNOWTOKEN_SIGNING_KEYS names, if it
@@ -51,14 +51,14 @@ func keysDir(paths []string) (string, bool) {
 // (docs/audit.md): which keys sign and verify (and of those, which are next
 // and which retired), which clients exist and which of them are admins or
 // disabled.
-func auditLoaded(log *slog.Logger, keys *token.KeySet, clients *clients.Registry) {
+func auditLoaded(log *slog.Logger, keys *keyset.Set, clients *clients.Registry) {
 	var kids, next, retired []string
 	for _, k := range keys.Keys() {
 		kids = append(kids, k.Kid)
 		switch k.State {
-		case token.KeyNext:
+		case keyset.Next:
 			next = append(next, k.Kid)
-		case token.KeyRetired:
+		case keyset.Retired:
 			retired = append(retired, k.Kid)
 		}
 	}

@@ -4,8 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // keyMetrics export the signing keys in force, read at each scrape:
@@ -17,11 +16,11 @@ import (
 // The two times come from a keys directory's manifest: a plain list of key
 // files has neither, and without a next key there is no second.
 type keyMetrics struct {
-	keys                     func() *token.KeySet
+	keys                     func() *keyset.Set
 	count, activated, nextAt *prometheus.Desc
 }
 
-func newKeyMetrics(keys func() *token.KeySet) *keyMetrics {
+func newKeyMetrics(keys func() *keyset.Set) *keyMetrics {
 	return &keyMetrics{keys: keys,
 		count: prometheus.NewDesc("snowtoken_signing_keys",
 			"Signing keys in force, by state: next (published, not signing yet), active (signs), retired (verifies its tokens until they expire).", []string{"state"}, nil),
@@ -39,20 +38,20 @@ func (m *keyMetrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *keyMetrics) Collect(ch chan<- prometheus.Metric) {
-	n := map[token.KeyState]int{}
+	n := map[keyset.State]int{}
 	var activated, nextAt time.Time
 	for _, k := range m.keys().Keys() {
 		n[k.State]++
 		switch {
-		case k.State == token.KeyActive:
+		case k.State == keyset.Active:
 			activated = k.Activated
-		case k.State == token.KeyNext && !k.Published.IsZero():
-			if at := k.Published.Add(token.KeyPublishDelay); nextAt.IsZero() || at.Before(nextAt) {
+		case k.State == keyset.Next && !k.Published.IsZero():
+			if at := k.Published.Add(keyset.PublishDelay); nextAt.IsZero() || at.Before(nextAt) {
 				nextAt = at
 			}
 		}
 	}
-	for _, s := range []token.KeyState{token.KeyNext, token.KeyActive, token.KeyRetired} {
+	for _, s := range []keyset.State{keyset.Next, keyset.Active, keyset.Retired} {
 		ch <- prometheus.MustNewConstMetric(m.count, prometheus.GaugeValue, float64(n[s]), string(s))
 	}
 	if !activated.IsZero() {

@@ -22,7 +22,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/timingtest"
 	"github.com/snowtoken/snowtoken/lease"
 	"github.com/snowtoken/snowtoken/snowflakealg"
-	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // gathered is what reg exports: the value of each series, by name and
@@ -244,13 +244,13 @@ func TestIDFailureReasons(t *testing.T) {
 func TestKeyMetrics(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	dir := t.TempDir()
-	m := token.KeyManifest{}
-	for i, e := range []token.KeyEntry{
-		{State: token.KeyRetired, Published: now.Add(-48 * time.Hour), Activated: now.Add(-48 * time.Hour), Retired: now.Add(-time.Hour)},
-		{State: token.KeyActive, Published: now.Add(-2 * time.Hour), Activated: now.Add(-time.Hour)},
-		{State: token.KeyNext, Published: now.Add(-time.Minute)},
+	m := keyset.Manifest{}
+	for i, e := range []keyset.Entry{
+		{State: keyset.Retired, Published: now.Add(-48 * time.Hour), Activated: now.Add(-48 * time.Hour), Retired: now.Add(-time.Hour)},
+		{State: keyset.Active, Published: now.Add(-2 * time.Hour), Activated: now.Add(-time.Hour)},
+		{State: keyset.Next, Published: now.Add(-time.Minute)},
 	} {
-		k, err := token.GenerateKey()
+		k, err := keyset.Generate()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,15 +268,15 @@ func TestKeyMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, token.KeysManifest), data, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, keyset.ManifestFile), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ks, err := token.LoadKeyDir(dir)
+	ks, err := keyset.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(newKeyMetrics(func() *token.KeySet { return ks })); err != nil {
+	if err := reg.Register(newKeyMetrics(func() *keyset.Set { return ks })); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]float64{
@@ -284,17 +284,17 @@ func TestKeyMetrics(t *testing.T) {
 		`snowtoken_signing_keys{state="active"}`:                  1,
 		`snowtoken_signing_keys{state="retired"}`:                 1,
 		"snowtoken_signing_key_activated_timestamp_seconds":       float64(now.Add(-time.Hour).Unix()),
-		"snowtoken_signing_key_next_signs_from_timestamp_seconds": float64(now.Add(-time.Minute + token.KeyPublishDelay).Unix()),
+		"snowtoken_signing_key_next_signs_from_timestamp_seconds": float64(now.Add(-time.Minute + keyset.PublishDelay).Unix()),
 	}
 	if got := gathered(t, reg); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("from a keys directory: %v, want %v", got, want)
 	}
 
-	a, err := token.GenerateKey()
+	a, err := keyset.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := token.NewKeySet(a)
+	list, err := keyset.New(a)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/watch"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // reloader reads the clients file and the signing keys again on SIGHUP and
@@ -39,7 +40,7 @@ type reloader struct {
 	refusals *refusals
 	hup      chan os.Signal
 	// keys is svc's keys, for the key metrics a scrape reads.
-	keys atomic.Pointer[token.KeySet]
+	keys atomic.Pointer[keyset.Set]
 
 	info         *prometheus.GaugeVec
 	reloads      *prometheus.CounterVec

@@ -20,6 +20,7 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -35,11 +36,11 @@ func TestLargeSnapshotServed(t *testing.T) {
 	}
 	const n = 200_000
 	src := revfeedtest.NewLarge(revocation.KindSubject, n)
-	key, err := token.GenerateKey()
+	key, err := keyset.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := token.NewKeySet(key)
+	keys, err := keyset.New(key)
 	if err != nil {
 		t.Fatal(err)
 	}

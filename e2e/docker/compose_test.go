@@ -30,8 +30,8 @@ import (
 	"github.com/snowtoken/snowtoken/config"
 	"github.com/snowtoken/snowtoken/internal/redisconf"
 	"github.com/snowtoken/snowtoken/internal/redistest"
-	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 const composeFile = "docker-compose.yml"
@@ -968,7 +968,7 @@ func TestComposeIssuerStarts(t *testing.T) {
 	e := env(t, issuer)
 	rebaseSecrets(e, secretsDir, dir)
 	rebaseSecrets(e, filepath.Dir(passwordFile), pwDir)
-	ks, err := token.LoadKeySet(e["SNOWTOKEN_SIGNING_KEYS"])
+	ks, err := keyset.Load(e["SNOWTOKEN_SIGNING_KEYS"])
 	if err != nil {
 		t.Fatalf("the key init wrote: %v", err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -215,11 +216,11 @@ type testIssuer struct {
 func newTestIssuer(tb testing.TB, issuerURL string, dpopNonces bool) *testIssuer {
 	tb.Helper()
 	r := redistest.New(tb)
-	k, err := token.GenerateKey()
+	k, err := keyset.Generate()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	keys, err := token.NewKeySet(k)
+	keys, err := keyset.New(k)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -50,18 +51,18 @@ type issuer struct {
 	server   *handlers.Server
 	svc      *token.Service
 	clients  *clients.Registry
-	key      token.Key
+	key      keyset.Key
 	log      *logtest.Buffer // the handlers' log, JSON
 }
 
 // newIssuer serves src (nil: no feed) with opts.
 func newIssuer(t testing.TB, src revfeed.Source, opts revfeed.Options) *issuer {
 	t.Helper()
-	key, err := token.GenerateKey()
+	key, err := keyset.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := token.NewKeySet(key)
+	keys, err := keyset.New(key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,11 +247,11 @@ func TestFeedAuth(t *testing.T) {
 func TestSignedWithCurrentKeys(t *testing.T) {
 	src := revfeedtest.New(true)
 	is := newIssuer(t, src, revfeed.Options{})
-	next, err := token.GenerateKey()
+	next, err := keyset.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := token.NewKeySet(next, is.key)
+	keys, err := keyset.New(next, is.key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/snowtoken/snowtoken/token"
+	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
 // NewService wires a token.Service to Redis, as the server (serve) and the
@@ -17,7 +18,7 @@ import (
 // returns what the service decides from (opts.Revocations): a follower of
 // the store's log (serve's). The caller closes the store after the
 // service's last request; on an error NewService closes it.
-func NewService(rdb redis.UniversalClient, so Options, keys *token.KeySet, ids token.IDs, opts token.Options,
+func NewService(rdb redis.UniversalClient, so Options, keys *keyset.Set, ids token.IDs, opts token.Options,
 	follow func(*Store) (token.Revocations, error)) (*token.Service, *Store, error) {
 	maxTTL, leeway := opts.MaxTTL, opts.Leeway
 	if maxTTL == 0 {

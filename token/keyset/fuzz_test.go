@@ -1,4 +1,4 @@
-package token
+package keyset
 
 import (
 	"bytes"
@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// FuzzParseKeyPEM feeds ParseKeyPEM arbitrary bytes. A refusal wraps ErrKey;
+// FuzzParseKeyPEM feeds ParsePEM arbitrary bytes. A refusal wraps ErrKey;
 // a key it accepts is an Ed25519 key whose kid is its thumbprint, whose
 // private half (if any) signs what the public half verifies, and which
-// survives MarshalPEM and ParseKeyPEM unchanged.
+// survives MarshalPEM and ParsePEM unchanged.
 func FuzzParseKeyPEM(f *testing.F) {
 	k := MustKey(f)
 	priv, err := k.MarshalPEM()
@@ -28,10 +28,10 @@ func FuzzParseKeyPEM(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		k, err := ParseKeyPEM(data)
+		k, err := ParsePEM(data)
 		if err != nil {
 			if !errors.Is(err, ErrKey) {
-				t.Fatalf("ParseKeyPEM: %v, which is not ErrKey", err)
+				t.Fatalf("ParsePEM: %v, which is not ErrKey", err)
 			}
 			return
 		}
@@ -51,9 +51,9 @@ func FuzzParseKeyPEM(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := ParseKeyPEM(out)
+		back, err := ParsePEM(out)
 		if err != nil || back.ID != k.ID || !back.Public.Equal(k.Public) || !bytes.Equal(back.Private, k.Private) {
-			t.Fatalf("MarshalPEM and ParseKeyPEM: %+v, %v; want %+v", back, err, k)
+			t.Fatalf("MarshalPEM and ParsePEM: %+v, %v; want %+v", back, err, k)
 		}
 	})
 }

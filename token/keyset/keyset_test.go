@@ -1,4 +1,4 @@
-package token
+package keyset
 
 import (
 	"bytes"
@@ -12,23 +12,24 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/snowtoken/snowtoken/internal/filetest"
 )
 
 // MustKey returns a new Ed25519 key.
 func MustKey(tb testing.TB) Key {
 	tb.Helper()
-	k, err := GenerateKey()
+	k, err := Generate()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return k
 }
 
-// PublicOnly returns k without its private half, as ParseKeyPEM reads a
+// PublicOnly returns k without its private half, as ParsePEM reads a
 // "PUBLIC KEY" file.
 func PublicOnly(tb testing.TB, k Key) Key {
 	tb.Helper()
@@ -36,7 +37,7 @@ func PublicOnly(tb testing.TB, k Key) Key {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pub, err := ParseKeyPEM(p)
+	pub, err := ParsePEM(p)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -46,20 +47,13 @@ func PublicOnly(tb testing.TB, k Key) Key {
 	return pub
 }
 
-// WriteFile writes data to name in a temporary directory and returns its path.
-func WriteFile(tb testing.TB, name string, data []byte) string {
-	tb.Helper()
-	p := filepath.Join(tb.TempDir(), name)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	return p
-}
+// WriteFile is filetest.Write.
+var WriteFile = filetest.Write
 
 func TestKeyPEMRoundTrip(t *testing.T) {
 	k := MustKey(t)
 	if got, want := k.ID, Thumbprint(k.Public); got != want {
-		t.Fatalf("GenerateKey kid = %q, want the thumbprint %q", got, want)
+		t.Fatalf("Generate kid = %q, want the thumbprint %q", got, want)
 	}
 	t.Run("private", func(t *testing.T) {
 		p, err := k.MarshalPEM()
@@ -69,7 +63,7 @@ func TestKeyPEMRoundTrip(t *testing.T) {
 		if !bytes.Contains(p, []byte("-----BEGIN PRIVATE KEY-----")) {
 			t.Fatalf("MarshalPEM of a private key:\n%s\nwant a PRIVATE KEY block", p)
 		}
-		got, err := ParseKeyPEM(p)
+		got, err := ParsePEM(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,13 +113,13 @@ func TestNewKeySet(t *testing.T) {
 		{"public key off the curve", []Key{signer, {ID: "off-curve", Public: append([]byte{2}, make([]byte, 31)...)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewKeySet(tc.keys...); !errors.Is(err, ErrKey) {
-				t.Errorf("NewKeySet: err = %v, want ErrKey", err)
+			if _, err := New(tc.keys...); !errors.Is(err, ErrKey) {
+				t.Errorf("New: err = %v, want ErrKey", err)
 			}
 		})
 	}
 
-	ks, err := NewKeySet(signer, oldPub)
+	ks, err := New(signer, oldPub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +127,7 @@ func TestNewKeySet(t *testing.T) {
 		t.Errorf("SigningKeyID = %q, want %q", got, want)
 	}
 	// The verify-only key verifies what its private half signed.
-	pub, ok := ks.lookup(old.ID)
+	pub, ok := ks.Lookup(old.ID)
 	if !ok {
 		t.Fatalf("lookup(%q): the verify-only key is missing", old.ID)
 	}
@@ -141,7 +135,7 @@ func TestNewKeySet(t *testing.T) {
 	if !ed25519.Verify(pub.Public, msg, ed25519.Sign(old.Private, msg)) {
 		t.Error("the verify-only key does not verify its private half's signature")
 	}
-	if _, ok := ks.lookup("no such kid"); ok {
+	if _, ok := ks.Lookup("no such kid"); ok {
 		t.Error("lookup of an unknown kid succeeded")
 	}
 }
@@ -186,9 +180,9 @@ func otherPEMs(tb testing.TB) map[string][]byte {
 func TestParseKeyPEMRejects(t *testing.T) {
 	for name, data := range otherPEMs(t) {
 		t.Run(name, func(t *testing.T) {
-			k, err := ParseKeyPEM(data)
+			k, err := ParsePEM(data)
 			if !errors.Is(err, ErrKey) {
-				t.Errorf("ParseKeyPEM: key %q, err = %v, want ErrKey", k.ID, err)
+				t.Errorf("ParsePEM: key %q, err = %v, want ErrKey", k.ID, err)
 			}
 		})
 	}
@@ -207,14 +201,14 @@ func TestLoadKeySet(t *testing.T) {
 	signerPath := WriteFile(t, "signer.pem", signerPEM)
 	oldPath := WriteFile(t, "old.pub.pem", oldPubPEM)
 
-	ks, err := LoadKeySet(signerPath, oldPath)
+	ks, err := Load(signerPath, oldPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := ks.SigningKeyID(), signer.ID; got != want {
 		t.Errorf("SigningKeyID = %q, want %q", got, want)
 	}
-	if _, ok := ks.lookup(old.ID); !ok {
+	if _, ok := ks.Lookup(old.ID); !ok {
 		t.Errorf("the verify-only key %q is not in the set", old.ID)
 	}
 
@@ -232,12 +226,12 @@ func TestLoadKeySet(t *testing.T) {
 		{"no files", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := LoadKeySet(tc.paths...)
+			_, err := Load(tc.paths...)
 			if !errors.Is(err, ErrKey) {
-				t.Fatalf("LoadKeySet: err = %v, want ErrKey", err)
+				t.Fatalf("Load: err = %v, want ErrKey", err)
 			}
 			if !strings.Contains(err.Error(), tc.mentions) {
-				t.Errorf("LoadKeySet: err = %q, want it to name %q", err, tc.mentions)
+				t.Errorf("Load: err = %q, want it to name %q", err, tc.mentions)
 			}
 		})
 	}
@@ -245,7 +239,7 @@ func TestLoadKeySet(t *testing.T) {
 
 func TestJWKSHasNoPrivateMaterial(t *testing.T) {
 	signer, old := MustKey(t), MustKey(t)
-	ks, err := NewKeySet(signer, old)
+	ks, err := New(signer, old)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,15 @@
-package token
+// Package keyset is the issuer's signing keys: a Set of Ed25519 keys, the
+// one that signs and those that verify, each in a state of its rotation,
+// read from a plain list of PEM files (Load) or from a keys directory and
+// its manifest (LoadDir), and published as a JWKS. A Set is never
+// modified: a reload makes a new one (token.Service.WithKeys). What a key
+// signs and how a token is verified with it are package token's.
+//
+//	keyset.go  Key (PEM, the RFC 7638 Thumbprint, Generate), State, Member,
+//	           Set (New, FromMembers, Load, Lookup, Secret, JWKS), ErrKey
+//	dir.go     a keys directory: its manifest (Manifest, Entry, tombstones),
+//	           LoadDir, Current, and the times of a rotation
+package keyset
 
 import (
 	"crypto/ed25519"
@@ -9,6 +20,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -18,6 +30,10 @@ import (
 	"github.com/snowtoken/snowtoken/internal/edverify"
 )
 
+// ErrKey is returned for a key or a key set that cannot be used; details
+// are wrapped with %w. Package token exports it under the same name.
+var ErrKey = errors.New("token: bad signing key")
+
 // Key is an Ed25519 key pair (or, for a retired key kept only to verify, a
 // public key) with its key ID: the RFC 7638 JWK thumbprint of the public key.
 type Key struct {
@@ -26,36 +42,35 @@ type Key struct {
 	Private ed25519.PrivateKey // nil for a verify-only key
 }
 
-// KeyState is where a key is in its rotation (Keycloak's active and passive
+// State is where a key is in its rotation (Keycloak's active and passive
 // keys, with the passive ones told apart by which way they go):
 //
-//	next ──(published KeyPublishDelay)──▶ active ──(replaced)──▶ retired ──(its tokens expired)──▶ dropped
+//	next ──(published PublishDelay)──▶ active ──(replaced)──▶ retired ──(its tokens expired)──▶ dropped
 //
 // Every state is published in the JWKS and verifies; only the active key signs.
-type KeyState string
+type State string
 
 // The states of a key.
 const (
-	// KeyNext is published and verifies, so that consumers know it before
+	// Next is published and verifies, so that consumers know it before
 	// it signs; it does not sign yet.
-	KeyNext KeyState = "next"
-	// KeyActive signs; a set has exactly one.
-	KeyActive KeyState = "active"
-	// KeyRetired signs no more, and verifies until every token it signed
+	Next State = "next"
+	// Active signs; a set has exactly one.
+	Active State = "active"
+	// Retired signs no more, and verifies until every token it signed
 	// has expired (Service drops it then), or, with no retired time (a
 	// plain list of key files), for as long as it is in the set.
-	KeyRetired KeyState = "retired"
+	Retired State = "retired"
 )
 
-// KeySet holds the signing key and every key that verifies: the active key,
+// Set holds the signing key and every key that verifies: the active key,
 // the next and the retired ones. A set is never modified: a reload makes a
 // new one (Service.WithKeys).
-type KeySet struct {
-	signer   Key
-	byID     map[string]*setKey
-	byHeader map[string]*setKey // by the header segment of its tokens (headerSegment)
-	keys     []*setKey          // active first, then next, then retired
-	version  string
+type Set struct {
+	signer  Key
+	byID    map[string]*Member
+	keys    []*Member // active first, then next, then retired
+	version string
 	// dropped holds the tombstones of a keys directory's manifest: the
 	// kids of keys dropped once all their tokens had expired.
 	dropped map[string]bool
@@ -65,54 +80,68 @@ type KeySet struct {
 	sum [sha256.Size]byte
 }
 
-// setKey is a key of a set, with its state.
-type setKey struct {
+// Member is a key of a set, with where it is in its rotation. A set's
+// members are shared by everything that reads the set: read them, never
+// change them.
+type Member struct {
 	Key
-	state KeyState
-	// retired is when the key stopped signing; zero for a key that is not
+	State State
+	// Retired is when the key stopped signing; zero for a key that is not
 	// retired, or that verifies as long as it is listed (a plain list).
-	retired time.Time
-	// published and activated are the manifest's times (KeyEntry); zero
-	// for a plain list.
-	published, activated time.Time
-	// verifier is Public decoded once, for parseOwn.
+	Retired time.Time
+	// Published and Activated are the manifest's times (Entry); zero for a
+	// plain list.
+	Published, Activated time.Time
+	// verifier is Public decoded once, for Verify.
 	verifier *edverify.Key
 }
 
-// NewKeySet returns a set whose first key signs and the others verify, as a
+// Verify reports whether sig is the member's signature of msg.
+func (m *Member) Verify(msg, sig []byte) bool { return m.verifier.Verify(msg, sig) }
+
+// New returns a set whose first key signs and the others verify, as a
 // plain list of key files (SNOWTOKEN_SIGNING_KEYS=a.pem,b.pem) means it: the
 // others are retired with no time, kept until they leave the list. The
 // first must hold a private key.
-func NewKeySet(keys ...Key) (*KeySet, error) {
+func New(keys ...Key) (*Set, error) {
 	if len(keys) == 0 || keys[0].Private == nil {
 		return nil, fmt.Errorf("%w: the first key must be an Ed25519 private key", ErrKey)
 	}
-	set := make([]*setKey, len(keys))
+	set := make([]*Member, len(keys))
 	for i, k := range keys {
-		set[i] = &setKey{Key: k, state: KeyRetired}
+		set[i] = &Member{Key: k, State: Retired}
 	}
-	set[0].state = KeyActive
-	return newKeySet(set)
+	set[0].State = Active
+	return fromMembers(set)
 }
 
-// newKeySet indexes keys, of which exactly one is active with a private key,
+// FromMembers returns the set of members, of which exactly one is active
+// with a private key: a set whose states and times are given rather than
+// read from a keys directory (LoadDir).
+func FromMembers(members ...Member) (*Set, error) {
+	keys := make([]*Member, len(members))
+	for i := range members {
+		m := members[i]
+		keys[i] = &m
+	}
+	return fromMembers(keys)
+}
+
+// fromMembers indexes keys, of which exactly one is active with a private key,
 // putting the active key first and the next ones before the retired ones.
-func newKeySet(keys []*setKey) (*KeySet, error) {
-	ks := &KeySet{byID: make(map[string]*setKey, len(keys)), byHeader: make(map[string]*setKey, len(keys))}
+func fromMembers(keys []*Member) (*Set, error) {
+	ks := &Set{byID: make(map[string]*Member, len(keys))}
 	active := 0
 	for _, k := range keys {
 		if _, dup := ks.byID[k.ID]; dup {
 			return nil, fmt.Errorf("%w: key %s listed twice", ErrKey, k.ID)
 		}
-		header, err := headerSegment(k.ID)
-		if err != nil {
-			return nil, fmt.Errorf("%w: key %s: %w", ErrKey, k.ID, err)
-		}
+		var err error
 		if k.verifier, err = edverify.NewKey(k.Public); err != nil {
 			return nil, fmt.Errorf("%w: key %s: %w", ErrKey, k.ID, err)
 		}
-		ks.byID[k.ID], ks.byHeader[header] = k, k
-		if k.state == KeyActive {
+		ks.byID[k.ID] = k
+		if k.State == Active {
 			active++
 			ks.signer = k.Key
 		}
@@ -123,14 +152,14 @@ func newKeySet(keys []*setKey) (*KeySet, error) {
 	if ks.signer.Private == nil {
 		return nil, fmt.Errorf("%w: the active key %s must be an Ed25519 private key", ErrKey, ks.signer.ID)
 	}
-	order := map[KeyState]int{KeyActive: 0, KeyNext: 1, KeyRetired: 2}
+	order := map[State]int{Active: 0, Next: 1, Retired: 2}
 	ks.keys = slices.Clone(keys)
-	slices.SortStableFunc(ks.keys, func(a, b *setKey) int { return order[a.state] - order[b.state] })
+	slices.SortStableFunc(ks.keys, func(a, b *Member) int { return order[a.State] - order[b.State] })
 	return ks, nil
 }
 
-// GenerateKey returns a new random Ed25519 key.
-func GenerateKey() (Key, error) {
+// Generate returns a new random Ed25519 key.
+func Generate() (Key, error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return Key{}, err
@@ -164,9 +193,9 @@ func (k Key) MarshalPEM() ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
-// ParseKeyPEM reads an Ed25519 key from a "PRIVATE KEY" (PKCS #8) or "PUBLIC
+// ParsePEM reads an Ed25519 key from a "PRIVATE KEY" (PKCS #8) or "PUBLIC
 // KEY" (PKIX) PEM block.
-func ParseKeyPEM(data []byte) (Key, error) {
+func ParsePEM(data []byte) (Key, error) {
 	block, _ := pem.Decode(data)
 	if block == nil {
 		return Key{}, fmt.Errorf("%w: no PEM block", ErrKey)
@@ -198,10 +227,10 @@ func ParseKeyPEM(data []byte) (Key, error) {
 	}
 }
 
-// LoadKeySet reads PEM files; the first signs and must hold a private key,
-// the others verify (NewKeySet). Its Version is the short SHA-256 of the
+// Load reads PEM files; the first signs and must hold a private key,
+// the others verify (New). Its Version is the short SHA-256 of the
 // files, in order.
-func LoadKeySet(paths ...string) (*KeySet, error) {
+func Load(paths ...string) (*Set, error) {
 	keys := make([]Key, 0, len(paths))
 	sum := sha256.New()
 	for _, p := range paths {
@@ -212,7 +241,7 @@ func LoadKeySet(paths ...string) (*KeySet, error) {
 		sum.Write(data)
 		keys = append(keys, k)
 	}
-	ks, err := NewKeySet(keys...)
+	ks, err := New(keys...)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +255,7 @@ func readKeyFile(path string) (Key, []byte, error) {
 	if err != nil {
 		return Key{}, nil, fmt.Errorf("%w: %w", ErrKey, err)
 	}
-	k, err := ParseKeyPEM(data)
+	k, err := ParsePEM(data)
 	if err != nil {
 		return Key{}, nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -238,13 +267,13 @@ func readKeyFile(path string) (Key, []byte, error) {
 func shortSum(sum []byte) string { return hex.EncodeToString(sum)[:12] }
 
 // SigningKeyID returns the kid of the key that signs.
-func (ks *KeySet) SigningKeyID() string { return ks.signer.ID }
+func (ks *Set) SigningKeyID() string { return ks.signer.ID }
 
 // Secret returns 32 bytes derived for label from the signing key's private
 // key (HKDF-SHA256): a secret that every replica with the same signing key
 // shares without one more file to distribute, such as the key of the DPoP
 // nonces. It changes when the signing key does.
-func (ks *KeySet) Secret(label string) []byte {
+func (ks *Set) Secret(label string) []byte {
 	b, err := hkdf.Key(sha256.New, ks.signer.Private.Seed(), nil, "snowtoken "+label, 32)
 	if err != nil { // only for a length HKDF-SHA256 cannot give
 		panic(err)
@@ -255,17 +284,20 @@ func (ks *KeySet) Secret(label string) []byte {
 // Version is the short SHA-256 of the files the set was read from: of
 // keys.json for a keys directory (which names every key by its kid), of
 // the PEM files in order for a list. It is empty for a set made in memory.
-func (ks *KeySet) Version() string { return ks.version }
+func (ks *Set) Version() string { return ks.version }
 
-// lookup returns the key for kid.
-func (ks *KeySet) lookup(kid string) (*setKey, bool) {
+// Signer is the key that signs: the active one.
+func (ks *Set) Signer() Key { return ks.signer }
+
+// Lookup returns the member whose kid is kid.
+func (ks *Set) Lookup(kid string) (*Member, bool) {
 	k, ok := ks.byID[kid]
 	return k, ok
 }
 
 // Dropped reports whether kid is the tombstone of a key dropped from the
-// set's keys directory (KeyManifest.Dropped).
-func (ks *KeySet) Dropped(kid string) bool { return ks.dropped[kid] }
+// set's keys directory (Manifest.Dropped).
+func (ks *Set) Dropped(kid string) bool { return ks.dropped[kid] }
 
 // JWK is the public half of a key as RFC 8037 writes an Ed25519 key.
 type JWK struct {
@@ -283,29 +315,33 @@ type JWKS struct {
 }
 
 // JWKS returns the public keys of the set, signing key first, then the
-// next keys, then the retired ones; Service.JWKS leaves out the retired keys
-// whose tokens have all expired.
-func (ks *KeySet) JWKS() JWKS { return ks.jwks(func(*setKey) bool { return true }) }
+// next keys, then the retired ones; token.Service.JWKS leaves out the
+// retired keys whose tokens have all expired (JWKSOf).
+func (ks *Set) JWKS() JWKS { return ks.JWKSOf(func(*Member) bool { return true }) }
 
-// KeyInfo describes a key of a set: its kid, state and, from a keys
+// Members returns the members of the set in JWKS order, to be read only.
+func (ks *Set) Members() []*Member { return slices.Clone(ks.keys) }
+
+// Info describes a key of a set: its kid, state and, from a keys
 // directory's manifest, when it was published, activated and retired (zero
 // where the manifest has no time, and for every key of a plain list).
-type KeyInfo struct {
+type Info struct {
 	Kid                           string
-	State                         KeyState
+	State                         State
 	Published, Activated, Retired time.Time
 }
 
 // Keys describes every key of the set, in JWKS order.
-func (ks *KeySet) Keys() []KeyInfo {
-	out := make([]KeyInfo, len(ks.keys))
+func (ks *Set) Keys() []Info {
+	out := make([]Info, len(ks.keys))
 	for i, k := range ks.keys {
-		out[i] = KeyInfo{Kid: k.ID, State: k.state, Published: k.published, Activated: k.activated, Retired: k.retired}
+		out[i] = Info{Kid: k.ID, State: k.State, Published: k.Published, Activated: k.Activated, Retired: k.Retired}
 	}
 	return out
 }
 
-func (ks *KeySet) jwks(keep func(*setKey) bool) JWKS {
+// JWKSOf is JWKS with only the members keep keeps.
+func (ks *Set) JWKSOf(keep func(*Member) bool) JWKS {
 	out := JWKS{Keys: make([]JWK, 0, len(ks.keys))}
 	for _, k := range ks.keys {
 		if !keep(k) {

@@ -1,4 +1,4 @@
-package token
+package keyset
 
 import (
 	"crypto/sha256"
@@ -43,8 +43,8 @@ import (
 // file swapped under the manifest is refused, and the manifest alone names
 // the whole set: its SHA-256 is the set's Version.
 
-// KeysManifest is the name of the manifest in a keys directory.
-const KeysManifest = "keys.json"
+// ManifestFile is the name of the manifest in a keys directory.
+const ManifestFile = "keys.json"
 
 // Times of a rotation.
 const (
@@ -53,41 +53,41 @@ const (
 	// default, keeps a consumer to one fetch per five minutes, and is short
 	// enough that a rotation takes minutes.
 	JWKSMaxAge = 5 * time.Minute
-	// KeyPropagation allows for every replica to load changed key files:
+	// Propagation allows for every replica to load changed key files:
 	// a Kubernetes kubelet takes up to about two minutes to update a
 	// mounted Secret.
-	KeyPropagation = 5 * time.Minute
-	// KeyPublishDelay is how long a key must be published before it signs:
+	Propagation = 5 * time.Minute
+	// PublishDelay is how long a key must be published before it signs:
 	// every replica publishes it, then every cached JWKS has expired. A key
 	// activated sooner would sign tokens that a consumer holding an older
 	// JWKS cannot verify.
-	KeyPublishDelay = KeyPropagation + JWKSMaxAge
+	PublishDelay = Propagation + JWKSMaxAge
 )
 
-// KeyManifest is the document of KeysManifest.
-type KeyManifest struct {
-	Keys []KeyEntry `json:"keys"`
+// Manifest is the document of ManifestFile.
+type Manifest struct {
+	Keys []Entry `json:"keys"`
 	// Dropped are the tombstones of the keys dropped from Keys.
 	Dropped []DroppedKey `json:"dropped,omitempty"`
 }
 
-// DroppedKey is the tombstone of a key dropped from a KeyManifest.
+// DroppedKey is the tombstone of a key dropped from a Manifest.
 type DroppedKey struct {
 	Kid string `json:"kid"`
 	// Dropped is when it left the set. Required.
 	Dropped time.Time `json:"dropped"`
 }
 
-// KeyEntry is one key of a KeyManifest.
-type KeyEntry struct {
+// Entry is one key of a Manifest.
+type Entry struct {
 	// File is the PEM file's name in the directory.
 	File string `json:"file"`
 	// Kid is the key's RFC 7638 thumbprint, which the file must match.
-	Kid   string   `json:"kid"`
-	State KeyState `json:"state"`
+	Kid   string `json:"kid"`
+	State State  `json:"state"`
 	// Published is when the key entered the set, and so the JWKS. Required.
 	Published time.Time `json:"published"`
-	// Activated is when the key began to sign: at least KeyPublishDelay
+	// Activated is when the key began to sign: at least PublishDelay
 	// after Published, or equal to it for a key that was the first of its
 	// set (a new deployment, or the emergency replacement of a compromised
 	// key, which cannot wait). Required of the active key.
@@ -96,35 +96,35 @@ type KeyEntry struct {
 	Retired time.Time `json:"retired,omitzero"`
 }
 
-// ReadKeyManifest reads dir's KeysManifest strictly, as clients.Load reads
+// ReadManifest reads dir's ManifestFile strictly, as clients.Load reads
 // the clients file: exact member names, no unknown or repeated ones, and
 // nothing after the document. It returns the file's bytes too.
-func ReadKeyManifest(dir string) (KeyManifest, []byte, error) {
-	path := filepath.Join(dir, KeysManifest)
+func ReadManifest(dir string) (Manifest, []byte, error) {
+	path := filepath.Join(dir, ManifestFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return KeyManifest{}, nil, fmt.Errorf("%w: %w", ErrKey, err)
+		return Manifest{}, nil, fmt.Errorf("%w: %w", ErrKey, err)
 	}
-	var m KeyManifest
+	var m Manifest
 	if err := jsonv2.Unmarshal(data, &m, jsonv2.RejectUnknownMembers(true)); err != nil {
-		return KeyManifest{}, nil, fmt.Errorf("%w: %s: %w", ErrKey, path, err)
+		return Manifest{}, nil, fmt.Errorf("%w: %s: %w", ErrKey, path, err)
 	}
 	return m, data, nil
 }
 
-// LoadKeyDir reads a keys directory: its manifest and every key file it
+// LoadDir reads a keys directory: its manifest and every key file it
 // names. The set is refused, with an error naming the file and the key,
 // unless every key file parses and matches its kid, exactly one key is
 // active, the active and next keys hold private keys, and the active key
-// was published KeyPublishDelay before it was activated (or is a first
+// was published PublishDelay before it was activated (or is a first
 // key, activated when published).
-func LoadKeyDir(dir string) (*KeySet, error) {
-	m, data, err := ReadKeyManifest(dir)
+func LoadDir(dir string) (*Set, error) {
+	m, data, err := ReadManifest(dir)
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, KeysManifest)
-	keys := make([]*setKey, 0, len(m.Keys))
+	path := filepath.Join(dir, ManifestFile)
+	keys := make([]*Member, 0, len(m.Keys))
 	for i, e := range m.Keys {
 		if err := e.check(); err != nil {
 			return nil, fmt.Errorf("%w: %s: key %d (%s): %w", ErrKey, path, i, e.File, err)
@@ -136,12 +136,12 @@ func LoadKeyDir(dir string) (*KeySet, error) {
 		if k.ID != e.Kid {
 			return nil, fmt.Errorf("%w: %s: key %d: %s holds the key %s, not %s", ErrKey, path, i, e.File, k.ID, e.Kid)
 		}
-		if e.State != KeyRetired && k.Private == nil {
+		if e.State != Retired && k.Private == nil {
 			return nil, fmt.Errorf("%w: %s: key %d: %s: a %s key must be a PRIVATE KEY", ErrKey, path, i, e.File, e.State)
 		}
-		keys = append(keys, &setKey{Key: k, state: e.State, retired: e.Retired, published: e.Published, activated: e.Activated})
+		keys = append(keys, &Member{Key: k, State: e.State, Retired: e.Retired, Published: e.Published, Activated: e.Activated})
 	}
-	ks, err := newKeySet(keys)
+	ks, err := fromMembers(keys)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -166,8 +166,8 @@ func LoadKeyDir(dir string) (*KeySet, error) {
 // Current returns nil when the set is known to be current, so that a kid
 // it does not hold is no key of this issuer's: the set was read from a keys
 // directory, whose rotation publishes every key as next for
-// KeyPublishDelay before it signs (longer than KeyPropagation, the time
-// every replica takes to load it), and the directory's KeysManifest is now
+// PublishDelay before it signs (longer than Propagation, the time
+// every replica takes to load it), and the directory's ManifestFile is now
 // the very file the set was read from (its SHA-256), so that no change is
 // waiting to be loaded or was refused. It reads the manifest each time:
 // what it tells depends on the file now. Otherwise it says why it cannot
@@ -175,22 +175,22 @@ func LoadKeyDir(dir string) (*KeySet, error) {
 // added to another replica's list at any time, and signs at once), a
 // manifest that changed since (a reload pending or refused), or one that
 // does not read.
-func (ks *KeySet) Current() error {
+func (ks *Set) Current() error {
 	if ks.dir == "" {
 		return errors.New("the keys are not a keys directory with a manifest")
 	}
-	data, err := os.ReadFile(filepath.Join(ks.dir, KeysManifest))
+	data, err := os.ReadFile(filepath.Join(ks.dir, ManifestFile))
 	if err != nil {
 		return err
 	}
 	if sha256.Sum256(data) != ks.sum {
-		return fmt.Errorf("%s changed since the set in force was loaded from it: a reload is pending or was refused", KeysManifest)
+		return fmt.Errorf("%s changed since the set in force was loaded from it: a reload is pending or was refused", ManifestFile)
 	}
 	return nil
 }
 
 // check checks one entry on its own.
-func (e KeyEntry) check() error {
+func (e Entry) check() error {
 	if e.File == "" || e.File != filepath.Base(e.File) || strings.HasPrefix(e.File, ".") {
 		return fmt.Errorf("file %q must be a file name in the directory, not a path or a hidden name", e.File)
 	}
@@ -198,20 +198,20 @@ func (e KeyEntry) check() error {
 		return fmt.Errorf("published is required")
 	}
 	switch e.State {
-	case KeyNext:
+	case Next:
 		if !e.Activated.IsZero() || !e.Retired.IsZero() {
 			return fmt.Errorf("a next key has no activated or retired time")
 		}
-	case KeyActive:
+	case Active:
 		if e.Activated.IsZero() || !e.Retired.IsZero() {
 			return fmt.Errorf("an active key has an activated time and no retired time")
 		}
-		if !e.Activated.Equal(e.Published) && e.Activated.Before(e.Published.Add(KeyPublishDelay)) {
+		if !e.Activated.Equal(e.Published) && e.Activated.Before(e.Published.Add(PublishDelay)) {
 			return fmt.Errorf("activated at %s, less than %v after it was published (%s): consumers holding an older JWKS would reject its tokens; "+
-				"keep it next until %s (snowtoken keys rotate does)", e.Activated.Format(time.RFC3339), KeyPublishDelay,
-				e.Published.Format(time.RFC3339), e.Published.Add(KeyPublishDelay).Format(time.RFC3339))
+				"keep it next until %s (snowtoken keys rotate does)", e.Activated.Format(time.RFC3339), PublishDelay,
+				e.Published.Format(time.RFC3339), e.Published.Add(PublishDelay).Format(time.RFC3339))
 		}
-	case KeyRetired:
+	case Retired:
 		if e.Retired.IsZero() {
 			return fmt.Errorf("a retired key needs its retired time")
 		}
