@@ -301,7 +301,7 @@ func (s *Service) validateOpaque(ctx context.Context, raw string) (*Verified, er
 // whose parts are parts), and returns the token it makes if secret matches
 // it and the token is live at now.
 func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string, parts snowflakealg.Parts, secret *[opaqueSecretLen]byte, now time.Time) (*Verified, error) {
-	rec, gen, client, err := s.store.ReadOpaque(ctx, s.store.OpaqueKey(jti))
+	rec, sess, err := s.store.ReadOpaque(ctx, s.store.OpaqueKey(jti))
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +313,8 @@ func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string
 	if !now.Before(exp.Add(s.opts.Leeway)) {
 		return nil, refusal.Describe(fmt.Errorf("%w: %w", ErrInvalidToken, jwt.ErrTokenExpired), jwtReason(jwt.ErrTokenExpired))
 	}
-	if err := SessionLive(parts.Time.UnixMilli(), r.marker, gen, client); err != nil {
+	sess.Marker = r.marker
+	if err := SessionLive(parts.Time.UnixMilli(), sess); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	scopes, err := syntax.ParseScope(r.scope)
@@ -335,15 +336,14 @@ func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string
 	}, nil
 }
 
-// openRecord reads rec, the record Redis returned (a string, or nil for
-// none), if the secret's SHA-256 is the one it holds; errNoSession if not,
-// wrapped in ErrInvalidToken.
-func (s *Service) openRecord(rec any, secret *[opaqueSecretLen]byte) (opaqueRecord, error) {
-	str, ok := rec.(string)
-	if !ok {
+// openRecord reads rec, the record the store returned ("" for none), if
+// the secret's SHA-256 is the one it holds; errNoSession if not, wrapped in
+// ErrInvalidToken.
+func (s *Service) openRecord(rec string, secret *[opaqueSecretLen]byte) (opaqueRecord, error) {
+	if rec == "" {
 		return opaqueRecord{}, fmt.Errorf("%w: %w", ErrInvalidToken, errNoSession)
 	}
-	r, err := parseOpaqueRecord(str)
+	r, err := parseOpaqueRecord(rec)
 	if err != nil {
 		return r, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}

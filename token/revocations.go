@@ -20,7 +20,7 @@ import (
 //	verdict := Decide(now, LogQuery{jti, sub, client, issued, checked: the mark stored with the cached token})
 //	LogRevoked ─▶ refused (ErrInvalidToken, ErrRevoked), no Redis
 //	LogLive    ─▶ accepted, no Redis
-//	LogUnknown ─▶ m := Mark(); the Redis check of today (Store.Check, or the opaque record);
+//	LogUnknown ─▶ m := Mark(); the Redis check of today (Store.Session and SessionLive, or the opaque record);
 //	              live ─▶ m stored with the cached token, so the next Decide may say LogLive
 //
 // The rule a Revocations must keep: LogLive only while the state is fresh

@@ -144,7 +144,7 @@ func (s *Service) signedClaims(raw string) (*Claims, error) {
 // after it. Issue never hands out such a token: the script that writes its
 // record reads the client's revocation time in the same round trip, and
 // Issue answers ErrClientRevoking with the wait until its IDs are past it,
-// never a token that Check refuses. The comparison is the one Check makes,
+// never a token that SessionLive refuses. The comparison is the one it makes,
 // of the same two numbers, so it needs no assumption on clocks. A subject's
 // revocation has no such window: it replaces the subject's marker, which
 // records written after it hold, with no clock involved.

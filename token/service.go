@@ -319,7 +319,10 @@ func (s *Service) validate(ctx context.Context, raw string) (*Verified, error) {
 	case done:
 		return v, nil
 	}
-	err = s.store.Check(ctx, v.keys)
+	sess, err := s.store.Session(ctx, v.keys)
+	if err == nil {
+		err = SessionLive(v.keys.Issued, sess)
+	}
 	s.checked(v, m, err)
 	if err != nil {
 		if errors.Is(err, ErrRevoked) {

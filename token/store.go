@@ -3,45 +3,51 @@ package token
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"math"
 	"time"
 
 	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
-// Store is what a Service needs from a session store: the records that
-// decide whether a token is live, and the revocation log that every
-// revocation appends to. The domain declares it; package redisstore
-// implements it on Redis, and its package doc draws the keys, the scripts
-// and what happens when a key disappears. The verdicts on what a store
-// holds are the domain's (SessionLive, SessionCreated), so that every store
-// decides alike.
+// Store is what a Service needs from a session store: what it holds on a
+// token (Session), written when the token is issued, and the revocation log
+// that every revocation appends to. The domain declares it in its own
+// terms; package redisstore implements it on Redis, and its package doc
+// draws the keys, the scripts and what happens when a key disappears. The
+// verdicts on what a store holds are the domain's (SessionLive,
+// SessionCreated), so that every store decides alike.
 type Store interface {
 	// Keys returns the keys that decide whether the token jti of subject
 	// and client, whose ID's time is issued, is live.
 	Keys(subject, client, jti string, issued time.Time) SessionKeys
 	// OpaqueKey is the key of the record of the opaque token jti.
 	OpaqueKey(jti string) string
-	// Create writes the session record of a new JWT for ttl; see SessionCreated.
+	// Create writes the session record of a new JWT for ttl, and returns
+	// SessionCreated's verdict on it.
 	Create(ctx context.Context, k SessionKeys, ttl time.Duration) error
 	// CreateOpaque writes the record of a new opaque token (k.Session, an
-	// OpaqueKey): head, the subject's marker, tail; see SessionCreated.
+	// OpaqueKey): head, the subject's marker, tail, and returns
+	// SessionCreated's verdict on it.
 	CreateOpaque(ctx context.Context, k SessionKeys, ttl time.Duration, head, tail string) error
-	// Check is SessionLive's verdict on what the store holds for k.
-	Check(ctx context.Context, k SessionKeys) error
-	// ReadOpaque returns the record key holds, the marker of the subject
-	// and the revocation time of the client it names, each nil when
-	// missing (the last two also when the record is, or does not read).
-	ReadOpaque(ctx context.Context, key string) (rec, gen, client any, err error)
+	// Session returns what the store holds on the token of k, for
+	// SessionLive.
+	Session(ctx context.Context, k SessionKeys) (Session, error)
+	// ReadOpaque returns the record key holds ("" for none) and what the
+	// store holds on its token: its subject's marker and its client's
+	// revocation time, read by the names the record holds (zero when the
+	// record is missing or does not read). The marker the record holds is
+	// the record's: Session.Marker is left empty.
+	ReadOpaque(ctx context.Context, key string) (rec string, s Session, err error)
 	// GetOpaque returns the record key holds, or "" when it has none.
 	GetOpaque(ctx context.Context, key string) (string, error)
 	// RevokeToken removes the record key of the token jti, whose exp (Unix
 	// s) is exp (0: unknown), and logs the revocation.
 	RevokeToken(ctx context.Context, key, jti string, exp int64) error
-	// RevokeSubject makes every live token of subject fail Check, and logs it.
+	// RevokeSubject makes every live token of subject fail SessionLive,
+	// and logs it.
 	RevokeSubject(ctx context.Context, subject string) error
 	// RevokeClient makes every token of client whose ID's time is at or
-	// before before fail Check, and logs it.
+	// before before fail SessionLive, and logs it.
 	RevokeClient(ctx context.Context, client string, before time.Time) error
 	// Ready checks that the store answers and accepts writes.
 	Ready(ctx context.Context) error
@@ -63,6 +69,36 @@ type SessionKeys struct {
 	Issued               int64 // Unix ms of the token's ID
 }
 
+// Session is what a store holds on one token, as the domain reads it:
+//
+//	record ── Marker ──┐
+//	subject ── SubjectMarker ──┴─ equal: the subject was not revoked since
+//	client ── ClientCutoff ─── after the token's ID: the client was not revoked since
+//
+// A revocation of the subject replaces its marker, one of the client
+// moves its cutoff; SessionLive is the rule.
+type Session struct {
+	// Marker is the subject's marker the token's record holds: "" when
+	// there is no record (revoked, expired or never written).
+	Marker string
+	// SubjectMarker is the subject's marker now: "" when it is missing
+	// (lost: evicted, or a failover or restart that did not keep it).
+	SubjectMarker string
+	// ClientCutoff is the client's revocation time, Unix ms: the tokens
+	// whose ID's time is at or before it are revoked. Zero is none;
+	// CutoffUnreadable, a time the store holds that does not read.
+	ClientCutoff int64
+}
+
+// CutoffUnreadable, as Session.ClientCutoff, is a client revocation time
+// that does not read: it covers every token (fail closed), and a new
+// token's session is refused as ErrUnavailable (SessionCreated).
+const CutoffUnreadable int64 = math.MaxInt64
+
+// revokedByClient reports whether cutoff, a client's revocation time (zero
+// for none), covers a token whose ID's time is issued (Unix ms).
+func revokedByClient(issued, cutoff int64) bool { return cutoff != 0 && issued <= cutoff }
+
 // LogRetention is how long the revocation log must keep an entry for the
 // tokens of a service whose longest lifetime is maxTTL and leeway leeway:
 // three leeways more than maxTTL. One because a token validates until its exp
@@ -77,28 +113,20 @@ func LogRetention(maxTTL, leeway time.Duration) time.Duration {
 
 // SessionCreated is the verdict on a new session record, for a Store's
 // Create and CreateOpaque: written says whether it was (not:
-// ErrDuplicateID, wrapped in ErrUnavailable), cut is the client's
-// revocation time as Redis holds it, a string of Unix ms or nil for none
-// (clientCutoff), issued the Unix ms of the token's ID.
-func SessionCreated(written bool, issued int64, cut any) error {
-	if !written {
-		return fmt.Errorf("%w: %w", ErrUnavailable, ErrDuplicateID)
-	}
-	return clientCutoff(issued, cut)
-}
-
-// clientCutoff is Create's verdict on a new token issued at issued (Unix
-// ms) whose client's revocation time is client (a string, or nil): nil
-// when the revocation does not cover it, else ErrClientRevoking with the
-// wait until a token would be past it, or, when the time does not read
-// (Check fails all the client's tokens closed), ErrUnavailable.
-func clientCutoff(issued int64, client any) error {
-	cutoff, revoked := revokedByClient(issued, client)
+// ErrDuplicateID, wrapped in ErrUnavailable), cutoff is the client's
+// revocation time as the store holds it (Session.ClientCutoff), issued the
+// Unix ms of the token's ID. A cutoff that covers the token is
+// ErrClientRevoking with the wait until a token would be past it, or, when
+// it does not read (SessionLive fails all the client's tokens closed),
+// ErrUnavailable.
+func SessionCreated(written bool, issued, cutoff int64) error {
 	switch {
-	case !revoked:
+	case !written:
+		return fmt.Errorf("%w: %w", ErrUnavailable, ErrDuplicateID)
+	case !revokedByClient(issued, cutoff):
 		return nil
-	case cutoff == 0:
-		return fmt.Errorf("%w: redis: the client's revocation time %.32q does not read", ErrUnavailable, client)
+	case cutoff == CutoffUnreadable:
+		return fmt.Errorf("%w: the store's revocation time of the client does not read", ErrUnavailable)
 	}
 	return &revokingError{wait: time.Duration(cutoff-issued+1) * time.Millisecond}
 }
@@ -116,41 +144,28 @@ func (e *revokingError) Unwrap() []error { return []error{ErrUnavailable, ErrCli
 // RetryAfter is how long until a token issued is past the revocation.
 func (e *revokingError) RetryAfter() time.Duration { return e.wait }
 
-// SessionLive is the verdict on what the store holds for a token issued at
-// issued (Unix ms), for a Store's Check and for an opaque token's record:
-// the marker its record holds, the subject's marker and the client's
-// revocation time, each a string, or nil for a missing key. See Store.
-func SessionLive(issued int64, rec, gen, client any) error {
-	if _, revoked := revokedByClient(issued, client); revoked {
-		return refusal.New(ErrRevoked, "all tokens of the client were revoked")
-	}
-	r, ok := rec.(string)
-	if !ok {
-		return refusal.New(ErrRevoked, "no session")
-	}
-	g, ok := gen.(string)
+// SessionLive is the rule on what a store holds for a token whose ID's time
+// is issued (Unix ms): nil when it is live, else ErrRevoked, saying why.
+// It is the Redis side's revoked-or-not rule, for a Store's JWT sessions
+// and opaque records alike; the revocation log's is
+// revocation.State.DecideLog. In order:
+//
+//	ClientCutoff covers issued        revoked: all tokens of the client
+//	no record (Marker "")             revoked: no session
+//	SubjectMarker "" (lost)           revoked, ErrMarkerLost (fail closed), told as no session
+//	Marker != SubjectMarker           revoked: all tokens of the subject
+//	otherwise                         live
+func SessionLive(issued int64, s Session) error {
 	switch {
-	case !ok:
+	case revokedByClient(issued, s.ClientCutoff):
+		return refusal.New(ErrRevoked, "all tokens of the client were revoked")
+	case s.Marker == "":
+		return refusal.New(ErrRevoked, "no session")
+	case s.SubjectMarker == "":
 		// A client hears what the others hear of a session that is gone.
 		return refusal.Describe(fmt.Errorf("%w: %w", ErrRevoked, ErrMarkerLost), "no session")
-	case r != g:
+	case s.Marker != s.SubjectMarker:
 		return refusal.New(ErrRevoked, "all tokens of the subject were revoked")
 	}
 	return nil
-}
-
-// revokedByClient reports whether the client's revocation time client (a
-// string of Unix ms, or nil for none) covers a token issued at issued (Unix
-// ms), and the time; a time that does not read covers every token (fail
-// closed), with cutoff 0.
-func revokedByClient(issued int64, client any) (cutoff int64, revoked bool) {
-	v, ok := client.(string)
-	if !ok {
-		return 0, false
-	}
-	cutoff, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, true
-	}
-	return cutoff, issued <= cutoff
 }

@@ -126,10 +126,10 @@
 //
 // State that a security decision depends on is never assumed:
 //
-//	record lost   (eviction, expiry, failover, restart)  the token is invalid to Check: the session is over
-//	marker lost   (eviction, failover, restart)          every record of the subject is invalid to Check:
+//	record lost   (eviction, expiry, failover, restart)  SessionLive refuses the token: the session is over
+//	marker lost   (eviction, failover, restart)          SessionLive refuses every record of the subject:
 //	                                                     whether it was revoked cannot be known,
-//	                                                     so Check fails closed (ErrMarkerLost)
+//	                                                     so it fails closed (ErrMarkerLost)
 //	                                                     and the next Issue starts a new marker
 //	client key lost (FLUSHALL, failover, restart;        the client's revoked tokens validate again:
 //	  no TTL, so no policy redisconf accepts evicts it)  docs/redis.md says what rules that out

@@ -55,7 +55,7 @@ func (s *Store) CreateOpaque(ctx context.Context, k token.SessionKeys, ttl time.
 	if err != nil {
 		return err
 	}
-	return token.SessionCreated(set.Val(), k.Issued, cut) // SET NX answers nil, which BoolCmd reads as false
+	return token.SessionCreated(set.Val(), k.Issued, cutoff(cut)) // SET NX answers nil, which BoolCmd reads as false
 }
 
 // validateOpaqueLua reads the record KEYS[1], then the marker and the
@@ -64,7 +64,7 @@ func (s *Store) CreateOpaque(ctx context.Context, k token.SessionKeys, ttl time.
 // time}, a missing key as nil; nil when there is no record, {record} when
 // it does not read. These two keys are not declared, which a single Redis
 // allows and a Cluster does not (they may be in other slots): there
-// CheckOpaque takes two round trips instead.
+// ReadOpaque takes two round trips instead.
 const validateOpaqueLua = `
 local rec = redis.call('GET', KEYS[1])
 if not rec then
@@ -80,50 +80,51 @@ return {rec, redis.call('GET', ARGV[1] .. '{' .. sub .. '}:gen'), redis.call('GE
 var validateOpaqueScript = redis.NewScript(validateOpaqueLua)
 
 // ReadOpaque returns what decides whether the opaque token whose record is
-// key is live: its record, its subject's marker and its client's revocation
-// time, each nil when missing (and the last two when the record is missing
-// or does not read); token.ErrUnavailable when Redis does not answer. On a single
-// Redis or Sentinel it is one script (validateOpaqueLua); on a Cluster a GET
-// of the record and then, in one pipeline, GETs of the two others.
-func (s *Store) ReadOpaque(ctx context.Context, key string) (rec, gen, client any, err error) {
+// key is live: its record ("" when missing) and, as a token.Session, its
+// subject's marker and its client's revocation time (zero when the record
+// is missing or does not read); token.ErrUnavailable when Redis does not
+// answer. On a single Redis or Sentinel it is one script
+// (validateOpaqueLua); on a Cluster a GET of the record and then, in one
+// pipeline, GETs of the two others.
+func (s *Store) ReadOpaque(ctx context.Context, key string) (string, token.Session, error) {
 	if !s.cluster {
 		cmd, err := s.eval(ctx, nil, validateOpaqueScript, validateOpaqueLua, []string{key}, s.prefix)
 		if errors.Is(err, redis.Nil) {
-			return nil, nil, nil, nil
+			return "", token.Session{}, nil
 		}
 		if err != nil {
-			return nil, nil, nil, err
+			return "", token.Session{}, err
 		}
 		vals, err := cmd.Slice()
 		switch {
 		case err != nil || len(vals) == 0:
-			return nil, nil, nil, unavailable(fmt.Errorf("validate script: %v", vals))
+			return "", token.Session{}, unavailable(fmt.Errorf("validate script: %v", vals))
 		case len(vals) < 3: // the record does not read
-			return vals[0], nil, nil, nil
+			return text(vals[0]), token.Session{}, nil
 		}
-		return vals[0], vals[1], vals[2], nil
+		return text(vals[0]), token.Session{SubjectMarker: text(vals[1]), ClientCutoff: cutoff(vals[2])}, nil
 	}
 	str, err := s.GetOpaque(ctx, key)
 	if err != nil || str == "" {
-		return nil, nil, nil, err
+		return "", token.Session{}, err
 	}
 	sub, cl, err := token.OpaqueRecordNames(str)
 	if err != nil {
-		return str, nil, nil, nil
+		return str, token.Session{}, nil
 	}
 	k := s.Keys(sub, cl, "", time.Time{})
 	cmds := [2]*redis.StringCmd{redis.NewStringCmd(ctx, "get", k.Gen), redis.NewStringCmd(ctx, "get", k.Client)}
 	// do returns the first command's error; a second's is in its command.
 	if err := s.do(ctx, cmds[0], cmds[1]); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, nil, nil, unavailable(err)
+		return "", token.Session{}, unavailable(err)
 	}
 	var vals [2]any
 	for i, cmd := range cmds {
 		if vals[i], err = optional(cmd); err != nil {
-			return nil, nil, nil, err
+			return "", token.Session{}, err
 		}
 	}
-	return str, vals[0], vals[1], nil
+	return str, token.Session{SubjectMarker: text(vals[0]), ClientCutoff: cutoff(vals[1])}, nil
 }
 
 // GetOpaque returns the record key holds, or "" when it has none.

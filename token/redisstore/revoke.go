@@ -118,7 +118,7 @@ return logToken(KEYS[1], KEYS[2])
 
 // revokeSubjectLua gives the subject's marker KEYS[1] the new value ARGV[4],
 // keeping its TTL, if it has one, and logs it either way: a subject without
-// a marker has no token that passes Check, but a validator that decides
+// a marker has no token that passes SessionLive, but a validator that decides
 // from the log never read the marker, and must hear of the revocation.
 const revokeSubjectLua = revokeLua + `
 return revoke(false, function() redis.call('SET', KEYS[1], ARGV[4], 'XX', 'KEEPTTL') end)
@@ -127,7 +127,7 @@ return revoke(false, function() redis.call('SET', KEYS[1], ARGV[4], 'XX', 'KEEPT
 // revokeClientLua raises KEYS[1] to ARGV[4] and logs it; nothing when it
 // holds that time or a later one already: a client's revocation time never
 // moves back, and the entry that raised it to that time is in the log. A
-// time that does not read fails the script (Check fails the client's
+// time that does not read fails the script (SessionLive fails the client's
 // tokens closed).
 const revokeClientLua = revokeLua + `
 local cur = redis.call('GET', KEYS[1])
@@ -208,10 +208,10 @@ func (s *Store) RelogToken(ctx context.Context, jti string, exp int64) error {
 	return err
 }
 
-// RevokeSubject makes every live token of subject fail Check, in O(1): it
+// RevokeSubject makes every live token of subject fail SessionLive, in O(1): it
 // gives the subject a new marker, which no record holds, and keeps the
 // marker's TTL, which Create has made at least as long as the longest record
-// of the subject. A subject without a marker has no token that passes Check,
+// of the subject. A subject without a marker has no token that passes SessionLive,
 // and gets none; the revocation is logged all the same, every time (a new
 // marker each time).
 func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
@@ -220,7 +220,7 @@ func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 }
 
 // RevokeClient makes every token of client whose ID's time is at or before
-// before fail Check, in O(1): one key with no TTL, which holds the latest
+// before fail SessionLive, in O(1): one key with no TTL, which holds the latest
 // such time. It has no TTL because a lost key would revive the tokens, and
 // clients are few (the clients file lists them); no maxmemory-policy the
 // service accepts evicts a key without a TTL (package redisconf). A time

@@ -204,9 +204,10 @@ end
 // whether its new token is one the client's revocation covers (a plain
 // integer when there is none, the common case, costs no more than before).
 // A record written for such a token is never handed out and expires with
-// its TTL: writing it first keeps the verdict in Go (revokedByClient), the
-// one Check gives, on every layout. The record lives ARGV[5] ms, the
-// marker at least ARGV[1]: markerTTL's margin more (see markerMargin).
+// its TTL: writing it first keeps the verdict in Go (token.SessionCreated), the
+// one token.SessionLive gives on a Session read, on every layout.
+// The record lives ARGV[5] ms, the marker at least ARGV[1]: markerTTL's
+// margin more (see markerMargin).
 const createLua = markerLua + `
 local n = 0
 if redis.call('SET', KEYS[1], ARGV[3] .. gen .. ARGV[4], 'NX', 'PX', ARGV[5]) then
@@ -287,7 +288,28 @@ func (s *Store) create(ctx context.Context, k token.SessionKeys, ttl time.Durati
 			return err
 		}
 	}
-	return token.SessionCreated(n == int64(1), k.Issued, cut)
+	return token.SessionCreated(n == int64(1), k.Issued, cutoff(cut))
+}
+
+// text is a reply that is a string, or "" for a missing key (nil).
+func text(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// cutoff reads a client's revocation time as a reply holds it, a string of
+// Unix ms or nil for none, as token.Session.ClientCutoff: zero for none,
+// token.CutoffUnreadable for a value that does not read.
+func cutoff(v any) int64 {
+	s, ok := v.(string)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return token.CutoffUnreadable
+	}
+	return n
 }
 
 // optional is the value of a GET, nil when the key is missing.
@@ -302,21 +324,19 @@ func optional(cmd *redis.StringCmd) (any, error) {
 	}
 }
 
-// Check returns nil when the record exists and holds the subject's current
-// marker, and the token's client was not revoked after it was issued;
-// token.ErrRevoked when the record is gone, when it holds an older marker (the
-// subject was revoked), when the subject's marker is missing (it was lost:
-// evicted, or a failover or restart that did not keep it, so whether the
-// subject was revoked cannot be known: fail closed), and when the client was
-// revoked at or after the token's time; token.ErrUnavailable when Redis does not
-// answer. It is one MGET of the three keys, or on a Cluster (where the
-// client's key is in another slot) an MGET and a GET in one pipeline.
-func (s *Store) Check(ctx context.Context, k token.SessionKeys) error {
+// Session returns what Redis holds on the token of k: the marker its record
+// holds, the subject's marker and the client's revocation time, each
+// missing key as its zero (token.SessionLive decides on them: a missing
+// marker, lost to eviction or a failover or restart that did not keep it,
+// fails closed); token.ErrUnavailable when Redis does not answer. It is one
+// MGET of the three keys, or on a Cluster (where the client's key is in
+// another slot) an MGET and a GET in one pipeline.
+func (s *Store) Session(ctx context.Context, k token.SessionKeys) (token.Session, error) {
 	var vals []any
 	if s.cluster {
 		cmd, client := redis.NewSliceCmd(ctx, "mget", k.Session, k.Gen), redis.NewStringCmd(ctx, "get", k.Client)
 		if err := s.do(ctx, cmd, client); err != nil && !errors.Is(err, redis.Nil) {
-			return unavailable(err)
+			return token.Session{}, unavailable(err)
 		}
 		vals = append(cmd.Val(), nil)
 		if v, err := client.Result(); err == nil {
@@ -325,11 +345,11 @@ func (s *Store) Check(ctx context.Context, k token.SessionKeys) error {
 	} else {
 		cmd := redis.NewSliceCmd(ctx, "mget", k.Session, k.Gen, k.Client)
 		if err := s.do(ctx, cmd); err != nil {
-			return unavailable(err)
+			return token.Session{}, unavailable(err)
 		}
 		vals = cmd.Val()
 	}
-	return token.SessionLive(k.Issued, vals[0], vals[1], vals[2])
+	return token.Session{Marker: text(vals[0]), SubjectMarker: text(vals[1]), ClientCutoff: cutoff(vals[2])}, nil
 }
 
 // evalInt runs a script that returns an integer; see eval.

@@ -20,17 +20,17 @@ func TestStoreClosed(t *testing.T) {
 	r := redistest.New(t)
 	s := New(r.Client, Options{Prefix: r.Prefix})
 	k := s.Keys("svc", "svc", "1", time.Time{})
-	if err := s.Check(t.Context(), k); !errors.Is(err, token.ErrRevoked) {
-		t.Fatalf("Check of a missing record: err = %v, want ErrRevoked", err)
+	if sess, err := s.Session(t.Context(), k); err != nil || token.SessionLive(k.Issued, sess) == nil {
+		t.Fatalf("Session of a missing record: %+v, %v; want one SessionLive refuses", sess, err)
 	}
 	s.Close()
 	// Every call after Close fails at once; none waits for a sender that is gone.
 	for i := range 100 {
 		ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
-		err := s.Check(ctx, k)
+		_, err := s.Session(ctx, k)
 		cancel()
 		if !errors.Is(err, token.ErrUnavailable) || !errors.Is(err, errStoreClosed) {
-			t.Fatalf("Check %d after Close: err = %v, want ErrUnavailable wrapping errStoreClosed", i, err)
+			t.Fatalf("Session %d after Close: err = %v, want ErrUnavailable wrapping errStoreClosed", i, err)
 		}
 	}
 }
