@@ -170,9 +170,17 @@ func Start(cfg Config) (_ *Issuer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var store *redisstore.Store
-	if is.svc, store, err = redisstore.NewService(cfg.Redis, redisstore.Options{Prefix: cfg.Prefix}, keys, is.ids,
-		token.Options{Issuer: is.URL, Now: is.now}, nil); err != nil {
+	opts, err := token.Options{Issuer: is.URL, Now: is.now}.Resolved()
+	if err != nil {
+		return nil, err
+	}
+	store, err := redisstore.New(cfg.Redis, redisstore.Options{Prefix: cfg.Prefix,
+		LogRetention: token.LogRetention(opts.MaxTTL, opts.Leeway), Leeway: opts.Leeway})
+	if err != nil {
+		return nil, err
+	}
+	if is.svc, err = token.NewService(keys, store, is.ids, opts); err != nil {
+		store.Close()
 		return nil, err
 	}
 	is.proofs = store.Proofs()

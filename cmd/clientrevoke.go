@@ -78,8 +78,12 @@ func newClientRevoker(cmd string, env map[string]string) (*clientRevoker, error)
 	if rdb == nil {
 		return nil, fmt.Errorf("%s: set the issuer's SNOWTOKEN_REDIS_* variables: it writes to the replicas' Redis", cmd)
 	}
-	store := redisstore.New(rdb, redisstore.Options{Timeout: cfg.RedisTimeout,
+	store, err := redisstore.New(rdb, redisstore.Options{Timeout: cfg.RedisTimeout,
 		LogRetention: token.LogRetention(cfg.MaxTokenTTL, token.DefaultLeeway)})
+	if err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
 	return &clientRevoker{cmd: cmd, store: store, close: func() { store.Close(); rdb.Close() }}, nil
 }
 

@@ -219,7 +219,9 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		tb.Fatal(err)
 	}
 	e.Clock = clocktest.New(time.Now().Truncate(time.Second))
-	e.Store = redisstore.New(cfg.rdb, redisstore.Options{Prefix: cfg.prefix, TracerProvider: cfg.tracer})
+	if e.Store, err = redisstore.New(cfg.rdb, redisstore.Options{Prefix: cfg.prefix, TracerProvider: cfg.tracer}); err != nil {
+		tb.Fatal(err)
+	}
 	e.Svc, err = token.NewService(keys, e.Store, e.IDs, token.Options{
 		Issuer: testIssuer, Audience: testAudience, MaxTTL: testMaxTTL, Now: e.Clock.Now, Revocations: cfg.revs,
 	})

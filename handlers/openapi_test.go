@@ -100,7 +100,10 @@ func routesEngine(tb testing.TB) *gin.Engine {
 		tb.Fatal(err)
 	}
 	r := redistest.New(tb)
-	store := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	store, err := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	tb.Cleanup(store.Close)
 	svc, err := token.NewService(keys, store, ids, token.Options{Issuer: "https://issuer.test"})
 	if err != nil {

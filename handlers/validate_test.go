@@ -380,7 +380,11 @@ func TestValidateAttacks(t *testing.T) {
 		// Same keys, issuer and audience, another key prefix: a perfectly
 		// signed token whose session this server has never seen.
 		r := redistest.New(t)
-		other, err := token.NewService(e.Keys, redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix}), e.IDs, token.Options{
+		otherStore, err := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := token.NewService(e.Keys, otherStore, e.IDs, token.Options{
 			Issuer: testIssuer, Audience: testAudience, MaxTTL: testMaxTTL, Now: e.Clock.Now,
 		})
 		if err != nil {

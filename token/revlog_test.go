@@ -419,8 +419,11 @@ func TestLogRetentionShorterThanTokens(t *testing.T) {
 		{LogRetention(48*time.Hour, DefaultLeeway) - time.Millisecond, false},
 		{LogRetention(48*time.Hour, DefaultLeeway), true},
 	} {
-		store := redisstore.New(e.redis.Client, redisstore.Options{Prefix: e.redis.Prefix, LogRetention: c.retention})
-		_, err := NewService(e.keys, store, e.ids, opts)
+		store, err := redisstore.New(e.redis.Client, redisstore.Options{Prefix: e.redis.Prefix, LogRetention: c.retention})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = NewService(e.keys, store, e.ids, opts)
 		store.Close()
 		if c.ok != (err == nil) || err != nil && !errors.Is(err, ErrOptions) {
 			t.Errorf("retention %v, max ttl %v: %v", c.retention, opts.MaxTTL, err)
@@ -546,9 +549,12 @@ func TestStoreLeewayShorterThanService(t *testing.T) {
 		{time.Minute, time.Minute, true},
 		{time.Second, -1, true}, // no leeway
 	} {
-		store := redisstore.New(e.redis.Client, redisstore.Options{Prefix: e.redis.Prefix, Leeway: c.store,
+		store, err := redisstore.New(e.redis.Client, redisstore.Options{Prefix: e.redis.Prefix, Leeway: c.store,
 			LogRetention: LogRetention(DefaultMaxTTL, max(c.svc, DefaultLeeway))})
-		_, err := NewService(e.keys, store, e.ids, Options{Issuer: testIssuer, Leeway: c.svc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = NewService(e.keys, store, e.ids, Options{Issuer: testIssuer, Leeway: c.svc})
 		store.Close()
 		if c.ok != (err == nil) || err != nil && !errors.Is(err, ErrOptions) {
 			t.Errorf("store leeway %v, service leeway %v: %v", c.store, c.svc, err)

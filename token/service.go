@@ -59,6 +59,11 @@ type Options struct {
 	// too (their claims, from their record). Nil means every validation
 	// reads Redis.
 	Revocations Revocations
+
+	// resolved: these are Resolved's answer, which NewService takes as it
+	// is (resolving again would turn NoLeeway, resolved as zero, into the
+	// default).
+	resolved bool
 }
 
 // Service issues, validates and revokes tokens.
@@ -83,33 +88,50 @@ type Service struct {
 	stats *logCounters
 }
 
+// Resolved returns o as a Service runs with it, the one place of its
+// defaults: every zero option its default, NoLeeway as no leeway (zero),
+// CacheOff kept; ErrOptions for another negative option or a TTL out of
+// bounds. A composition root reads it to size the Store for the service
+// (LogRetention of MaxTTL and Leeway, and Leeway) before making either.
+func (o Options) Resolved() (Options, error) {
+	if o.resolved {
+		return o, nil
+	}
+	if o.CacheSize < 0 && o.CacheSize != CacheOff || o.Leeway < 0 && o.Leeway != NoLeeway {
+		return Options{}, fmt.Errorf("%w: a negative CacheSize or Leeway other than CacheOff or NoLeeway", ErrOptions)
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.MaxTTL == 0 {
+		o.MaxTTL = DefaultMaxTTL
+	}
+	if o.Leeway == 0 {
+		o.Leeway = DefaultLeeway
+	}
+	o.Leeway = max(o.Leeway, 0)
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.TTL < time.Second || o.MaxTTL < o.TTL {
+		return Options{}, fmt.Errorf("%w: want 1s <= ttl (%v) <= max ttl (%v)", ErrOptions, o.TTL, o.MaxTTL)
+	}
+	o.resolved = true
+	return o, nil
+}
+
 // NewService returns a service that signs with keys, keeps sessions in store
 // and takes token IDs from ids.
 func NewService(keys *keyset.Set, store Store, ids IDs, opts Options) (*Service, error) {
 	if opts.Issuer == "" {
 		return nil, fmt.Errorf("%w: an issuer is required", ErrOptions)
 	}
-	if opts.CacheSize < 0 && opts.CacheSize != CacheOff || opts.Leeway < 0 && opts.Leeway != NoLeeway {
-		return nil, fmt.Errorf("%w: a negative CacheSize or Leeway other than CacheOff or NoLeeway", ErrOptions)
-	}
-	if opts.TTL == 0 {
-		opts.TTL = DefaultTTL
-	}
-	if opts.MaxTTL == 0 {
-		opts.MaxTTL = DefaultMaxTTL
-	}
-	if opts.Leeway == 0 {
-		opts.Leeway = DefaultLeeway
-	}
-	opts.Leeway = max(opts.Leeway, 0)
-	if opts.CacheSize == 0 {
-		opts.CacheSize = DefaultCacheSize
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.TTL < time.Second || opts.MaxTTL < opts.TTL {
-		return nil, fmt.Errorf("%w: want 1s <= ttl (%v) <= max ttl (%v)", ErrOptions, opts.TTL, opts.MaxTTL)
+	opts, err := opts.Resolved()
+	if err != nil {
+		return nil, err
 	}
 	if need := LogRetention(opts.MaxTTL, opts.Leeway); store != nil && store.LogRetention() < need {
 		return nil, fmt.Errorf("%w: the store's log retention %v is shorter than max ttl (%v) and three leeways (%v): see LogRetention",

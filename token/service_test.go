@@ -92,7 +92,10 @@ func newEnvOn(tb testing.TB, r *redistest.Redis, opts Options) *env {
 // paths on rdb if cluster is set (redisstore.Options.ClusterPaths).
 func newStore(tb testing.TB, rdb redis.UniversalClient, prefix string, cluster bool) *redisstore.Store {
 	tb.Helper()
-	s := redisstore.New(rdb, redisstore.Options{Prefix: prefix, ClusterPaths: cluster})
+	s, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix, ClusterPaths: cluster})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	tb.Cleanup(s.Close)
 	return s
 }

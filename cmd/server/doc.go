@@ -7,7 +7,7 @@
 //	metrics listener (http.go) ─ Redis (redis.go; embedded in dev mode) ─ tracing
 //	keys and clients files (files.go) ─ worker-ID lease and ID generator (ids.go)
 //	session store ─ revocation-log follower and heartbeat writer (follow.go; in dev mode the log in process)
-//	token.Service ─ Redis settings check ─ auth-failure limiter
+//	token.Service, from its options (service.go) ─ Redis settings check ─ auth-failure limiter
 //	handlers.Server ─ reloader: SIGHUP and file changes (reload.go)
 //	connection cap (connlimit.go) ─ http.Server.Serve
 //

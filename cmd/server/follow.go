@@ -98,7 +98,7 @@ func devLog(cfg config.Config, log *slog.Logger) (revocationLog, func(), error) 
 }
 
 // following starts the follower once the session store exists: its start
-// is redisstore.NewService's follow. After start, log is the follower (nil
+// is newService's. After start, log is the follower (nil
 // if none) and stop stops it; stop does nothing before start.
 type following struct {
 	cfg     config.Config

@@ -17,7 +17,10 @@ import (
 // again, as the log's entries show.
 func TestRedoer(t *testing.T) {
 	r := redistest.New(t)
-	store := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	store, err := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(store.Close)
 	redo := redoer(store)
 	cut := time.Now().Add(time.Minute).Truncate(time.Millisecond)

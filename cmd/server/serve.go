@@ -19,9 +19,7 @@ import (
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
-	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
-	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
 // shutdownGrace bounds how long in-flight requests may take after SIGTERM.
@@ -110,10 +108,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		return err
 	}
 	fw := &following{cfg: cfg, rdb: rdb, reg: reg, log: log}
-	svc, store, err := redisstore.NewService(rdb, redisstore.Options{Timeout: cfg.RedisTimeout, TracerProvider: tp}, keys, ids, token.Options{
-		Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL, MaxTTL: cfg.MaxTokenTTL,
-		CacheSize: cfg.CacheSize,
-	}, fw.start)
+	svc, store, err := newService(cfg, rdb, tp, keys, ids, fw)
 	if err != nil {
 		fw.stop()
 		return err

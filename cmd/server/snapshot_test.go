@@ -57,7 +57,11 @@ func TestLargeSnapshotServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := redistest.New(t)
-	svc, store, err := redisstore.NewService(r.Client, redisstore.Options{Prefix: r.Prefix}, keys, ids, token.Options{Issuer: "https://issuer.test"}, nil)
+	store, err := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := token.NewService(keys, store, ids, token.Options{Issuer: "https://issuer.test"})
 	if err != nil {
 		t.Fatal(err)
 	}

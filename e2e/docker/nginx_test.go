@@ -242,7 +242,10 @@ func newTestIssuer(tb testing.TB, issuerURL string, dpopNonces bool) *testIssuer
 	if err != nil {
 		tb.Fatal(err)
 	}
-	store := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	store, err := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	svc, err := token.NewService(keys, store, ids, token.Options{Issuer: issuerURL})
 	if err != nil {
 		tb.Fatal(err)

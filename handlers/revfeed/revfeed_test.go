@@ -90,7 +90,10 @@ func newIssuer(t testing.TB, src revfeed.Source, opts revfeed.Options) *issuer {
 		t.Fatal(err)
 	}
 	r := redistest.New(t)
-	store := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	store, err := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(store.Close)
 	svc, err := token.NewService(keys, store, ids, token.Options{Issuer: testIssuer})
 	if err != nil {

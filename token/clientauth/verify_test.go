@@ -108,8 +108,14 @@ func TestVerifyRefusals(t *testing.T) {
 // Stores on the real Redis); the same jti of another client is its own.
 func TestVerifyReplay(t *testing.T) {
 	r := redistest.New(t)
-	a := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
-	b := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	a, err := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { a.Close(); b.Close() })
 	clock := clocktest.New(t0)
 	va := newVerifierOn(t, clock, clientauth.FetchOptions{}, a.Assertions())

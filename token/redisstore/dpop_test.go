@@ -22,7 +22,10 @@ var _ clientauth.ReplayCache = (*redisstore.Replays)(nil)
 // are two records, each under its own prefix.
 func TestReplaysApart(t *testing.T) {
 	r := redistest.New(t)
-	s := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	s, err := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { s.Close() })
 	now := time.Unix(1_800_000_000, 0)
 	for _, rec := range []*redisstore.Replays{s.Proofs(), s.Assertions()} {
@@ -43,8 +46,14 @@ func TestReplaysApart(t *testing.T) {
 // store's leeway, and then goes.
 func TestProofsSeen(t *testing.T) {
 	r := redistest.New(t)
-	a := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix, Leeway: time.Second})
-	b := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix, Leeway: time.Second})
+	a, err := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix, Leeway: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := redisstore.New(r.Client, redisstore.Options{Prefix: r.Prefix, Leeway: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { a.Close(); b.Close() })
 	now := time.Unix(1_800_000_000, 0) // the checker's clock, whatever Redis's says
 	const id = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFG"

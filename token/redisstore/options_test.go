@@ -6,12 +6,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/snowtoken/snowtoken/token"
 )
 
 // TestOptionsNegative: a negative duration is ErrOptions, from Check and
-// NewService, and a panic of New; zero is the default.
+// New; zero is the default.
 func TestOptionsNegative(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	defer rdb.Close()
@@ -19,19 +17,14 @@ func TestOptionsNegative(t *testing.T) {
 		if err := o.Check(); !errors.Is(err, ErrOptions) {
 			t.Errorf("Check(%+v) = %v, want ErrOptions", o, err)
 		}
-		if _, _, err := NewService(rdb, o, nil, nil, token.Options{}, nil); !errors.Is(err, ErrOptions) {
-			t.Errorf("NewService(%+v) = %v, want ErrOptions", o, err)
+		if s, err := New(rdb, o); s != nil || !errors.Is(err, ErrOptions) {
+			t.Errorf("New(%+v) = %v, %v; want ErrOptions", o, s, err)
 		}
-		func() {
-			defer func() {
-				if err, _ := recover().(error); !errors.Is(err, ErrOptions) {
-					t.Errorf("New(%+v) panicked with %v, want ErrOptions", o, err)
-				}
-			}()
-			New(rdb, o).Close()
-		}()
 	}
-	s := New(rdb, Options{})
+	s, err := New(rdb, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	if s.prefix != DefaultKeyPrefix || s.leeway <= 0 || s.logRetention <= 0 {
 		t.Errorf("New(zero): prefix %q, leeway %v, log retention %v; want the defaults", s.prefix, s.leeway, s.logRetention)

@@ -16,7 +16,10 @@ func TestRevokeTokenDedupeLifetime(t *testing.T) {
 	for _, cluster := range []bool{false, true} {
 		t.Run("cluster paths "+strconv.FormatBool(cluster), func(t *testing.T) {
 			r := redistest.New(t)
-			s := New(r.Client, Options{Prefix: r.Prefix, ClusterPaths: cluster})
+			s, err := New(r.Client, Options{Prefix: r.Prefix, ClusterPaths: cluster})
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Cleanup(s.Close)
 			ctx := t.Context()
 			retention := s.LogRetention()

@@ -19,8 +19,7 @@ import (
 // failure of Redis).
 var (
 	errStoreClosed = errors.New("redisstore: session store closed")
-	// ErrOptions is a negative option: NewService returns it, New panics
-	// with it.
+	// ErrOptions is a negative option, which New returns.
 	ErrOptions = errors.New("redisstore: bad options")
 )
 
@@ -63,12 +62,12 @@ type Options struct {
 	// LogRetention is how long an entry of the revocation log stays: every
 	// revocation appends one, and trims those older than this. It must be at
 	// least LogRetention(MaxTTL, Leeway) of every Service on the store
-	// (NewService refuses a store whose is shorter). Zero means
+	// (token.NewService refuses a store whose is shorter). Zero means
 	// token.LogRetention(token.DefaultMaxTTL, token.DefaultLeeway).
 	LogRetention time.Duration
 	// Leeway is the largest leeway (Options.Leeway) of the services on the
 	// store: RevokeToken logs a token until three of it after its exp, when
-	// it validates nowhere (NewService refuses a store whose is shorter).
+	// it validates nowhere (token.NewService refuses a store whose is shorter).
 	// Zero means token.DefaultLeeway.
 	Leeway time.Duration
 	// ClusterPaths takes a Cluster's paths (every script within one slot,
@@ -94,11 +93,11 @@ func (o Options) Check() error {
 
 // New returns a store on rdb. Every command goes through one batcher,
 // which bounds its wait by the timeout: commands of concurrent requests
-// share pipelines; see batcher. It panics with ErrOptions if opts.Check
-// fails, as it does for a program's mistake (NewService returns the error).
-func New(rdb redis.UniversalClient, opts Options) *Store {
+// share pipelines; see batcher. A negative option is ErrOptions
+// (Options.Check).
+func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if err := opts.Check(); err != nil {
-		panic(err)
+		return nil, err
 	}
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultKeyPrefix
@@ -121,7 +120,7 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)
 		s.batch.tracer = s.tracer
 	}
-	return s
+	return s, nil
 }
 
 // tracerName names the spans' instrumentation scope: package token's, as

@@ -18,7 +18,10 @@ const waitLimit = 10 * time.Second
 // token.ErrUnavailable wrapping errStoreClosed.
 func TestStoreClosed(t *testing.T) {
 	r := redistest.New(t)
-	s := New(r.Client, Options{Prefix: r.Prefix})
+	s, err := New(r.Client, Options{Prefix: r.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
 	k := s.Keys("svc", "svc", "1", time.Time{})
 	if sess, err := s.Session(t.Context(), k); err != nil || token.SessionLive(k.Issued, sess) == nil {
 		t.Fatalf("Session of a missing record: %+v, %v; want one SessionLive refuses", sess, err)

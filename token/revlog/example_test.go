@@ -17,7 +17,10 @@ import (
 func Example() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	store := redisstore.New(rdb, redisstore.Options{})
+	store, err := redisstore.New(rdb, redisstore.Options{})
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 
 	w, _ := revlog.NewWriter(rdb, store.LogKey(), revlog.WriterOptions{})

@@ -64,7 +64,11 @@ func serverRig(t *testing.T, opts Options) (*rig, *redistest.Server) {
 func newRig(t *testing.T, prefix string, client func() redis.UniversalClient, opts Options) *rig {
 	t.Helper()
 	rg := &rig{client: client, rdb: client(), prefix: prefix}
-	rg.store = redisstore.New(rg.rdb, redisstore.Options{Prefix: prefix})
+	store, err := redisstore.New(rg.rdb, redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg.store = store
 	t.Cleanup(rg.store.Close)
 	w, err := NewWriter(client(), rg.store.LogKey(), WriterOptions{})
 	if err != nil {
