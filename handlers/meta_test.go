@@ -13,6 +13,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/snowflakealg"
+	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/keyset"
 )
 
