@@ -384,13 +384,21 @@ func (s *Service) verify(raw string, now time.Time) (*Verified, error) {
 
 // cached returns raw's cache key and its verified token if the cache holds
 // it (nil if not), or checkSyntax's error for a token too long to read or
-// not spelled as a token of ours: the cache is keyed by the exact string.
+// not spelled as a token of ours. The cache is keyed by the SHA-256 of the
+// exact string and holds only tokens that passed checkSyntax, so a hit is a
+// string that passed it already: the length bound alone comes before the
+// hash (it bounds the hash's work), the rest of the syntax only on a miss,
+// before anything else reads the token (0.18 of 14.3 CPU-seconds of a hot
+// validation under wrk went to it on every hit).
 func (s *Service) cached(raw string, now time.Time) (sum [sha256.Size]byte, v *Verified, err error) {
-	if err := checkSyntax(raw); err != nil {
-		return sum, nil, err
+	if len(raw) > MaxTokenLen {
+		return sum, nil, errTooLong
 	}
 	sum = sha256.Sum256(bytesOf(raw)) // no copy of the token
-	return sum, s.cache.get(&sum, now), nil
+	if v = s.cache.get(&sum, now); v != nil {
+		return sum, v, nil
+	}
+	return sum, nil, checkSyntax(raw)
 }
 
 // parse checks raw with p (the whole policy, or the signature alone), then
