@@ -24,6 +24,9 @@ var (
 	ErrUnsupportedGrant = errors.New("handlers: unsupported grant type")
 	ErrNoToken          = errors.New("handlers: no bearer token")
 	ErrNotFound         = errors.New("handlers: not found")
+	// ErrOptions: NewServer's options miss what it needs or hold a
+	// negative bound.
+	ErrOptions = errors.New("handlers: invalid options")
 	// ErrDPoPProof: a DPoP proof missing where one is needed, repeated, or
 	// refused by its checks (package client/dpop); ErrDPoPNonce: a proof
 	// without the current server nonce (RFC 9449 §8); ErrDPoPBound: a

@@ -51,7 +51,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -239,7 +238,10 @@ func New(opts Options) (*gin.Engine, error) {
 // (Swap) while it serves Engine.
 func NewServer(opts Options) (*Server, error) {
 	if opts.Service == nil || opts.Clients == nil || opts.IDs == nil {
-		return nil, errors.New("handlers: Service, Clients and IDs are required")
+		return nil, fmt.Errorf("%w: Service, Clients and IDs are required", ErrOptions)
+	}
+	if opts.MaxBodyBytes < 0 || opts.ReadyTimeout < 0 {
+		return nil, fmt.Errorf("%w: MaxBodyBytes %d and ReadyTimeout %v must not be negative (zero means the default)", ErrOptions, opts.MaxBodyBytes, opts.ReadyTimeout)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

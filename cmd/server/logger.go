@@ -12,9 +12,13 @@ import (
 // servers' ErrorLog). Failures that repeat (every request while Redis is
 // down, every retry of the lease, every accept error) are logged once per
 // kind and interval, with a count; the metrics count every failed request.
-func newLogger(w io.Writer, level slog.Leveler) *slog.Logger {
+func newLogger(w io.Writer, level slog.Leveler) (*slog.Logger, error) {
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationString})
-	return slog.New(logsum.New(h, logsum.Options{}))
+	sum, err := logsum.New(h, logsum.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return slog.New(sum), nil
 }
 
 // durationString writes a time.Duration as Go writes it ("1.5s"), not as

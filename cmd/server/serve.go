@@ -31,7 +31,10 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(stdout, cfg.LogLevel)
+	log, err := newLogger(stdout, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
 	if cfg.IssuerAsSet != "" {
 		log.Warn("SNOWTOKEN_ISSUER is taken in its canonical form, the iss of every token and the issuer of the metadata; set it so", "set", cfg.IssuerAsSet, "issuer", cfg.Issuer)
 	}

@@ -24,6 +24,8 @@ package logsum
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -35,6 +37,10 @@ const (
 	DefaultInterval = 10 * time.Second
 	DefaultMaxKinds = 256
 )
+
+// ErrOptions is a negative Interval or MaxKinds, which New returns: zero
+// means the default, and nothing means "none".
+var ErrOptions = errors.New("logsum: invalid options")
 
 // SuppressedKey is the attribute that carries how many records of the same
 // kind were not logged since the last one that was.
@@ -82,8 +88,11 @@ type kind struct {
 // remembered and none can be forgotten.
 const overflowKind = "\x00overflow"
 
-// New returns a Handler that passes records to next.
-func New(next slog.Handler, opts Options) *Handler {
+// New returns a Handler that passes records to next, or ErrOptions.
+func New(next slog.Handler, opts Options) (*Handler, error) {
+	if opts.Interval < 0 || opts.MaxKinds < 0 {
+		return nil, fmt.Errorf("%w: Interval %v and MaxKinds %d must not be negative", ErrOptions, opts.Interval, opts.MaxKinds)
+	}
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
 	}
@@ -96,7 +105,7 @@ func New(next slog.Handler, opts Options) *Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Handler{next: next, s: &state{opts: opts, kinds: map[string]*kind{}}}
+	return &Handler{next: next, s: &state{opts: opts, kinds: map[string]*kind{}}}, nil
 }
 
 // Enabled reports whether the next handler handles level.

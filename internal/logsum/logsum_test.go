@@ -34,7 +34,10 @@ func newTest(tb testing.TB, opts Options) (*Handler, *clocktest.Clock, func() []
 	var buf bytes.Buffer
 	clock := clocktest.New(time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC))
 	opts.Now = clock.Now
-	h := New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}), opts)
+	h, err := New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}), opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return h, clock, func() []logged {
 		var out []logged
 		for line := range strings.Lines(buf.String()) {
@@ -228,8 +231,20 @@ func TestHandlerCountsEveryRecord(t *testing.T) {
 	}
 }
 
+// TestNegativeOptions: a negative bound is an error, never "none".
+func TestNegativeOptions(t *testing.T) {
+	for _, o := range []Options{{Interval: -time.Second}, {MaxKinds: -1}} {
+		if _, err := New(slog.DiscardHandler, o); !errors.Is(err, ErrOptions) {
+			t.Errorf("New(%+v): %v, want ErrOptions", o, err)
+		}
+	}
+}
+
 func TestHandlerEnabled(t *testing.T) {
-	h := New(slog.NewJSONHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}), Options{})
+	h, err := New(slog.NewJSONHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		level slog.Level
 		want  bool
