@@ -16,7 +16,7 @@ import (
 	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
-	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -437,14 +437,7 @@ func TestValidateAttacks(t *testing.T) {
 }
 
 // otherKey is an Ed25519 key this server does not know.
-func otherKey(tb testing.TB) keyset.Key {
-	tb.Helper()
-	k, err := keyset.Generate()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return k
-}
+var otherKey = keysettest.MustKey
 
 // tamperClaims changes the claims of tok and keeps its header and signature.
 func tamperClaims(tb testing.TB, tok string, edit func(claims map[string]any)) string {

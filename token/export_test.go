@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/snowtoken/snowtoken/internal/filetest"
 	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 	"github.com/snowtoken/snowtoken/token/syntax"
 )
 
@@ -72,22 +72,11 @@ func SHA256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// MustKey returns a new Ed25519 key.
-func MustKey(tb testing.TB) keyset.Key {
-	tb.Helper()
-	k, err := keyset.Generate()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return k
-}
-
 // WriteFile is filetest.Write.
 var WriteFile = filetest.Write
 
-// PublicOnly returns k without its private half, as keyset.ParsePEM reads
-// a "PUBLIC KEY" file.
-func PublicOnly(tb testing.TB, k keyset.Key) keyset.Key {
-	tb.Helper()
-	return keyset.Key{ID: k.ID, Public: k.Public}
-}
+// MustKey and PublicOnly are keysettest's.
+var (
+	MustKey    = keysettest.MustKey
+	PublicOnly = keysettest.PublicOnly
+)

@@ -1,10 +1,13 @@
-package keyset
+package keyset_test
 
 import (
 	"bytes"
 	"crypto/ed25519"
 	"errors"
 	"testing"
+
+	. "github.com/snowtoken/snowtoken/token/keyset"
+	. "github.com/snowtoken/snowtoken/token/keyset/keysettest"
 )
 
 // FuzzParseKeyPEM feeds ParsePEM arbitrary bytes. A refusal wraps ErrKey;

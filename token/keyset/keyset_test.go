@@ -1,4 +1,4 @@
-package keyset
+package keyset_test
 
 import (
 	"bytes"
@@ -17,35 +17,9 @@ import (
 	"testing"
 
 	"github.com/snowtoken/snowtoken/internal/filetest"
+	. "github.com/snowtoken/snowtoken/token/keyset"
+	. "github.com/snowtoken/snowtoken/token/keyset/keysettest"
 )
-
-// MustKey returns a new Ed25519 key.
-func MustKey(tb testing.TB) Key {
-	tb.Helper()
-	k, err := Generate()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return k
-}
-
-// PublicOnly returns k without its private half, as ParsePEM reads a
-// "PUBLIC KEY" file.
-func PublicOnly(tb testing.TB, k Key) Key {
-	tb.Helper()
-	p, err := (Key{ID: k.ID, Public: k.Public}).MarshalPEM()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	pub, err := ParsePEM(p)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if pub.Private != nil {
-		tb.Fatal("a PUBLIC KEY PEM parsed with a private key")
-	}
-	return pub
-}
 
 // WriteFile is filetest.Write.
 var WriteFile = filetest.Write

@@ -1,9 +1,6 @@
 package token_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -16,172 +13,8 @@ import (
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	. "github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 )
-
-// keyDirFixture is a keys directory's keys by file name, and its manifest.
-type keyDirFixture struct {
-	files    map[string]keyset.Key
-	manifest keyset.Manifest
-}
-
-// newKeyDirFixture is a rotation under way: a retired key, the active key
-// published keyset.PublishDelay before it was activated, and a next key.
-func newKeyDirFixture(tb testing.TB, now time.Time) *keyDirFixture {
-	tb.Helper()
-	f := &keyDirFixture{files: map[string]keyset.Key{"old.pem": MustKey(tb), "cur.pem": MustKey(tb), "new.pem": MustKey(tb)}}
-	f.manifest.Keys = []keyset.Entry{
-		{File: "old.pem", Kid: f.files["old.pem"].ID, State: keyset.Retired, Published: now.Add(-48 * time.Hour), Activated: now.Add(-48 * time.Hour), Retired: now.Add(-time.Hour)},
-		{File: "new.pem", Kid: f.files["new.pem"].ID, State: keyset.Next, Published: now.Add(-time.Minute)},
-		{File: "cur.pem", Kid: f.files["cur.pem"].ID, State: keyset.Active, Published: now.Add(-2 * time.Hour), Activated: now.Add(-time.Hour)},
-	}
-	return f
-}
-
-// write writes the fixture to a new directory and returns it.
-func (f *keyDirFixture) write(tb testing.TB) string {
-	tb.Helper()
-	dir := tb.TempDir()
-	for name, k := range f.files {
-		p, err := k.MarshalPEM()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), p, 0o600); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	m, err := json.Marshal(f.manifest)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, keyset.ManifestFile), m, 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	return dir
-}
-
-func TestLoadKeyDir(t *testing.T) {
-	f := newKeyDirFixture(t, time.Now())
-	dir := f.write(t)
-	ks, err := keyset.LoadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := ks.SigningKeyID(), f.files["cur.pem"].ID; got != want {
-		t.Errorf("SigningKeyID = %q, want the active key's %q", got, want)
-	}
-	var got []string
-	for _, k := range ks.Keys() {
-		got = append(got, string(k.State)+" "+k.Kid)
-	}
-	want := []string{"active " + f.files["cur.pem"].ID, "next " + f.files["new.pem"].ID, "retired " + f.files["old.pem"].ID}
-	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("Keys = %v, want %v (active, next, retired)", got, want)
-	}
-	// Keys tells the manifest's times, as the key metrics export them.
-	byKid := map[string]keyset.Entry{}
-	for _, e := range f.manifest.Keys {
-		byKid[e.Kid] = e
-	}
-	for _, k := range ks.Keys() {
-		e := byKid[k.Kid]
-		if !k.Published.Equal(e.Published) || !k.Activated.Equal(e.Activated) || !k.Retired.Equal(e.Retired) {
-			t.Errorf("Keys: %s published %v, activated %v, retired %v; want the manifest's %v, %v, %v",
-				k.Kid, k.Published, k.Activated, k.Retired, e.Published, e.Activated, e.Retired)
-		}
-	}
-	if n := len(ks.JWKS().Keys); n != 3 {
-		t.Errorf("JWKS has %d keys, want all 3", n)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, keyset.ManifestFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	if got, want := ks.Version(), hex.EncodeToString(sum[:])[:12]; got != want {
-		t.Errorf("Version = %q, want the manifest's short sha256 %q", got, want)
-	}
-
-	t.Run("first key born active", func(t *testing.T) {
-		now := time.Now()
-		k := MustKey(t)
-		first := &keyDirFixture{files: map[string]keyset.Key{"k.pem": k}, manifest: keyset.Manifest{Keys: []keyset.Entry{
-			{File: "k.pem", Kid: k.ID, State: keyset.Active, Published: now, Activated: now},
-		}}}
-		if _, err := keyset.LoadDir(first.write(t)); err != nil {
-			t.Errorf("a key activated when published (a new set): %v", err)
-		}
-	})
-}
-
-func TestLoadKeyDirRefuses(t *testing.T) {
-	now := time.Now()
-	for _, tc := range []struct {
-		name     string
-		edit     func(f *keyDirFixture, dir string)
-		mentions string
-	}{
-		{"two active keys", func(f *keyDirFixture, _ string) {
-			f.manifest.Keys[1].State = keyset.Active
-			f.manifest.Keys[1].Activated = now
-			f.manifest.Keys[1].Published = now.Add(-time.Hour)
-		}, "2 active keys"},
-		{"no active key", func(f *keyDirFixture, _ string) {
-			f.manifest.Keys[2].State, f.manifest.Keys[2].Activated = keyset.Next, time.Time{}
-		}, "0 active keys"},
-		{"activated too soon after publishing", func(f *keyDirFixture, _ string) {
-			f.manifest.Keys[2].Activated = f.manifest.Keys[2].Published.Add(keyset.PublishDelay - time.Second)
-		}, "keep it next until"},
-		{"active key with no activated time", func(f *keyDirFixture, _ string) { f.manifest.Keys[2].Activated = time.Time{} }, "activated time"},
-		{"retired key with no retired time", func(f *keyDirFixture, _ string) { f.manifest.Keys[0].Retired = time.Time{} }, "retired time"},
-		{"no published time", func(f *keyDirFixture, _ string) { f.manifest.Keys[1].Published = time.Time{} }, "published is required"},
-		{"unknown state", func(f *keyDirFixture, _ string) { f.manifest.Keys[1].State = "passive" }, `"passive"`},
-		{"kid not the file's", func(f *keyDirFixture, _ string) { f.manifest.Keys[1].Kid = f.files["old.pem"].ID }, "new.pem holds the key"},
-		{"same key twice", func(f *keyDirFixture, _ string) {
-			f.manifest.Keys[1].File, f.manifest.Keys[1].Kid = "old.pem", f.files["old.pem"].ID
-		}, "listed twice"},
-		{"a path, not a file name", func(f *keyDirFixture, _ string) { f.manifest.Keys[1].File = "../new.pem" }, "not a path"},
-		{"a hidden name", func(f *keyDirFixture, _ string) { f.manifest.Keys[1].File = "..data" }, "hidden"},
-		{"missing key file", func(f *keyDirFixture, _ string) { delete(f.files, "new.pem") }, "new.pem"},
-		{"next key public only", func(f *keyDirFixture, _ string) {
-			f.files["new.pem"] = PublicOnly(t, f.files["new.pem"])
-		}, "must be a PRIVATE KEY"},
-		{"active key public only", func(f *keyDirFixture, _ string) {
-			f.files["cur.pem"] = PublicOnly(t, f.files["cur.pem"])
-		}, "must be a PRIVATE KEY"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newKeyDirFixture(t, now)
-			tc.edit(f, "")
-			_, err := keyset.LoadDir(f.write(t))
-			if !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), tc.mentions) {
-				t.Errorf("keyset.LoadDir: err = %v, want ErrKey naming %q", err, tc.mentions)
-			}
-			if err != nil && !strings.Contains(err.Error(), keyset.ManifestFile) && !strings.Contains(err.Error(), ".pem") {
-				t.Errorf("keyset.LoadDir: err = %v names no file", err)
-			}
-		})
-	}
-
-	for name, doc := range map[string]string{
-		"unknown member":  `{"keys": [], "signing": "x"}`,
-		"member case":     `{"KEYS": []}`,
-		"second document": `{"keys": []} {"keys": []}`,
-		"no manifest":     "",
-	} {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			if doc != "" {
-				if err := os.WriteFile(filepath.Join(dir, keyset.ManifestFile), []byte(doc), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if _, err := keyset.LoadDir(dir); !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), keyset.ManifestFile) {
-				t.Errorf("keyset.LoadDir: err = %v, want ErrKey naming %s", err, keyset.ManifestFile)
-			}
-		})
-	}
-}
 
 // TestRetiredKeyDropped shows a retired key verifying, and published, until
 // every token it can have signed has expired, then neither. The token is
@@ -274,10 +107,10 @@ func TestWithKeys(t *testing.T) {
 func TestRevokeUnknownKid(t *testing.T) {
 	e := newEnv(t, Options{CacheSize: CacheOff})
 	now := e.clock.Now()
-	f := newKeyDirFixture(t, now)
+	f := keysettest.NewDir(t, now)
 	gone := MustKey(t)
-	f.manifest.Dropped = []keyset.DroppedKey{{Kid: gone.ID, Dropped: now.Add(-time.Hour)}}
-	dir := f.write(t)
+	f.Manifest.Dropped = []keyset.DroppedKey{{Kid: gone.ID, Dropped: now.Add(-time.Hour)}}
+	dir := f.Write(t)
 	ks, err := keyset.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -394,28 +227,4 @@ func description(err error) string {
 		return d
 	}
 	return err.Error()
-}
-
-// TestLoadKeyDirTombstones: a tombstone needs a kid and a time, and names
-// a key neither listed nor dropped twice.
-func TestLoadKeyDirTombstones(t *testing.T) {
-	now := time.Now()
-	for name, dropped := range map[string]func(f *keyDirFixture) []keyset.DroppedKey{
-		"no kid":  func(*keyDirFixture) []keyset.DroppedKey { return []keyset.DroppedKey{{Dropped: now}} },
-		"no time": func(*keyDirFixture) []keyset.DroppedKey { return []keyset.DroppedKey{{Kid: "x"}} },
-		"listed": func(f *keyDirFixture) []keyset.DroppedKey {
-			return []keyset.DroppedKey{{Kid: f.files["old.pem"].ID, Dropped: now}}
-		},
-		"twice": func(*keyDirFixture) []keyset.DroppedKey {
-			return []keyset.DroppedKey{{Kid: "x", Dropped: now}, {Kid: "x", Dropped: now}}
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			f := newKeyDirFixture(t, now)
-			f.manifest.Dropped = dropped(f)
-			if _, err := keyset.LoadDir(f.write(t)); !errors.Is(err, ErrKey) {
-				t.Errorf("keyset.LoadDir = %v, want ErrKey", err)
-			}
-		})
-	}
 }
