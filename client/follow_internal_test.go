@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -367,25 +369,56 @@ func TestFeedEventBounded(t *testing.T) {
 
 // TestFeedIdleCountsEvents checks that a stream that sends only comment
 // lines (or lines that never end an event) is dropped after Timeout, as a
-// stream that sends nothing is: the idle timer was reset by every line.
+// stream that sends nothing is: the idle timer was reset by every line. The
+// stream trickles such lines for ever, in a synctest bubble, so the drop
+// comes from the idle timer alone and exactly at Timeout.
 func TestFeedIdleCountsEvents(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	fd, _ := testFeed(t, &now, 0)
-	fd.v.opts.Timeout = 200 * time.Millisecond
-	const trickle = 10 * time.Second
-	srv, _ := streamServer(t, func(w io.Writer, fl http.Flusher) error {
-		for end := time.Now().Add(trickle); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			if _, err := io.WriteString(w, ": still here\nevent: revoked\n"); err != nil {
-				return err
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Unix(1_800_000_000, 0)
+		fd, _ := testFeed(t, &now, 0)
+		fd.v.opts.Timeout = 200 * time.Millisecond
+		fd.v.http = &http.Client{Transport: pipeStream(func(ctx context.Context, w io.Writer) error {
+			for {
+				if _, err := io.WriteString(w, ": still here\nevent: revoked\n"); err != nil {
+					return err
+				}
+				select {
+				case <-time.After(20 * time.Millisecond):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
-			fl.Flush()
+		})}
+		fd.eventsURL = "http://issuer.test/revocations/events"
+		// A guard against the bug: in the bubble it costs no real time.
+		ctx, cancel := context.WithTimeout(t.Context(), 100*fd.v.opts.Timeout)
+		defer cancel()
+		start := time.Now()
+		_, err := fd.follow(ctx)
+		if err == nil {
+			t.Fatal("follow returned no error from a stream it dropped")
 		}
-		return nil
+		if took := time.Since(start); took != fd.v.opts.Timeout {
+			t.Errorf("follow returned after %v (%v), want the stream dropped at Timeout %v", took, err, fd.v.opts.Timeout)
+		}
 	})
-	fd.v.http, fd.eventsURL = srv.Client(), srv.URL+"/revocations/events"
-	start := time.Now()
-	_, err := fd.follow(t.Context())
-	if took := time.Since(start); took > trickle/2 {
-		t.Fatalf("follow returned after %v (%v): a stream that brings no event was kept past Timeout %v", took, err, fd.v.opts.Timeout)
-	}
+}
+
+// pipeStream is a RoundTripper that answers every request with an event
+// stream that write writes into a pipe, in memory, so that a synctest
+// bubble sees every wait; the stream breaks when the request's context
+// (which write is given) ends, as a connection's does.
+type pipeStream func(ctx context.Context, w io.Writer) error
+
+func (write pipeStream) RoundTrip(req *http.Request) (*http.Response, error) {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(write(req.Context(), pw)) }()
+	go func() {
+		<-req.Context().Done()
+		pw.CloseWithError(req.Context().Err())
+	}()
+	return &http.Response{
+		StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},
+		Body: pr, Request: req,
+	}, nil
 }
