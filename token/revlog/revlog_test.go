@@ -607,25 +607,29 @@ func TestQuietFollowerChecksRedis(t *testing.T) {
 
 // TestUnreadableEntryFailsClosed: a log entry of a kind the follower does
 // not know (a newer writer's) leaves it never fresh, and it does not spin:
-// its full reads wait longer and longer (a spin would make thousands).
+// its full reads wait longer and longer. The measure is a count and a floor,
+// not a bound load can break: eight full reads after the entry come after
+// seven waits of at least 10, 20, …, 640 ms (a timer never fires early), so
+// they cannot take less than 1270 ms; a spin makes them in a tenth of it.
 func TestUnreadableEntryFailsClosed(t *testing.T) {
 	rg := sharedRig(t, Options{})
 	ctx := t.Context()
 	rg.start(t)
 	rg.waitFresh(t)
+	start := time.Now()
 	if err := rg.rdb.XAdd(ctx, &redis.XAddArgs{Stream: rg.store.LogKey(), Values: []string{"k", "x", "i", "a", "v", ""}}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "an entry resync", func() bool { return rg.resyncs(ReasonEntry) == 1 })
-	start := time.Now()
-	for time.Since(start) < 500*time.Millisecond {
+	const reads, floor = 8, (10 + 20 + 40 + 80 + 160 + 320 + 640) * time.Millisecond
+	eventually(t, 10*time.Second, "eight full reads after the entry", func() bool {
 		if rg.f.Fresh(time.Now()) {
 			t.Fatal("fresh with an entry it could not read")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := rg.resyncs(ReasonError); n > 20 {
-		t.Errorf("%v full reads in 500 ms: it spins", n)
+		return rg.resyncs(ReasonError) >= reads
+	})
+	if took := time.Since(start); took < floor {
+		t.Errorf("%d full reads %v after the entry, want at least %v of waits between them: it spins", reads, took, floor)
 	}
 }
 
