@@ -13,7 +13,7 @@ import (
 )
 
 // startConsumer builds the example consumer from the client module alone,
-// as a consuming service would, runs it (spawnFleetProc, the driver's
+// as a consuming service would, runs it (spawnProc, the driver's
 // process half) against issuerURL on a free port and returns it; its URL is
 // its url. It must stop cleanly on SIGTERM when the test ends.
 func startConsumer(t *testing.T, issuerURL string) *issuer {
@@ -28,8 +28,8 @@ func startConsumer(t *testing.T, issuerURL string) *issuer {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./example/consumer in client/: %v\n%s", err, out)
 	}
-	p := spawnFleetProc(t, "consumer", map[string]string{"SNOWTOKEN_ISSUER_URL": issuerURL, "CONSUMER_ADDR": "127.0.0.1:0"}, bin)
-	t.Cleanup(func() { // before spawnFleetProc's kill
+	p := spawnProc(t, "consumer", map[string]string{"SNOWTOKEN_ISSUER_URL": issuerURL, "CONSUMER_ADDR": "127.0.0.1:0"}, bin)
+	t.Cleanup(func() { // before spawnProc's kill
 		if err := p.stop(t); err != nil {
 			t.Errorf("consumer after SIGTERM: %v", err)
 		}

@@ -8,11 +8,13 @@
 //
 //	entry_test.go     run, exitCode: the program in process
 //	driver_test.go    issuer, the one driver of a running issuer: started in
-//	                  process (startProgram) or as the binary (startIssuer,
-//	                  one with credentials and Redis of its own, by options;
-//	                  startFleetProc, launchFleetProc, spawnFleetProc, given
-//	                  the environment; spawnFleetProc runs any binary, the
-//	                  example consumer too); call, post, issue,
+//	                  process (startProgram) or as the binary, one replica
+//	                  or many: a fleet (the binary and the credentials its
+//	                  replicas share) starts each replica as a replica
+//	                  value says (start: ready; launch: started), and
+//	                  startIssuer is one with a fleet and Redis of its own;
+//	                  spawnProc runs any other program (redis-server,
+//	                  Prometheus, the example consumer); call, post, issue,
 //	                  issueForm, validate, validateRaw, revoke, logs, stop
 //	replicas_test.go  fleetBinary, fleetRedis, fleetCreds: replicas as
 //	                  processes on one real redis-server

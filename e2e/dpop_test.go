@@ -223,8 +223,8 @@ func TestDPoPInterop(t *testing.T) {
 	// Two replicas, both believing the forwarded requests of 127.0.0.1
 	// (where this test's requests come from) as a gateway's; launched
 	// together, they wait their first lease TTL at once.
-	a := launchFleetProc(t, bin, "a", creds.env(rv, fleetAddr(t, "127.0.0.61"), "127.0.0.61", "SNOWTOKEN_TRUSTED_PROXIES", "127.0.0.1"))
-	b := launchFleetProc(t, bin, "b", creds.env(rv, fleetAddr(t, "127.0.0.62"), "127.0.0.62", "SNOWTOKEN_DPOP_FORWARDERS", "127.0.0.1"))
+	a := fleet{bin, creds}.launch(t, replica{name: "a", ip: "127.0.0.61", redis: rv, env: []string{"SNOWTOKEN_TRUSTED_PROXIES", "127.0.0.1"}})
+	b := fleet{bin, creds}.launch(t, replica{name: "b", ip: "127.0.0.62", redis: rv, env: []string{"SNOWTOKEN_DPOP_FORWARDERS", "127.0.0.1"}})
 	for _, p := range []*issuer{a, b} {
 		p.waitLog(t, "listening")
 		waitReady(t, p.url("/readyz"), fleetWait)

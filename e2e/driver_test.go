@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,11 +22,13 @@ import (
 )
 
 // The issuer driver: one type for a running issuer, whether the binary
-// built from the repository root (startFleetProc, launchFleetProc,
-// spawnFleetProc, with fleetBinary) or the program in process (startProgram:
-// run, as main calls it), and one way to call it: call sends any request,
-// issue/issueForm, validate/validateRaw, revoke and revokeSubject the common
-// ones, on top of it.
+// built from the repository root or the program in process (startProgram:
+// run, as main calls it); one way to start the binary, one replica or many
+// (a fleet's start and launch, startIssuer for one with a fleet of its
+// own); and one way to call it: call sends any request, issue/issueForm,
+// validate/validateRaw, revoke and revokeSubject the common ones, on top of
+// it. spawnProc runs any other program (redis-server, Prometheus, the
+// example consumer).
 
 // issuer is one running snowtoken: a process of the binary, or the program
 // run in process.
@@ -34,8 +37,8 @@ type issuer struct {
 	addr        string                 // host:port of the API
 	metricsAddr string                 // host:port of the metrics listener, or off
 	dev         fleetClient            // dev mode's client, from the banner; set by startProgram
-	bin         string                 // the binary; set by startIssuer
-	creds       fleetCreds             // its key and clients; set by startIssuer
+	bin         string                 // the binary; set by a fleet
+	creds       fleetCreds             // its key and clients; set by a fleet
 	feeds       map[string]fleetClient // clients with revocation_feed, by ID; set by startIssuer
 	cmd         *exec.Cmd              // the process; nil in process
 	cancel      context.CancelFunc     // ends the program in process; nil for a process
@@ -117,18 +120,9 @@ func (p *issuer) stop(tb testing.TB) error {
 // logs returns everything the issuer wrote so far.
 func (p *issuer) logs() string { return p.out.String() }
 
-// launchFleetProc starts bin serving with env only (and PATH); the process is
-// killed when tb ends if it still runs.
-func launchFleetProc(tb testing.TB, bin, name string, env map[string]string) *issuer {
-	tb.Helper()
-	p := spawnFleetProc(tb, name, withMetricsAddr(env), bin)
-	p.addr = env["SNOWTOKEN_ADDR"]
-	return p
-}
-
-// spawnFleetProc starts bin with args and env only (and PATH); the process
-// is killed when tb ends if it still runs, and its output shown if tb failed.
-func spawnFleetProc(tb testing.TB, name string, env map[string]string, bin string, args ...string) *issuer {
+// spawnProc starts bin with args and env only (and PATH); the process is
+// killed when tb ends if it still runs, and its output shown if tb failed.
+func spawnProc(tb testing.TB, name string, env map[string]string, bin string, args ...string) *issuer {
 	tb.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
@@ -153,6 +147,75 @@ func spawnFleetProc(tb testing.TB, name string, env map[string]string, bin strin
 	return p
 }
 
+// fleet is what the replicas of a test share: the binary and its
+// credentials, one signing key and one clients file (fleetCreds).
+type fleet struct {
+	bin   string
+	creds fleetCreds
+}
+
+// newFleet is the binary built from the repository root with new
+// credentials.
+func newFleet(tb testing.TB) fleet {
+	tb.Helper()
+	bin := fleetBinary(tb)
+	return fleet{bin: bin, creds: newFleetCreds(tb, bin)}
+}
+
+// replica says how a fleet starts one replica; each zero field means the
+// usual.
+type replica struct {
+	name   string            // in failures; "issuer" when empty
+	ip     string            // worker IP and listening address; 127.0.0.1 when empty
+	listen string            // the listening address's IP when not ip (a second replica on one worker IP)
+	redis  map[string]string // the SNOWTOKEN_REDIS_* variables
+	env    []string          // more variables, as name, value pairs; they win
+	wrap   []string          // a command, with its arguments, that runs the binary (prlimit, setpriv)
+	dev    bool              // dev mode: no credentials, no Redis, only the address (and env)
+}
+
+// start starts r and returns it once it listens and is ready: on a Redis
+// where its worker has no mark yet, a replica waits one lease TTL before
+// it issues (lease: Lost state).
+func (f fleet) start(tb testing.TB, r replica) *issuer {
+	tb.Helper()
+	p := f.launch(tb, r)
+	p.metricsAddr, _ = p.waitLog(tb, "listening")["metrics_addr"].(string)
+	waitReady(tb, p.url("/readyz"), fleetWait)
+	return p
+}
+
+// launch starts r and returns at once, for a test that waits itself or
+// watches it refuse to start; the process is killed when tb ends if it
+// still runs.
+func (f fleet) launch(tb testing.TB, r replica) *issuer {
+	tb.Helper()
+	if r.name == "" {
+		r.name = "issuer"
+	}
+	if r.ip == "" {
+		r.ip = "127.0.0.1"
+	}
+	if r.listen == "" {
+		r.listen = r.ip
+	}
+	var env map[string]string
+	if r.dev {
+		env = map[string]string{"SNOWTOKEN_ADDR": fleetAddr(tb, r.listen)}
+		for i := 0; i+1 < len(r.env); i += 2 {
+			env[r.env[i]] = r.env[i+1]
+		}
+	} else {
+		env = f.creds.env(r.redis, fleetAddr(tb, r.listen), r.ip, r.env...)
+	}
+	env = withMetricsAddr(env)
+	cmd := append(slices.Clone(r.wrap), f.bin)
+	p := spawnProc(tb, r.name, env, cmd[0], cmd[1:]...)
+	p.addr = env["SNOWTOKEN_ADDR"]
+	p.bin, p.creds = f.bin, f.creds
+	return p
+}
+
 // issuerOpts says how startIssuer starts an issuer from the binary; each
 // zero field means the usual.
 type issuerOpts struct {
@@ -165,20 +228,18 @@ type issuerOpts struct {
 	prepare func(bin string, creds fleetCreds) []string
 }
 
-// startIssuer starts one production issuer from the binary, with
-// credentials of its own (newFleetCreds) and on a real Redis, as o says,
-// and returns it ready.
+// startIssuer starts one production issuer, a fleet of its own (newFleet)
+// on a real Redis, as o says, and returns it ready.
 func startIssuer(tb testing.TB, o issuerOpts) *issuer {
 	tb.Helper()
-	bin := fleetBinary(tb)
-	creds := newFleetCreds(tb, bin)
+	f := newFleet(tb)
 	feeds := map[string]fleetClient{}
 	for _, id := range o.feeds {
-		out := fleetCommand(tb, bin, "client", "new", "-file", creds.clientsPath, "-id", id)
+		out := fleetCommand(tb, f.bin, "client", "new", "-file", f.creds.clientsPath, "-id", id)
 		feeds[id] = fleetClient{id: id, secret: secretIn(tb, out)}
 	}
 	if len(feeds) > 0 {
-		editClients(tb, creds.clientsPath, func(c map[string]any) {
+		editClients(tb, f.creds.clientsPath, func(c map[string]any) {
 			if _, ok := feeds[c["id"].(string)]; ok {
 				c["revocation_feed"] = true
 			}
@@ -187,26 +248,12 @@ func startIssuer(tb testing.TB, o issuerOpts) *issuer {
 	if o.redis == "" {
 		o.redis, _ = fleetRedis(tb)
 	}
-	if o.ip == "" {
-		o.ip = "127.0.0.1"
-	}
 	env := o.env
 	if o.prepare != nil {
-		env = append(env, o.prepare(bin, creds)...)
+		env = append(env, o.prepare(f.bin, f.creds)...)
 	}
-	p := startFleetProc(tb, bin, "issuer", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": o.redis}, fleetAddr(tb, o.ip), o.ip, env...))
-	p.bin, p.creds, p.feeds = bin, creds, feeds
-	return p
-}
-
-// startFleetProc starts bin with env and returns once it listens and is
-// ready: on a Redis where its worker has no mark yet, a replica waits one
-// lease TTL before it issues (lease: Lost state).
-func startFleetProc(tb testing.TB, bin, name string, env map[string]string) *issuer {
-	tb.Helper()
-	p := launchFleetProc(tb, bin, name, env)
-	p.metricsAddr, _ = p.waitLog(tb, "listening")["metrics_addr"].(string)
-	waitReady(tb, p.url("/readyz"), fleetWait)
+	p := f.start(tb, replica{ip: o.ip, redis: map[string]string{"SNOWTOKEN_REDIS_URL": o.redis}, env: env})
+	p.feeds = feeds
 	return p
 }
 

@@ -563,7 +563,7 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 	creds := newFleetCreds(t, bin)
 	rv := map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}
 	wid := strconv.Itoa(worker)
-	p := startFleetProc(t, bin, "issuer", creds.env(rv, fleetAddr(t, "127.0.0.1"), "127.0.0.1", "SNOWTOKEN_WORKER_ID", wid))
+	p := fleet{bin, creds}.start(t, replica{redis: rv, env: []string{"SNOWTOKEN_WORKER_ID", wid}})
 
 	holds := make([]*heldIssue, held)
 	for i := range holds {
@@ -705,7 +705,7 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 		t.Fatalf("saved mark %d ms, want at least %d ms, the time of the last ID issued", mark, lastMs)
 	}
 
-	q := startFleetProc(t, bin, "issuer again", creds.env(rv, fleetAddr(t, "127.0.0.1"), "127.0.0.1", "SNOWTOKEN_WORKER_ID", wid))
+	q := fleet{bin, creds}.start(t, replica{name: "issuer again", redis: rv, env: []string{"SNOWTOKEN_WORKER_ID", wid}})
 	var again [4][]snowflakealg.ID
 	var againWG sync.WaitGroup
 	for c := range again {

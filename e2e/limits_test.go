@@ -167,9 +167,8 @@ func TestConnectionFlood(t *testing.T) {
 	bin := fleetBinary(t)
 	creds := newFleetCreds(t, bin)
 	redisURL, _ := fleetRedis(t)
-	env := withMetricsAddr(creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}, fleetAddr(t, "127.0.0.1"), "127.0.0.1"))
-	p := spawnFleetProc(t, "issuer", env, prlimit, fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit), bin)
-	p.addr = env["SNOWTOKEN_ADDR"]
+	p := fleet{bin, creds}.launch(t, replica{redis: map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
+		wrap: []string{prlimit, fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit)}})
 	if got, want := p.waitLog(t, "listening")["max_conns"], float64(server.MaxConnsFor(fdLimit)); got != want {
 		t.Errorf("max_conns %v with an open-file limit of %d, want %v", got, fdLimit, want)
 	}

@@ -219,7 +219,7 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	addr := fleetAddr(t, "127.0.0.1")
-	spawnFleetProc(t, "prometheus", nil, bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+	spawnProc(t, "prometheus", nil, bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	ps := promtest.Server{URL: "http://" + addr}
 	ps.WaitFor(t, "ready and scraped every target", time.Minute, func() bool {

@@ -30,8 +30,8 @@ func TestOperationsOnTwoReplicas(t *testing.T) {
 	keysDir := filepath.Join(t.TempDir(), "keys")
 	fleetCommand(t, bin, "keys", "rotate", "-dir", keysDir, "-adopt", creds.keyPath)
 	redis := map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}
-	a := launchFleetProc(t, bin, "a", creds.env(redis, fleetAddr(t, "127.0.0.42"), "127.0.0.42", "SNOWTOKEN_SIGNING_KEYS", keysDir))
-	b := launchFleetProc(t, bin, "b", creds.env(redis, fleetAddr(t, "127.0.0.43"), "127.0.0.43", "SNOWTOKEN_SIGNING_KEYS", keysDir))
+	a := fleet{bin, creds}.launch(t, replica{name: "a", ip: "127.0.0.42", redis: redis, env: []string{"SNOWTOKEN_SIGNING_KEYS", keysDir}})
+	b := fleet{bin, creds}.launch(t, replica{name: "b", ip: "127.0.0.43", redis: redis, env: []string{"SNOWTOKEN_SIGNING_KEYS", keysDir}})
 	for _, p := range []*issuer{a, b} {
 		waitReady(t, p.url("/readyz"), fleetWait)
 	}

@@ -97,9 +97,8 @@ func TestREADMEDevExamples(t *testing.T) {
 		t.Fatalf("%d ```sh dev-test blocks in %v, want the API's examples", len(blocks), readmeDevFiles(t))
 	}
 	bin := fleetBinary(t)
-	p := launchFleetProc(t, bin, "dev server", map[string]string{"SNOWTOKEN_ADDR": fleetAddr(t, "127.0.0.1")})
-	metricsAddr, _ := p.waitLog(t, "listening")["metrics_addr"].(string)
-	waitReady(t, p.url("/readyz"), fleetWait)
+	p := fleet{bin: bin}.start(t, replica{name: "dev server", dev: true})
+	metricsAddr := p.metricsAddr
 	out := p.out.String()
 	start := strings.Index(out, " export CLIENT_ID=")
 	end := strings.Index(out, "/token/validate\n")

@@ -77,11 +77,12 @@ func deployNoSecrets(tb testing.TB, p *issuer) {
 	}
 }
 
-// deployRefused runs bin with env and checks that it stops before serving,
+// deployRefused launches r of f and checks that it stops before serving,
 // because Redis refused it: its output holds want, and no password.
-func deployRefused(tb testing.TB, bin, name string, env map[string]string, want string) {
+func deployRefused(tb testing.TB, f fleet, r replica, want string) {
 	tb.Helper()
-	p := launchFleetProc(tb, bin, name, env)
+	p := f.launch(tb, r)
+	name := p.name
 	if p.exited(tb) == nil {
 		tb.Fatalf("%s exited 0, want it to refuse to start", name)
 	}
@@ -198,7 +199,7 @@ func deployRedisServer(tb testing.TB, dir string, port int, tlsFiles *redistest.
 		"--dir", dir, "--logfile", filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log"),
 		"--requirepass", deployPassword, "--masterauth", deployPassword,
 		"--user", deployACLUser, "on", ">"+deployACLPassword, "~*", "&*", "+@all"), extra...)
-	p := spawnFleetProc(tb, "redis-server "+addr, nil, "redis-server", args...)
+	p := spawnProc(tb, "redis-server "+addr, nil, "redis-server", args...)
 	p.addr = addr
 	c := redis.NewClient(opt)
 	defer c.Close()
@@ -364,11 +365,10 @@ func TestRedisClusterDeployment(t *testing.T) {
 	}
 
 	creds := newFleetCreds(t, bin)
-	deployRefused(t, bin, "snowtoken on the cluster without a password",
-		creds.env(map[string]string{"SNOWTOKEN_REDIS_CLUSTER_ADDRS": strings.Join(addrs, ",")}, fleetAddr(t, "127.0.0.21"), "127.0.0.21"), "NOAUTH")
+	deployRefused(t, fleet{bin, creds}, replica{name: "snowtoken on the cluster without a password", ip: "127.0.0.21",
+		redis: map[string]string{"SNOWTOKEN_REDIS_CLUSTER_ADDRS": strings.Join(addrs, ",")}}, "NOAUTH")
 	clusterURL := "redis://" + deployACLUser + ":" + deployACLPassword + "@" + addrs[0] + "?addr=" + addrs[1] + "&addr=" + addrs[2]
-	p := startFleetProc(t, bin, "snowtoken on the cluster",
-		creds.env(map[string]string{"SNOWTOKEN_REDIS_CLUSTER_URL": clusterURL}, fleetAddr(t, "127.0.0.21"), "127.0.0.21"))
+	p := fleet{bin, creds}.start(t, replica{name: "snowtoken on the cluster", ip: "127.0.0.21", redis: map[string]string{"SNOWTOKEN_REDIS_CLUSTER_URL": clusterURL}})
 	if w := p.worker(t); w != 21 {
 		t.Fatalf("worker %d, want 21", w)
 	}
@@ -422,10 +422,10 @@ func TestRedisClusterDeployment(t *testing.T) {
 	t.Logf("revocation log %s: slot %d on %s, %d entries", logKey, cc.ClusterKeySlot(ctx, logKey).Val(), logMaster.Options().Addr, len(msgs))
 	deployNoSecrets(t, p)
 
-	q := startFleetProc(t, bin, "snowtoken on the cluster by addresses", creds.env(map[string]string{
+	q := fleet{bin, creds}.start(t, replica{name: "snowtoken on the cluster by addresses", ip: "127.0.0.23", redis: map[string]string{
 		"SNOWTOKEN_REDIS_CLUSTER_ADDRS": strings.Join(addrs, ","),
 		"SNOWTOKEN_REDIS_PASSWORD_FILE": deploySecretFile(t, deployPassword),
-	}, fleetAddr(t, "127.0.0.23"), "127.0.0.23"))
+	}})
 	for _, s := range deploySubjects {
 		q.mustValidate(t, q.issue(t, creds.svc, s), 23)
 	}
@@ -485,7 +485,7 @@ func startSentinel(t *testing.T, dir string) *deploySentinel {
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		spawnFleetProc(t, fmt.Sprintf("sentinel :%d", port), nil, "redis-server", conf, "--sentinel")
+		spawnProc(t, fmt.Sprintf("sentinel :%d", port), nil, "redis-server", conf, "--sentinel")
 		sentinels = append(sentinels, "127.0.0.1:"+strconv.Itoa(port))
 	}
 	scs := make([]*redis.SentinelClient, len(sentinels))
@@ -518,7 +518,7 @@ func TestRedisSentinelDeployment(t *testing.T) {
 	ctx := t.Context()
 
 	sn := startSentinel(t, dir)
-	master, replica, rc, sentinels, scs, name := sn.master, sn.replica, sn.rc, sn.addrs, sn.scs, deploySentinelName
+	master, standby, rc, sentinels, scs, name := sn.master, sn.replica, sn.rc, sn.addrs, sn.scs, deploySentinelName
 
 	creds := newFleetCreds(t, bin)
 	byAddrs := map[string]string{
@@ -533,20 +533,19 @@ func TestRedisSentinelDeployment(t *testing.T) {
 	} {
 		env := maps.Clone(byAddrs)
 		delete(env, missing.name)
-		deployRefused(t, bin, "snowtoken on sentinel without "+missing.name,
-			creds.env(env, fleetAddr(t, "127.0.0.24"), "127.0.0.24"), missing.want)
+		deployRefused(t, fleet{bin, creds}, replica{name: "snowtoken on sentinel without " + missing.name, ip: "127.0.0.24", redis: env}, missing.want)
 	}
-	q := startFleetProc(t, bin, "snowtoken on sentinel by addresses", creds.env(byAddrs, fleetAddr(t, "127.0.0.24"), "127.0.0.24"))
+	q := fleet{bin, creds}.start(t, replica{name: "snowtoken on sentinel by addresses", ip: "127.0.0.24", redis: byAddrs})
 	q.mustValidate(t, q.issue(t, creds.svc, "alice"), 24)
 	deployNoSecrets(t, q)
 	q.kill()
 
 	sentinelURL := "redis://:" + deploySentinelPassword + "@" + sentinels[0] + "?master_name=" + name +
 		"&addr=" + sentinels[1] + "&addr=" + sentinels[2] + "&username=" + deployACLUser
-	p := startFleetProc(t, bin, "snowtoken on sentinel", creds.env(map[string]string{
+	p := fleet{bin, creds}.start(t, replica{name: "snowtoken on sentinel", ip: "127.0.0.22", redis: map[string]string{
 		"SNOWTOKEN_REDIS_SENTINEL_URL":  sentinelURL,
 		"SNOWTOKEN_REDIS_PASSWORD_FILE": deploySecretFile(t, deployACLPassword),
-	}, fleetAddr(t, "127.0.0.22"), "127.0.0.22"))
+	}})
 	if w := p.worker(t); w != 22 {
 		t.Fatalf("worker %d, want 22", w)
 	}
@@ -605,8 +604,8 @@ func TestRedisSentinelDeployment(t *testing.T) {
 	master.kill()
 	deployWait(t, "sentinels promote the replica", func() error {
 		addr, err := scs[0].GetMasterAddrByName(ctx, name).Result()
-		if err == nil && strings.Join(addr, ":") != replica.addr {
-			err = fmt.Errorf("master is %v, want the replica %s", addr, replica.addr)
+		if err == nil && strings.Join(addr, ":") != standby.addr {
+			err = fmt.Errorf("master is %v, want the replica %s", addr, standby.addr)
 		}
 		return err
 	})
@@ -666,14 +665,15 @@ func TestRedisTLSDeployment(t *testing.T) {
 	files := redistest.NewTLSFiles(t)
 	srv := deployRedisServer(t, t.TempDir(), deployPort(t), &files)
 	creds := newFleetCreds(t, bin)
-	env := func(url string, more ...string) map[string]string {
-		return creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": url}, fleetAddr(t, "127.0.0.25"), "127.0.0.25", more...)
+	on := func(name, url string, more ...string) replica {
+		return replica{name: name, ip: "127.0.0.25", redis: map[string]string{"SNOWTOKEN_REDIS_URL": url}, env: more}
 	}
+	f := fleet{bin, creds}
 	tlsURL := "rediss://" + deployACLUser + ":" + deployACLPassword + "@" + srv.addr + "/0"
-	deployRefused(t, bin, "snowtoken on TLS without the CA", env(tlsURL), "certificate signed by unknown authority")
-	deployRefused(t, bin, "snowtoken on TLS without TLS", env("redis://:"+deployPassword+"@"+srv.addr+"/0"), "")
+	deployRefused(t, f, on("snowtoken on TLS without the CA", tlsURL), "certificate signed by unknown authority")
+	deployRefused(t, f, on("snowtoken on TLS without TLS", "redis://:"+deployPassword+"@"+srv.addr+"/0"), "")
 
-	p := startFleetProc(t, bin, "snowtoken on TLS", env(tlsURL, "SNOWTOKEN_REDIS_TLS_CA_FILE", files.CA))
+	p := f.start(t, on("snowtoken on TLS", tlsURL, "SNOWTOKEN_REDIS_TLS_CA_FILE", files.CA))
 	if w := p.worker(t); w != 25 {
 		t.Fatalf("worker %d, want 25", w)
 	}
@@ -722,12 +722,12 @@ func TestRedisSentinelFailoverLosesWrites(t *testing.T) {
 	t.Cleanup(func() { mc.Close() })
 
 	creds := newFleetCreds(t, bin)
-	p := startFleetProc(t, bin, "snowtoken on sentinel", creds.env(map[string]string{
+	p := fleet{bin, creds}.start(t, replica{name: "snowtoken on sentinel", ip: "127.0.0.25", redis: map[string]string{
 		"SNOWTOKEN_REDIS_SENTINEL_MASTER":        deploySentinelName,
 		"SNOWTOKEN_REDIS_SENTINEL_ADDRS":         strings.Join(sn.addrs, ","),
 		"SNOWTOKEN_REDIS_PASSWORD_FILE":          deploySecretFile(t, deployPassword),
 		"SNOWTOKEN_REDIS_SENTINEL_PASSWORD_FILE": deploySecretFile(t, deploySentinelPassword),
-	}, fleetAddr(t, "127.0.0.25"), "127.0.0.25"))
+	}})
 	live := p.issue(t, creds.svc, "grace")
 	revoked := p.issue(t, creds.svc, "grace")
 	subjectRevoked := p.issue(t, creds.svc, "heidi")

@@ -47,7 +47,7 @@ func TestFlushAllUnderLoadNoDuplicateIDs(t *testing.T) {
 	// A lease of 6 s is renewed every 2 s: a wide window for a to issue after
 	// the flush, which b's start-up (slow on a loaded machine) does not use up.
 	redisEnv := map[string]string{"SNOWTOKEN_REDIS_URL": redisURL, "SNOWTOKEN_WORKER_LEASE_TTL": "6s"}
-	a := startFleetProc(t, bin, "replica a", creds.env(redisEnv, fleetAddr(t, "127.0.0.11"), "127.0.0.11"))
+	a := fleet{bin, creds}.start(t, replica{name: "replica a", ip: "127.0.0.11", redis: redisEnv})
 
 	var (
 		issued   [2]atomic.Int64 // by a, by b
@@ -142,8 +142,7 @@ func TestFlushAllUnderLoadNoDuplicateIDs(t *testing.T) {
 	}
 	flushed.Store(true)
 	aBefore, flushedAt := issued[0].Load(), time.Now()
-	b := launchFleetProc(t, bin, "replica b", creds.env(redisEnv, fleetAddr(t, "127.0.0.12"), "127.0.0.12",
-		"SNOWTOKEN_WORKER_ID", "11", "SNOWTOKEN_WORKER_ID_STRICT", "true"))
+	b := fleet{bin, creds}.launch(t, replica{name: "replica b", ip: "127.0.0.12", redis: redisEnv, env: []string{"SNOWTOKEN_WORKER_ID", "11", "SNOWTOKEN_WORKER_ID_STRICT", "true"}})
 	b.waitLog(t, "listening")
 	bListening := time.Since(flushedAt)
 	load(1, b)
@@ -198,7 +197,7 @@ func TestUnsafeRedisSettingsNotReady(t *testing.T) {
 	bin := fleetBinary(t)
 	creds := newFleetCreds(t, bin)
 	redisEnv := map[string]string{"SNOWTOKEN_REDIS_URL": srv.URL(), "SNOWTOKEN_WORKER_LEASE_TTL": "1s"}
-	p := launchFleetProc(t, bin, "replica", creds.env(redisEnv, fleetAddr(t, "127.0.0.11"), "127.0.0.11"))
+	p := fleet{bin, creds}.launch(t, replica{name: "replica", ip: "127.0.0.11", redis: redisEnv})
 	p.waitLog(t, "listening")
 	if r := p.waitLog(t, "redis settings: not ready until they are fixed or accepted"); !strings.Contains(fmt.Sprint(r["err"]), "allkeys-lru") {
 		t.Errorf("start-up log %v does not name the policy", r)
@@ -231,8 +230,7 @@ func TestUnsafeRedisSettingsNotReady(t *testing.T) {
 	if err := rdb.ConfigSet(t.Context(), "maxmemory-policy", "allkeys-lru").Err(); err != nil {
 		t.Fatal(err)
 	}
-	q := startFleetProc(t, bin, "replica accepting", creds.env(redisEnv, fleetAddr(t, "127.0.0.12"), "127.0.0.12",
-		"SNOWTOKEN_REDIS_ACCEPT_RISK", "maxmemory-policy"))
+	q := fleet{bin, creds}.start(t, replica{name: "replica accepting", ip: "127.0.0.12", redis: redisEnv, env: []string{"SNOWTOKEN_REDIS_ACCEPT_RISK", "maxmemory-policy"}})
 	if q.findLog("redis: an unsafe setting is accepted by SNOWTOKEN_REDIS_ACCEPT_RISK") == nil {
 		t.Error("the accepted risk is not logged")
 	}

@@ -241,9 +241,8 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	creds.clientsPath = clientsLink
-	env := creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}, fleetAddr(t, "127.0.0.41"), "127.0.0.41",
-		"SNOWTOKEN_SIGNING_KEYS", keysDir)
-	p := startFleetProc(t, bin, "replica", env)
+	p := fleet{bin, creds}.start(t, replica{name: "replica", ip: "127.0.0.41", redis: map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
+		env: []string{"SNOWTOKEN_SIGNING_KEYS", keysDir}})
 
 	var offset atomic.Int64 // the consumer's clock: real time moved forward
 	consumer, err := client.New(client.Options{
@@ -559,8 +558,7 @@ func TestReloadLayouts(t *testing.T) {
 			// the next layout issues to it again.
 			redisURL, rdb := fleetRedis(t)
 			ip := fmt.Sprintf("127.0.0.%d", 51+i)
-			p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
-				fleetAddr(t, ip), ip, "SNOWTOKEN_CLIENTS_FILE", clients))
+			p := fleet{bin, creds}.start(t, replica{name: "replica", ip: ip, redis: map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}, env: []string{"SNOWTOKEN_CLIENTS_FILE", clients}})
 			tok := p.issue(t, creds.svc, "")
 			p.mustValidate(t, tok, p.worker(t))
 			change("disable")
@@ -599,8 +597,7 @@ func TestReloadLayouts(t *testing.T) {
 // keys clears it all.
 func TestReloadSourcesApart(t *testing.T) {
 	bin, redisURL, creds, keysDir := keysDirFleet(t)
-	p := startFleetProc(t, bin, "replica", creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
-		fleetAddr(t, "127.0.0.55"), "127.0.0.55", "SNOWTOKEN_SIGNING_KEYS", keysDir))
+	p := fleet{bin, creds}.start(t, replica{name: "replica", ip: "127.0.0.55", redis: map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}, env: []string{"SNOWTOKEN_SIGNING_KEYS", keysDir}})
 	tok := p.issue(t, creds.svc, "")
 	keysInForce := p.readyConfig(t)["keys"]
 
@@ -715,12 +712,8 @@ func TestReloadOnModeChange(t *testing.T) {
 	}
 	keyPath := place(creds.keyPath, "signing.pem", 0o600)
 	clients := place(creds.clientsPath, "clients.json", 0o600)
-	env := withMetricsAddr(creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}, fleetAddr(t, "127.0.0.56"), "127.0.0.56",
-		"SNOWTOKEN_SIGNING_KEYS", keyPath, "SNOWTOKEN_CLIENTS_FILE", clients))
-	p := spawnFleetProc(t, "replica", env, append(asUser, bin)[0], append(asUser, bin)[1:]...)
-	p.addr = env["SNOWTOKEN_ADDR"]
-	p.waitLog(t, "listening")
-	waitReady(t, p.url("/readyz"), fleetWait)
+	p := fleet{bin, creds}.start(t, replica{name: "replica", ip: "127.0.0.56", redis: map[string]string{"SNOWTOKEN_REDIS_URL": redisURL},
+		env: []string{"SNOWTOKEN_SIGNING_KEYS", keyPath, "SNOWTOKEN_CLIENTS_FILE", clients}, wrap: asUser})
 	tok := p.issue(t, creds.svc, "")
 	inForce := p.readyConfig(t)["clients"]
 

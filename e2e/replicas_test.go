@@ -263,9 +263,8 @@ func startFleet(tb testing.TB, bin string, creds fleetCreds, redisURL string) []
 	tb.Helper()
 	var reps []*issuer
 	for w := 11; w <= 13; w++ {
-		ip := fmt.Sprintf("127.0.0.%d", w)
-		env := creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}, fleetAddr(tb, ip), ip)
-		reps = append(reps, startFleetProc(tb, bin, fmt.Sprintf("replica %d", w), env))
+		reps = append(reps, fleet{bin, creds}.start(tb, replica{name: fmt.Sprintf("replica %d", w), ip: fmt.Sprintf("127.0.0.%d", w),
+			redis: map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}}))
 	}
 	return reps
 }
@@ -554,12 +553,12 @@ func TestReplicaWorkerIDConflicts(t *testing.T) {
 	bin := fleetBinary(t)
 	creds := newFleetCreds(t, bin)
 	rv := map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}
-	holder := startFleetProc(t, bin, "replica 11", creds.env(rv, fleetAddr(t, "127.0.0.11"), "127.0.0.11"))
+	holder := fleet{bin, creds}.start(t, replica{name: "replica 11", ip: "127.0.0.11", redis: rv})
 	if w := holder.worker(t); w != 11 {
 		t.Fatalf("%s has worker %d, want 11", holder.name, w)
 	}
 
-	second := startFleetProc(t, bin, "second replica on 127.0.0.11", creds.env(rv, fleetAddr(t, "127.0.0.14"), "127.0.0.11"))
+	second := fleet{bin, creds}.start(t, replica{name: "second replica on 127.0.0.11", ip: "127.0.0.11", listen: "127.0.0.14", redis: rv})
 	rec := second.waitLog(t, "lease: candidate worker id is held, took the lowest free one")
 	got, _ := rec["worker_id"].(float64)
 	if rec["level"] != "WARN" || rec["candidate"] != float64(11) || got == 11 {
@@ -572,8 +571,7 @@ func TestReplicaWorkerIDConflicts(t *testing.T) {
 	holder.mustValidate(t, tok, int64(got))
 	holder.mustValidate(t, holder.issue(t, creds.svc, ""), 11)
 
-	strict := launchFleetProc(t, bin, "strict replica on 127.0.0.11",
-		creds.env(rv, fleetAddr(t, "127.0.0.15"), "127.0.0.11", "SNOWTOKEN_WORKER_ID_STRICT", "true"))
+	strict := fleet{bin, creds}.launch(t, replica{name: "strict replica on 127.0.0.11", ip: "127.0.0.11", listen: "127.0.0.15", redis: rv, env: []string{"SNOWTOKEN_WORKER_ID_STRICT", "true"}})
 	err := strict.exited(t)
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
@@ -675,7 +673,7 @@ func TestReplicaShutdownReleasesLease(t *testing.T) {
 	bin := fleetBinary(t)
 	creds := newFleetCreds(t, bin)
 	rv := map[string]string{"SNOWTOKEN_REDIS_URL": redisURL}
-	p := startFleetProc(t, bin, "replica 13", creds.env(rv, fleetAddr(t, "127.0.0.13"), "127.0.0.13"))
+	p := fleet{bin, creds}.start(t, replica{name: "replica 13", ip: "127.0.0.13", redis: rv})
 	if w := p.worker(t); w != 13 {
 		t.Fatalf("%s has worker %d, want 13", p.name, w)
 	}
@@ -756,7 +754,7 @@ func TestReplicaShutdownReleasesLease(t *testing.T) {
 	if err := rdb.HSet(ctx, hwKey, "ms", ahead).Err(); err != nil {
 		t.Fatal(err)
 	}
-	q := startFleetProc(t, bin, "replica 13 again", creds.env(rv, fleetAddr(t, "127.0.0.13"), "127.0.0.13"))
+	q := fleet{bin, creds}.start(t, replica{name: "replica 13 again", ip: "127.0.0.13", redis: rv})
 	if w := q.worker(t); w != 13 {
 		t.Fatalf("%s has worker %d, want 13", q.name, w)
 	}

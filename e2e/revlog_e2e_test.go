@@ -81,12 +81,15 @@ func startRevlogFleet(tb testing.TB, bin string, creds fleetCreds, srv *redistes
 		tb.Fatal(err)
 	}
 	for i := range n {
-		ip := fmt.Sprintf("127.0.0.%d", 11+i)
-		env := creds.env(map[string]string{"SNOWTOKEN_REDIS_URL": srv.URL()}, fleetAddr(tb, ip), ip,
-			"SNOWTOKEN_WORKER_LEASE_TTL", "2s", // the wait of a replica on a fresh Redis
-			"SNOWTOKEN_REVLOG_THRESHOLD", threshold.String(),
-			"SNOWTOKEN_REDIS_TIMEOUT", revlogRedisTimeout.String())
-		f.reps = append(f.reps, launchFleetProc(tb, bin, fmt.Sprintf("replica %d", 11+i), env))
+		f.reps = append(f.reps, fleet{bin, creds}.launch(tb, replica{
+			name: fmt.Sprintf("replica %d", 11+i), ip: fmt.Sprintf("127.0.0.%d", 11+i),
+			redis: map[string]string{"SNOWTOKEN_REDIS_URL": srv.URL()},
+			env: []string{
+				"SNOWTOKEN_WORKER_LEASE_TTL", "2s", // the wait of a replica on a fresh Redis
+				"SNOWTOKEN_REVLOG_THRESHOLD", threshold.String(),
+				"SNOWTOKEN_REDIS_TIMEOUT", revlogRedisTimeout.String(),
+			},
+		}))
 	}
 	for _, p := range f.reps {
 		p.waitLog(tb, "listening")
