@@ -182,24 +182,10 @@ func parseOpaqueRecord(rec string) (opaqueRecord, error) {
 	r.iat, err1 = strconv.ParseInt(fields[3], 10, 64)
 	r.exp, err2 = strconv.ParseInt(fields[4], 10, 64)
 	if err1 != nil || err2 != nil || r.marker == "" || syntax.CheckName(r.sub) != nil || syntax.CheckName(r.client) != nil ||
-		n == 8 && !isThumbprint(r.jkt) {
+		n == 8 && !syntax.IsThumbprint(r.jkt) {
 		return r, errRecord
 	}
 	return r, nil
-}
-
-// isThumbprint reports whether s has the shape of an RFC 7638 SHA-256
-// thumbprint: 43 base64url characters.
-func isThumbprint(s string) bool {
-	if len(s) != 43 {
-		return false
-	}
-	for i := range len(s) {
-		if c := s[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // OpaqueRecordNames returns the subject and the client an opaque token's

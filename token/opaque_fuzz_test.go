@@ -69,7 +69,7 @@ func FuzzParseOpaqueRecord(f *testing.F) {
 		if syntax.CheckName(r.sub) != nil || syntax.CheckName(r.client) != nil || len(r.sum) != sha256.Size || r.marker == "" {
 			t.Fatalf("parseOpaqueRecord(%q) accepted %+v", rec, r)
 		}
-		if (rec[0] == boundRecordVersion) != (r.jkt != "") || r.jkt != "" && !isThumbprint(r.jkt) {
+		if (rec[0] == boundRecordVersion) != (r.jkt != "") || r.jkt != "" && !syntax.IsThumbprint(r.jkt) {
 			t.Fatalf("parseOpaqueRecord(%q) accepted jkt %q", rec, r.jkt)
 		}
 		for _, field := range []string{r.marker, r.scope, r.aud, r.jkt} {

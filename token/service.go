@@ -261,7 +261,7 @@ func (s *Service) Issue(ctx context.Context, c *clients.Client, req IssueRequest
 		return Issued{}, err
 	}
 	switch {
-	case req.JKT != "" && !isThumbprint(req.JKT):
+	case req.JKT != "" && !syntax.IsThumbprint(req.JKT):
 		return Issued{}, refusal.New(ErrInvalidRequest, "the DPoP key's thumbprint is malformed")
 	case req.JKT == "" && c.DPoPBoundAccessTokens:
 		return Issued{}, fmt.Errorf("%w: client %q", ErrDPoPRequired, c.ID)

@@ -128,3 +128,17 @@ var (
 	errScopeTooLong  = refusal.New(ErrInvalidScope, "longer than %d bytes", MaxScopeLen)
 	errTooManyScopes = refusal.New(ErrInvalidScope, "more than %d scopes", MaxScopes)
 )
+
+// IsThumbprint reports whether s has the shape of an RFC 7638 SHA-256
+// thumbprint (a DPoP key's cnf.jkt): 43 base64url characters.
+func IsThumbprint(s string) bool {
+	if len(s) != 43 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -6,7 +6,8 @@
 //
 //	syntax.go    the errors and the limits on what a client asks for
 //	names.go     names (CheckName), scopes (CheckScope, ParseScope) and
-//	             their sets (ContainsAll, Missing)
+//	             their sets (ContainsAll, Missing), a DPoP key's
+//	             thumbprint (IsThumbprint)
 //	audience.go  audiences (CheckAudience, CheckAudienceList) and the
 //	             audiences a request names (RequestedAudiences, RFC 8707)
 package syntax
