@@ -287,7 +287,7 @@ func TestRedisMemoryPerLogEntry(t *testing.T) {
 			t.Fatal(err)
 		}
 		jtis[i] = id.String()
-		keys[i] = e.store.OpaqueKey(jtis[i])
+		keys[i] = e.opaqueKey(id)
 	}
 	t.Cleanup(func() {
 		deleteKeys(t, e.redis, keys)
@@ -307,7 +307,7 @@ func TestRedisMemoryPerLogEntry(t *testing.T) {
 		}
 	}
 	records()
-	if err := e.store.RevokeToken(ctx, keys[0], jtis[0], exp); err != nil { // load the script
+	if err := e.store.RevokeOpaque(ctx, jtis[0], exp); err != nil { // load the script
 		t.Fatal(err)
 	}
 	records()
@@ -321,7 +321,7 @@ func TestRedisMemoryPerLogEntry(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < entries; i += workers {
-				if err := e.store.RevokeToken(ctx, keys[i], jtis[i], exp); err != nil {
+				if err := e.store.RevokeOpaque(ctx, jtis[i], exp); err != nil {
 					errs <- err
 					return
 				}

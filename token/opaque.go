@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,14 +22,15 @@ import (
 )
 
 // Opaque tokens: what a client whose token_format is "opaque" gets instead of
-// a JWT (see redisstore's package doc for the keys). The token is OpaquePrefix and
+// a JWT. The token is OpaquePrefix and
 // the base64url (no padding) of 24 bytes, the 8-byte Snowflake ID (big
 // endian) and 16 bytes from crypto/rand:
 //
 //	st_<32 characters of base64url>    35 characters in all
 //
-// It carries nothing but the ID: every claim comes from its Redis record,
-// which holds the SHA-256 of the 16-byte secret, compared in constant time,
+// It carries nothing but the ID: every claim comes from its record
+// (OpaqueRecord, which the Store keeps: redisstore's package doc draws its
+// key and layout), which holds the SHA-256 of the 16-byte secret, compared in constant time,
 // so a token counts only when its ID has a record AND its secret matches:
 // knowing an ID (they are predictable) gets nothing. Nothing is signed or
 // verified, and nothing can be checked without Redis: a resource server
@@ -53,14 +53,6 @@ const (
 	// opaqueLen is the length of every opaque token: 24 bytes are exactly
 	// 32 base64 characters, so no two strings decode to the same token.
 	opaqueLen = len(OpaquePrefix) + opaqueRawLen/3*4
-	// recordVersion starts every opaque record, so that a later layout is
-	// told apart (and refused, never misread) by a replica that does not
-	// know it. boundRecordVersion starts the record of a DPoP-bound token,
-	// which ends with one more field, the key's thumbprint: a replica
-	// that predates DPoP refuses such a token rather than take it for a
-	// bearer token.
-	recordVersion      = '1'
-	boundRecordVersion = '2'
 )
 
 // isOpaque reports whether raw is meant as an opaque token.
@@ -97,123 +89,14 @@ func formatOpaque(id snowflakealg.ID, secret [opaqueSecretLen]byte) string {
 	return string(out)
 }
 
-// opaqueRecord is the Redis value of an opaque token's session, one string
-// (a hash would cost more memory per session, and a second parse):
-//
-//	'1' <SHA-256 of the secret: 32 bytes> <marker> \n <sub> \n <client_id> \n <iat> \n <exp> \n <scope> \n <aud>
-//	'2' <the same> \n <jkt>      (a DPoP-bound token: the key's thumbprint)
-//
-// iat and exp are Unix seconds in decimal; scope and aud are space-separated
-// and may be empty. Only the hash is binary, and at a fixed offset: no other
-// field may hold a newline (names, scopes and audiences are printable ASCII
-// without spaces or newlines). Lua reads sub and client_id from it at offset
-// 34 (redisstore's validateOpaqueLua); Go reads all of it (parseOpaqueRecord).
-type opaqueRecord struct {
-	sum                             string // the secret's SHA-256, 32 bytes
-	marker, sub, client, scope, aud string
-	iat, exp                        int64
-	jkt                             string // a bound token's cnf.jkt; "" for a bearer token
-}
-
-// opaqueHeadLen is the length of the record before the marker.
-const opaqueHeadLen = 1 + sha256.Size
-
-// opaqueRecordParts returns the record of a new session of g around the
-// marker, which the create script puts between them.
-func opaqueRecordParts(sum *[sha256.Size]byte, g *grant) (head, tail string) {
-	var h [opaqueHeadLen]byte
-	h[0] = recordVersion
-	if g.jkt != "" {
-		h[0] = boundRecordVersion
-	}
-	copy(h[1:], sum[:])
-	n := len(g.sub) + len(g.client) + len(g.scope) + len(g.jkt) + 2*20 + 7 // two dates of at most 20 digits, seven newlines
-	for _, a := range g.aud {
-		n += len(a) + 1
-	}
-	var b strings.Builder
-	b.Grow(n)
-	for _, f := range [...]string{g.sub, g.client, strconv.FormatInt(g.iat, 10), strconv.FormatInt(g.exp, 10), g.scope} {
-		b.WriteByte('\n')
-		b.WriteString(f)
-	}
-	b.WriteByte('\n')
-	for i, a := range g.aud {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(a)
-	}
-	if g.jkt != "" {
-		b.WriteByte('\n')
-		b.WriteString(g.jkt)
-	}
-	return string(h[:]), b.String()
-}
-
-// errRecord is parseOpaqueRecord's refusal, made once.
-var errRecord = errors.New("token: unreadable opaque session record")
-
-// parseOpaqueRecord reads a record as opaqueRecordParts and the create script
-// wrote it. Every field is a substring of rec: no allocation.
-func parseOpaqueRecord(rec string) (opaqueRecord, error) {
-	var r opaqueRecord
-	if len(rec) < opaqueHeadLen || rec[0] != recordVersion && rec[0] != boundRecordVersion {
-		return r, errRecord
-	}
-	var fields [8]string
-	n := 7
-	if rec[0] == boundRecordVersion {
-		n = 8
-	}
-	r.sum, rec = rec[1:opaqueHeadLen], rec[opaqueHeadLen:]
-	for i := range n - 1 {
-		var ok bool
-		if fields[i], rec, ok = strings.Cut(rec, "\n"); !ok {
-			return r, errRecord
-		}
-	}
-	fields[n-1] = rec
-	if strings.IndexByte(rec, '\n') >= 0 {
-		return r, errRecord
-	}
-	r.marker, r.sub, r.client, r.scope, r.aud, r.jkt = fields[0], fields[1], fields[2], fields[5], fields[6], fields[7]
-	var err1, err2 error
-	r.iat, err1 = strconv.ParseInt(fields[3], 10, 64)
-	r.exp, err2 = strconv.ParseInt(fields[4], 10, 64)
-	if err1 != nil || err2 != nil || r.marker == "" || syntax.CheckName(r.sub) != nil || syntax.CheckName(r.client) != nil ||
-		n == 8 && !syntax.IsThumbprint(r.jkt) {
-		return r, errRecord
-	}
-	return r, nil
-}
-
-// OpaqueRecordNames returns the subject and the client an opaque token's
-// record names (a Store reads their keys), or an error when the record does
-// not read.
-func OpaqueRecordNames(rec string) (sub, client string, err error) {
-	r, err := parseOpaqueRecord(rec)
-	return r.sub, r.client, err
-}
-
-// audiences returns the record's aud as a list, nil for none.
-func (r *opaqueRecord) audiences() []string {
-	if r.aud == "" {
-		return nil
-	}
-	return strings.Split(r.aud, " ")
-}
-
 // issueOpaque writes the session of a new opaque token of g and returns
 // the token: no signature, one script (two round trips on a Cluster).
 func (s *Service) issueOpaque(ctx context.Context, id snowflakealg.ID, idTime time.Time, g *grant, ttl time.Duration) (string, error) {
 	var secret [opaqueSecretLen]byte
 	_, _ = rand.Read(secret[:]) // crypto/rand.Read never fails (Go 1.24)
-	sum := sha256.Sum256(secret[:])
-	head, tail := opaqueRecordParts(&sum, g)
-	k := s.store.Keys(g.sub, g.client, "", idTime)
-	k.Session = s.store.OpaqueKey(g.jti)
-	if err := s.store.CreateOpaque(ctx, k, ttl, head, tail); err != nil {
+	rec := OpaqueRecord{SecretSum: sha256.Sum256(secret[:]), Subject: g.sub, Client: g.client, Scope: g.scope,
+		Audience: g.aud, IssuedAt: g.iat, ExpiresAt: g.exp, JKT: g.jkt}
+	if err := s.store.CreateOpaque(ctx, g.jti, idTime, ttl, rec); err != nil {
 		return "", err
 	}
 	return formatOpaque(id, secret), nil
@@ -287,57 +170,55 @@ func (s *Service) validateOpaque(ctx context.Context, raw string) (*Verified, er
 // whose parts are parts), and returns the token it makes if secret matches
 // it and the token is live at now.
 func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string, parts snowflakealg.Parts, secret *[opaqueSecretLen]byte, now time.Time) (*Verified, error) {
-	rec, sess, err := s.store.ReadOpaque(ctx, s.store.OpaqueKey(jti))
-	if err != nil {
+	r, sess, err := s.store.ReadOpaque(ctx, jti)
+	switch {
+	case errors.Is(err, ErrUnreadableRecord):
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	case err != nil:
 		return nil, err
 	}
-	r, err := s.openRecord(rec, secret)
-	if err != nil {
+	if err := openRecord(&r, sess.Marker != "", secret); err != nil {
 		return nil, err
 	}
-	exp := time.Unix(r.exp, 0)
+	exp := time.Unix(r.ExpiresAt, 0)
 	if !now.Before(exp.Add(s.opts.Leeway)) {
 		return nil, refusal.Describe(fmt.Errorf("%w: %w", ErrInvalidToken, jwt.ErrTokenExpired), jwtReason(jwt.ErrTokenExpired))
 	}
-	sess.Marker = r.marker
 	if err := SessionLive(parts.Time.UnixMilli(), sess); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	scopes, err := syntax.ParseScope(r.scope)
+	scopes, err := syntax.ParseScope(r.Scope)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	dates := &[2]jwt.NumericDate{{Time: time.Unix(r.iat, 0)}, {Time: exp}} // one allocation for both
+	dates := &[2]jwt.NumericDate{{Time: time.Unix(r.IssuedAt, 0)}, {Time: exp}} // one allocation for both
 	return &Verified{
 		claims: Claims{
 			RegisteredClaims: jwt.RegisteredClaims{
-				Issuer: s.opts.Issuer, Subject: r.sub, Audience: r.audiences(), ID: jti,
+				Issuer: s.opts.Issuer, Subject: r.Subject, Audience: r.Audience, ID: jti,
 				IssuedAt: &dates[0], ExpiresAt: &dates[1],
 			},
-			ClientID: r.client, Scope: r.scope,
-			Confirmation: jwtpolicy.Confirmation{JKT: r.jkt},
+			ClientID: r.Client, Scope: r.Scope,
+			Confirmation: jwtpolicy.Confirmation{JKT: r.JKT},
 		},
 		id: id, parts: parts, scopes: scopes,
 		cacheUntil: exp.Add(s.opts.Leeway),
 	}, nil
 }
 
-// openRecord reads rec, the record the store returned ("" for none), if
-// the secret's SHA-256 is the one it holds; errNoSession if not, wrapped in
-// ErrInvalidToken.
-func (s *Service) openRecord(rec string, secret *[opaqueSecretLen]byte) (opaqueRecord, error) {
-	if rec == "" {
-		return opaqueRecord{}, fmt.Errorf("%w: %w", ErrInvalidToken, errNoSession)
-	}
-	r, err := parseOpaqueRecord(rec)
-	if err != nil {
-		return r, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+// openRecord returns nil when the store found r, the record of an opaque
+// token whose secret is secret, and r holds the secret's SHA-256;
+// otherwise errNoSession, wrapped in ErrInvalidToken: no record and another
+// secret are told alike.
+func openRecord(r *OpaqueRecord, found bool, secret *[opaqueSecretLen]byte) error {
+	if !found {
+		return fmt.Errorf("%w: %w", ErrInvalidToken, errNoSession)
 	}
 	sum := sha256.Sum256(secret[:])
-	if subtle.ConstantTimeCompare(sum[:], []byte(r.sum)) != 1 {
-		return opaqueRecord{}, fmt.Errorf("%w: %w", ErrInvalidToken, errNoSession)
+	if subtle.ConstantTimeCompare(sum[:], r.SecretSum[:]) != 1 {
+		return fmt.Errorf("%w: %w", ErrInvalidToken, errNoSession)
 	}
-	return r, nil
+	return nil
 }
 
 // revokeOpaque is Revoke for an opaque token: its record is deleted, and
@@ -354,14 +235,16 @@ func (s *Service) revokeOpaque(ctx context.Context, caller *clients.Client, raw 
 		return "", nil
 	}
 	jti := id.String()
-	key := s.store.OpaqueKey(jti)
-	rec, err := s.store.GetOpaque(ctx, key)
-	if err != nil {
+	r, found, err := s.store.GetOpaque(ctx, jti)
+	switch {
+	case errors.Is(err, ErrUnreadableRecord):
+		return "", nil
+	case err != nil:
 		return "", err
 	}
 	var client string
 	var exp int64
-	if rec == "" {
+	if !found {
 		// No record (never issued, expired, revoked, or lost): what this
 		// replica has validated is in its cache, and a validator that
 		// decides from the log may accept it still, so it is revoked.
@@ -372,16 +255,15 @@ func (s *Service) revokeOpaque(ctx context.Context, caller *clients.Client, raw 
 		}
 		client, exp = v.claims.ClientID, v.claims.ExpiresAt.Unix()
 	} else {
-		r, err := s.openRecord(rec, &secret)
-		if err != nil {
+		if openRecord(&r, true, &secret) != nil {
 			return "", nil
 		}
-		client, exp = r.client, r.exp
+		client, exp = r.Client, r.ExpiresAt
 	}
 	if client != caller.ID && !caller.Admin {
 		return "", refusal.New(ErrForbidden, "the token was issued to another client")
 	}
-	if err := s.store.RevokeToken(ctx, key, jti, exp); err != nil {
+	if err := s.store.RevokeOpaque(ctx, jti, exp); err != nil {
 		return "", err
 	}
 	s.revokedHere(raw, jti, exp)

@@ -56,7 +56,7 @@ func (s *Service) Revoke(ctx context.Context, caller *clients.Client, raw string
 	if claims.ExpiresAt != nil {
 		exp = claims.ExpiresAt.Unix()
 	}
-	if err := s.store.RevokeToken(ctx, s.store.Keys(claims.Subject, "", claims.ID, time.Time{}).Session, claims.ID, exp); err != nil {
+	if err := s.store.RevokeToken(ctx, SessionRef{JTI: claims.ID, Subject: claims.Subject, Client: claims.ClientID}, exp); err != nil {
 		return "", err
 	}
 	s.revokedHere(raw, claims.ID, exp)

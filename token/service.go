@@ -309,7 +309,7 @@ func (s *Service) Issue(ctx context.Context, c *clients.Client, req IssueRequest
 	if len(signed) > MaxTokenLen { // never issue a token that Validate refuses
 		return Issued{}, refusal.New(ErrInvalidRequest, "the token would be longer than %d bytes; ask for fewer scopes or audiences", MaxTokenLen)
 	}
-	if err := s.store.Create(ctx, s.store.Keys(subject, c.ID, g.jti, parts.Time), ttl); err != nil {
+	if err := s.store.Create(ctx, SessionRef{JTI: g.jti, Subject: subject, Client: c.ID, Issued: parts.Time}, ttl); err != nil {
 		return Issued{}, err
 	}
 	return Issued{AccessToken: signed, ExpiresIn: ttl, Scope: g.scope, ID: id, JKT: g.jkt}, nil
@@ -341,9 +341,9 @@ func (s *Service) validate(ctx context.Context, raw string) (*Verified, error) {
 	case done:
 		return v, nil
 	}
-	sess, err := s.store.Session(ctx, v.keys)
+	sess, err := s.store.Session(ctx, v.session)
 	if err == nil {
-		err = SessionLive(v.keys.Issued, sess)
+		err = SessionLive(v.parts.Time.UnixMilli(), sess)
 	}
 	s.checked(v, m, err)
 	if err != nil {
@@ -375,7 +375,7 @@ func (s *Service) verify(raw string, now time.Time) (*Verified, error) {
 	}
 	v = &Verified{
 		claims: *claims, id: id, parts: parts, scopes: scopes,
-		keys:       s.store.Keys(claims.Subject, claims.ClientID, claims.ID, parts.Time),
+		session:    s.store.Handle(SessionRef{JTI: claims.ID, Subject: claims.Subject, Client: claims.ClientID, Issued: parts.Time}),
 		cacheUntil: claims.ExpiresAt.Add(s.opts.Leeway),
 	}
 	s.cache.put(&sum, v, now)

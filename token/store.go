@@ -2,6 +2,7 @@ package token
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math"
 	"time"
@@ -12,37 +13,44 @@ import (
 // Store is what a Service needs from a session store: what it holds on a
 // token (Session), written when the token is issued, and the revocation log
 // that every revocation appends to. The domain declares it in its own
-// terms; package redisstore implements it on Redis, and its package doc
-// draws the keys, the scripts and what happens when a key disappears. The
+// terms: a JWT's session is named by its SessionRef, an opaque token's by
+// its jti, and an opaque token's record is an OpaqueRecord; how they are
+// kept (key names, the record's bytes) is the store's business. Package
+// redisstore implements it on Redis, and its package doc draws the keys,
+// the record, the scripts and what happens when a key disappears. The
 // verdicts on what a store holds are the domain's (SessionLive,
 // SessionCreated), so that every store decides alike.
 type Store interface {
-	// Keys returns the keys that decide whether the token jti of subject
-	// and client, whose ID's time is issued, is live.
-	Keys(subject, client, jti string, issued time.Time) SessionKeys
-	// OpaqueKey is the key of the record of the opaque token jti.
-	OpaqueKey(jti string) string
-	// Create writes the session record of a new JWT for ttl, and returns
+	// Handle returns the store's handle on the session of the JWT ref
+	// (its JTI, Subject and Client), for Session: made once per token and
+	// kept with it, so that reading the session again finds it at no cost.
+	Handle(ref SessionRef) SessionHandle
+	// Create writes the session record of a new JWT, ref, for ttl, and
+	// returns SessionCreated's verdict on it.
+	Create(ctx context.Context, ref SessionRef, ttl time.Duration) error
+	// Session returns what the store holds on the JWT of h (a Handle of
+	// this store's), for SessionLive.
+	Session(ctx context.Context, h SessionHandle) (Session, error)
+	// CreateOpaque writes rec, the record of a new opaque token jti whose
+	// ID's time is issued, for ttl, with its subject's marker, and returns
 	// SessionCreated's verdict on it.
-	Create(ctx context.Context, k SessionKeys, ttl time.Duration) error
-	// CreateOpaque writes the record of a new opaque token (k.Session, an
-	// OpaqueKey): head, the subject's marker, tail, and returns
-	// SessionCreated's verdict on it.
-	CreateOpaque(ctx context.Context, k SessionKeys, ttl time.Duration, head, tail string) error
-	// Session returns what the store holds on the token of k, for
-	// SessionLive.
-	Session(ctx context.Context, k SessionKeys) (Session, error)
-	// ReadOpaque returns the record key holds ("" for none) and what the
-	// store holds on its token: its subject's marker and its client's
-	// revocation time, read by the names the record holds (zero when the
-	// record is missing or does not read). The marker the record holds is
-	// the record's: Session.Marker is left empty.
-	ReadOpaque(ctx context.Context, key string) (rec string, s Session, err error)
-	// GetOpaque returns the record key holds, or "" when it has none.
-	GetOpaque(ctx context.Context, key string) (string, error)
-	// RevokeToken removes the record key of the token jti, whose exp (Unix
-	// s) is exp (0: unknown), and logs the revocation.
-	RevokeToken(ctx context.Context, key, jti string, exp int64) error
+	CreateOpaque(ctx context.Context, jti string, issued time.Time, ttl time.Duration, rec OpaqueRecord) error
+	// ReadOpaque returns the record of the opaque token jti and what the
+	// store holds on the token, for SessionLive: the marker the record
+	// holds, and its subject's marker and its client's revocation time,
+	// read by the names the record holds. No record is a zero record and
+	// an empty Session.Marker; a record that does not read (another
+	// layout, edited by hand) is ErrUnreadableRecord, never misread.
+	ReadOpaque(ctx context.Context, jti string) (OpaqueRecord, Session, error)
+	// GetOpaque returns the record of the opaque token jti, and ok false
+	// when there is none; ErrUnreadableRecord as ReadOpaque.
+	GetOpaque(ctx context.Context, jti string) (rec OpaqueRecord, ok bool, err error)
+	// RevokeToken removes the session record of the JWT ref (its JTI and
+	// Subject), whose exp (Unix s) is exp (0: unknown), and logs the
+	// revocation.
+	RevokeToken(ctx context.Context, ref SessionRef, exp int64) error
+	// RevokeOpaque is RevokeToken for the opaque token jti.
+	RevokeOpaque(ctx context.Context, jti string, exp int64) error
 	// RevokeSubject makes every live token of subject fail SessionLive,
 	// and logs it.
 	RevokeSubject(ctx context.Context, subject string) error
@@ -60,13 +68,49 @@ type Store interface {
 	Leeway() time.Duration
 }
 
-// SessionKeys are the keys of a Store that decide whether one token is
-// live, and the time its ID carries, which the client's revocation is
-// compared with. A Store makes them (Store.Keys); a verified token keeps
-// them, so that a validation builds no key.
-type SessionKeys struct {
-	Session, Gen, Client string
-	Issued               int64 // Unix ms of the token's ID
+// SessionRef names the session of one JWT as the domain knows the token:
+// its jti, subject and client, and the time of its ID, which the client's
+// revocation time is compared with (SessionCreated, SessionLive).
+type SessionRef struct {
+	JTI, Subject, Client string
+	Issued               time.Time
+}
+
+// SessionHandle is a Store's handle on the session of one JWT
+// (Store.Handle): whatever the store needs to find the session again
+// (Redis key names), made once when the token is verified and kept in the
+// verified-token cache, so that a validation that reads the session builds
+// nothing. The domain keeps it and hands it back to Store.Session; it never
+// reads it. The zero SessionHandle is no store's: a Store refuses it.
+type SessionHandle struct{ v any }
+
+// NewSessionHandle returns a handle that holds v, for a Store to make its
+// handles with.
+func NewSessionHandle(v any) SessionHandle { return SessionHandle{v} }
+
+// Value is what the Store put in the handle (NewSessionHandle), nil for
+// the zero handle.
+func (h SessionHandle) Value() any { return h.v }
+
+// OpaqueRecord is what a store keeps of an opaque token, which carries
+// nothing but its ID and secret: the secret's SHA-256, and every claim.
+// The subject's marker at issue is kept with it, but is the store's to
+// write (CreateOpaque) and is read as Session.Marker (ReadOpaque).
+type OpaqueRecord struct {
+	// SecretSum is the SHA-256 of the token's secret, never the secret.
+	SecretSum [sha256.Size]byte
+	// Subject and Client are the token's sub and client_id: names
+	// (syntax.CheckName), whose marker and revocation time decide.
+	Subject, Client string
+	// Scope is the token's scope claim, its scopes separated by spaces
+	// ("" for none); Audience its aud (nil for none).
+	Scope    string
+	Audience []string
+	// IssuedAt and ExpiresAt are the token's iat and exp, Unix s.
+	IssuedAt, ExpiresAt int64
+	// JKT is the thumbprint (cnf.jkt) of the key a DPoP-bound token is
+	// bound to; "" for a bearer token.
+	JKT string
 }
 
 // Session is what a store holds on one token, as the domain reads it:

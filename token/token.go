@@ -100,6 +100,10 @@ var (
 	ErrDuplicateID = errors.New("token: session for this id already exists")
 	ErrMarkerLost  = errors.New("token: the subject's revocation marker is missing")
 	ErrOptions     = errors.New("token: bad options")
+	// ErrUnreadableRecord: a Store holds an opaque token's record that it
+	// cannot read (another layout version, written by hand): the token is
+	// invalid, never misread.
+	ErrUnreadableRecord = errors.New("token: unreadable opaque session record")
 )
 
 // Defaults of Options.

@@ -22,7 +22,7 @@ type Verified struct {
 	parts  snowflakealg.Parts
 	scopes []string
 
-	keys       SessionKeys
+	session    SessionHandle // the store's, for Store.Session
 	cacheUntil time.Time
 	// mark is the LogMark taken before the last Redis check that found
 	// the token live (0: none), or markRevoked once Redis found it

@@ -161,7 +161,19 @@ func LoadScripts(ctx context.Context, rdb redis.UniversalClient) error {
 // while the log holds the token's entry and the token may still validate.
 func (s *Store) seenKey(jti string) string { return s.logKey + ":r:" + jti }
 
-// RevokeToken removes the record key of the token jti, whose exp (Unix s)
+// RevokeToken removes the record of the JWT ref (its JTI and Subject),
+// whose exp (Unix s) is exp (0: unknown), and logs it (revokeToken).
+func (s *Store) RevokeToken(ctx context.Context, ref token.SessionRef, exp int64) error {
+	return s.revokeToken(ctx, s.keys(ref.Subject, "", ref.JTI).record, ref.JTI, exp)
+}
+
+// RevokeOpaque removes the record of the opaque token jti, whose exp (Unix
+// s) is exp (0: unknown), and logs it (revokeToken).
+func (s *Store) RevokeOpaque(ctx context.Context, jti string, exp int64) error {
+	return s.revokeToken(ctx, s.opaqueKey(jti), jti, exp)
+}
+
+// revokeToken removes the record key of the token jti, whose exp (Unix s)
 // is exp (0: unknown), and logs it, whether or not the record exists: a
 // validator that decides from the log accepts a token whose record is gone
 // (evicted, lost) until the log revokes it. It logs a token once: the
@@ -173,7 +185,7 @@ func (s *Store) seenKey(jti string) string { return s.logKey + ":r:" + jti }
 // keys are in a slot of their own ({revlog}), the entry's script and then
 // a DEL of the record: two round trips, the record's write only once the
 // entry is acknowledged (see revoke).
-func (s *Store) RevokeToken(ctx context.Context, key, jti string, exp int64) error {
+func (s *Store) revokeToken(ctx context.Context, key, jti string, exp int64) error {
 	v := ""
 	if exp > 0 {
 		v = strconv.FormatInt(exp, 10)
@@ -215,8 +227,7 @@ func (s *Store) RelogToken(ctx context.Context, jti string, exp int64) error {
 // and gets none; the revocation is logged all the same, every time (a new
 // marker each time).
 func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
-	k := s.Keys(subject, "", "", time.Time{})
-	return s.revoke(ctx, revokeSubjectScript, revokeSubjectLua, k.Gen, string(revocation.KindSubject), subject, newMarker(), false)
+	return s.revoke(ctx, revokeSubjectScript, revokeSubjectLua, s.keys(subject, "", "").gen, string(revocation.KindSubject), subject, newMarker(), false)
 }
 
 // RevokeClient makes every token of client whose ID's time is at or before

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,6 +20,9 @@ import (
 // failure of Redis).
 var (
 	errStoreClosed = errors.New("redisstore: session store closed")
+	// errForeignHandle is a token.SessionHandle that this store did not
+	// make: Session reads nothing on it (fail closed).
+	errForeignHandle = errors.New("redisstore: a session handle of another store")
 	// ErrOptions is a negative option, which New returns.
 	ErrOptions = errors.New("redisstore: bad options")
 )
@@ -155,12 +159,44 @@ func (s *Store) LogKey() string { return s.logKey }
 // request; it does not close the Redis client.
 func (s *Store) Close() { s.batch.close() }
 
-// Keys returns the keys that decide whether the token jti of subject and
-// client is live (the record, the subject's marker, the client's revocation
-// time; see the package doc), and the Unix ms of its ID's time issued.
-func (s *Store) Keys(subject, client, jti string, issued time.Time) token.SessionKeys {
-	tag := s.prefix + "{" + subject + "}:"
-	return token.SessionKeys{Session: tag + jti, Gen: tag + "gen", Client: s.clientKey(client), Issued: issued.UnixMilli()}
+// sessionKeys are the keys that decide whether one JWT is live: its
+// record, its subject's marker and its client's revocation time (see the
+// package doc). A SessionHandle of a Store holds them, with the store that
+// made them.
+type sessionKeys struct {
+	record, gen, client string
+	store               *Store
+}
+
+// keys returns the keys of the JWT jti of subject and client, in one
+// string, so that they cost one allocation.
+func (s *Store) keys(subject, client, jti string) sessionKeys {
+	const gen, clientTag = "gen", "client:{"
+	p := s.prefix
+	var b strings.Builder
+	b.Grow(3*len(p) + 2*(len(subject)+3) + len(jti) + len(gen) + len(clientTag) + len(client) + 1)
+	for _, suffix := range [...]string{jti, gen} {
+		b.WriteString(p)
+		b.WriteByte('{')
+		b.WriteString(subject)
+		b.WriteString("}:")
+		b.WriteString(suffix)
+	}
+	b.WriteString(p)
+	b.WriteString(clientTag)
+	b.WriteString(client)
+	b.WriteByte('}')
+	all := b.String()
+	n1 := len(p) + len(subject) + 3 + len(jti)
+	n2 := n1 + len(p) + len(subject) + 3 + len(gen)
+	return sessionKeys{record: all[:n1], gen: all[n1:n2], client: all[n2:], store: s}
+}
+
+// Handle returns the handle on the session of the JWT ref, which holds
+// its keys (sessionKeys), for Session.
+func (s *Store) Handle(ref token.SessionRef) token.SessionHandle {
+	k := s.keys(ref.Subject, ref.Client, ref.JTI)
+	return token.NewSessionHandle(&k)
 }
 
 // ClusterPaths reports whether the store takes a Cluster's paths: on a
@@ -174,7 +210,7 @@ func (s *Store) LogRetention() time.Duration { return s.logRetention }
 func (s *Store) Leeway() time.Duration { return s.leeway }
 
 // clientKey is the key of client's revocation time.
-func (s *Store) clientKey(client string) string { return s.prefix + "client:{" + client + "}" }
+func (s *Store) clientKey(client string) string { return s.keys("", client, "").client }
 
 // markerLua makes sure the subject's marker, the last of KEYS, exists and
 // lives at least ARGV[1] ms, and leaves it in gen. A subject with no marker
@@ -252,19 +288,19 @@ func newMarker() string { return strconv.FormatUint(rand.Uint64()>>2|1<<61, 10) 
 // read in the same round trip: by the script on a single Redis or Sentinel
 // (one command, as before), in the script's pipeline on a Cluster, where
 // the client's key is in another slot (two commands, one round trip).
-func (s *Store) Create(ctx context.Context, k token.SessionKeys, ttl time.Duration) error {
-	return s.create(ctx, k, ttl, "", "")
+func (s *Store) Create(ctx context.Context, ref token.SessionRef, ttl time.Duration) error {
+	return s.create(ctx, s.keys(ref.Subject, ref.Client, ref.JTI), ref.Issued, ttl, "", "")
 }
 
 // create is Create, and CreateOpaque's single Redis path, with the record's
-// head and tail around the marker.
-func (s *Store) create(ctx context.Context, k token.SessionKeys, ttl time.Duration, head, tail string) error {
-	keys := []string{k.Session, k.Client, k.Gen}
+// head and tail around the marker, for a token whose ID's time is issued.
+func (s *Store) create(ctx context.Context, k sessionKeys, issued time.Time, ttl time.Duration, head, tail string) error {
+	keys := []string{k.record, k.client, k.gen}
 	var with redis.Cmder
 	var client *redis.StringCmd // a Cluster's GET of the client's key
 	if s.cluster {
-		client = redis.NewStringCmd(ctx, "get", k.Client)
-		keys, with = []string{k.Session, k.Gen}, client
+		client = redis.NewStringCmd(ctx, "get", k.client)
+		keys, with = []string{k.record, k.gen}, client
 	}
 	cmd, err := s.eval(ctx, with, createScript, createLua, keys, markerTTL(ttl), newMarker(), head, tail, ttl.Milliseconds())
 	if err != nil {
@@ -287,7 +323,7 @@ func (s *Store) create(ctx context.Context, k token.SessionKeys, ttl time.Durati
 			return err
 		}
 	}
-	return token.SessionCreated(n == int64(1), k.Issued, cutoff(cut))
+	return token.SessionCreated(n == int64(1), issued.UnixMilli(), cutoff(cut))
 }
 
 // text is a reply that is a string, or "" for a missing key (nil).
@@ -323,17 +359,22 @@ func optional(cmd *redis.StringCmd) (any, error) {
 	}
 }
 
-// Session returns what Redis holds on the token of k: the marker its record
+// Session returns what Redis holds on the token of h: the marker its record
 // holds, the subject's marker and the client's revocation time, each
 // missing key as its zero (token.SessionLive decides on them: a missing
 // marker, lost to eviction or a failover or restart that did not keep it,
 // fails closed); token.ErrUnavailable when Redis does not answer. It is one
 // MGET of the three keys, or on a Cluster (where the client's key is in
 // another slot) an MGET and a GET in one pipeline.
-func (s *Store) Session(ctx context.Context, k token.SessionKeys) (token.Session, error) {
+// A handle this store did not make (Handle) is errForeignHandle.
+func (s *Store) Session(ctx context.Context, h token.SessionHandle) (token.Session, error) {
+	k, ok := h.Value().(*sessionKeys)
+	if !ok || k.store != s {
+		return token.Session{}, errForeignHandle
+	}
 	var vals []any
 	if s.cluster {
-		cmd, client := redis.NewSliceCmd(ctx, "mget", k.Session, k.Gen), redis.NewStringCmd(ctx, "get", k.Client)
+		cmd, client := redis.NewSliceCmd(ctx, "mget", k.record, k.gen), redis.NewStringCmd(ctx, "get", k.client)
 		if err := s.do(ctx, cmd, client); err != nil && !errors.Is(err, redis.Nil) {
 			return token.Session{}, unavailable(err)
 		}
@@ -342,7 +383,7 @@ func (s *Store) Session(ctx context.Context, k token.SessionKeys) (token.Session
 			vals[2] = v
 		}
 	} else {
-		cmd := redis.NewSliceCmd(ctx, "mget", k.Session, k.Gen, k.Client)
+		cmd := redis.NewSliceCmd(ctx, "mget", k.record, k.gen, k.client)
 		if err := s.do(ctx, cmd); err != nil {
 			return token.Session{}, unavailable(err)
 		}

@@ -127,7 +127,7 @@ func (rg *rig) revokeToken(t *testing.T, sub, jti string, exp int64) {
 	if err := rg.rdb.Set(t.Context(), key, "m", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rg.store.RevokeToken(t.Context(), key, jti, exp); err != nil {
+	if err := rg.store.RevokeToken(t.Context(), token.SessionRef{JTI: jti, Subject: sub}, exp); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -518,7 +518,7 @@ func TestFreshNeverMissesAnEntry(t *testing.T) {
 			// later one, as a subject's or a client's would be.
 			jti := strconv.Itoa(i)
 			key := rg.prefix + "{alice}:" + jti
-			if rg.rdb.Set(ctx, key, "m", time.Hour).Err() != nil || rg.store.RevokeToken(ctx, key, jti, exp) != nil {
+			if rg.rdb.Set(ctx, key, "m", time.Hour).Err() != nil || rg.store.RevokeToken(ctx, token.SessionRef{JTI: jti, Subject: "alice"}, exp) != nil {
 				continue // killed: whether it is logged is unknown; not checked
 			}
 			at := time.Now()
