@@ -11,16 +11,17 @@ import (
 )
 
 // Revocations is what Verdict needs from a follower of the revocation log
-// (redisstore.Store.LogKey; revlog.Follower is one) to decide on a token from memory,
-// with no Redis command. A nil Revocations (Options.Revocations) means
-// every validation reads Redis, as before the log existed.
+// (the log every revocation of a Store appends to; revlog.Follower is one)
+// to decide on a token from memory, with no Redis command. A nil
+// Revocations (Options.Revocations) means every validation reads Redis, as
+// before the log existed.
 //
 // How Verdict uses it:
 //
 //	verdict := Decide(now, LogQuery{jti, sub, client, issued, checked: the mark stored with the cached token})
 //	LogRevoked ─▶ refused (ErrInvalidToken, ErrRevoked), no Redis
 //	LogLive    ─▶ accepted, no Redis
-//	LogUnknown ─▶ m := Mark(); the Redis check of today (Store.Session and SessionLive, or the opaque record);
+//	LogUnknown ─▶ m := Mark(); the Redis check of today (Store.Session and SessionLive, or Store.ReadOpaque);
 //	              live ─▶ m stored with the cached token, so the next Decide may say LogLive
 //
 // The rule a Revocations must keep: LogLive only while the state is fresh

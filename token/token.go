@@ -24,10 +24,14 @@
 // revocation replaces, a client's tokens a revocation time, and every
 // revocation is appended to the revocation log, which validators follow
 // (Options.Revocations, package revlog) to decide from memory. The domain
-// declares what it needs of the store (Store) and decides on what the
-// store holds (SessionLive, SessionCreated); package redisstore keeps it
-// in Redis, and its package doc draws the keys, the marker's lifecycle,
-// the revocation log and what happens when a key disappears.
+// declares what it needs of the store (Store) in its own terms (a JWT's
+// SessionRef, an opaque token's jti and OpaqueRecord, a Session), and
+// decides on what the store holds (SessionLive, SessionCreated); package
+// redisstore keeps it in Redis, and its package doc draws the keys, the
+// opaque record's bytes, the marker's lifecycle, the revocation log and
+// what happens when a key disappears. A verified token keeps the store's
+// SessionHandle, which the domain never reads, so that a validation that
+// reads its session builds no key.
 //
 // Whether a token is good for a request is answered by one call,
 // Service.Verdict (verdict.go), in this order:

@@ -9,7 +9,7 @@
 //	st:{<sub>}:<jti>  = <the subject's marker at issue>   TTL = the token's time left
 //	st:{<sub>}:gen    = <the subject's marker>            TTL >= its longest record's
 //	st:o:<jti>        = '1' <SHA-256 of the secret> <marker> \n <sub> \n <client_id> \n <iat> \n <exp> \n <scope> \n <aud>
-//	                    ('2' and a last field, \n <jkt>, for a DPoP-bound token)
+//	                    ('2' and a last field, \n <jkt>, for a DPoP-bound token: record.go)
 //	                                                      TTL = the opaque token's time left
 //	st:client:{<id>}  = <Unix ms>                         no TTL: the client's tokens up to then are revoked
 //	st:{revlog}       = Stream of entries {k, i, v}       no TTL; each XADD trims entries older than
@@ -26,6 +26,13 @@
 //	                                                      lost on failover): that assertion could be
 //	                                                      replayed until its exp, at most a few minutes
 //	st:ready:<random> = 1                                 TTL 1 min: Ready's write probe
+//
+// Package token speaks of none of these names or bytes: a JWT's session is
+// its token.SessionRef (the keys above it names are made once per verified
+// token and kept in the token.SessionHandle that Handle returns, so that a
+// validation builds no key), an opaque token's record a token.OpaqueRecord,
+// which this package encodes and decodes (record.go) in the layout above:
+// a record an earlier release wrote reads as it did (TestOldRecordLayout).
 //
 // Both keys of a subject share the {<sub>} hash tag, so that the scripts that
 // write them touch one Cluster slot. A token is live when its record exists
@@ -80,7 +87,7 @@
 //	k = s   i = <sub>       v = <the subject's new marker>  every token of a subject
 //	k = c   i = <client id> v = <Unix ms>                   every token of a client up to then
 //
-// Who writes it: RevokeToken (Service.Revoke, both formats), RevokeSubject
+// Who writes it: RevokeToken and RevokeOpaque (Service.Revoke), RevokeSubject
 // and RevokeClient (the admin routes and `snowtoken client revoke`), each
 // through the script that writes the record. A token's revocation is
 // logged whether or not its record exists: a validator that decides from
