@@ -1,7 +1,7 @@
-// Package docker holds the tests of snowtoken's Docker packaging, which is in
-// the docker folder at the repository root (Dockerfile, docker-compose.yml,
-// nginx/default.conf, standin/), most of them without a Docker engine. They
-// run in that folder (TestMain) and read its files by their relative names.
+// Package docker holds the tests of snowtoken's Docker packaging, which is
+// in the docker folder at the repository root (Dockerfile,
+// docker-compose.yml, nginx/default.conf, caddy/, traefik/, standin/), most
+// of them without a Docker engine. They run in that folder (TestMain) and read its files by their relative names.
 //
 //   - observability_test.go checks the profile observability (prometheus
 //     and grafana) as files: images, limits, networks, and that each mounts
@@ -21,6 +21,15 @@
 //     the consumer with CONSUMER_PUBLIC_URL (consumer-dpop); resolve_test.go
 //     with a DNS server of its own, to show nginx resolves issuer again
 //     without a reload.
+//   - gateway_test.go runs the three gateway configurations, nginx's
+//     auth_request (nginx/default.conf), Caddy's forward_auth
+//     (caddy/Caddyfile) and Traefik's ForwardAuth (traefik/*.yml), in the
+//     real proxies (proxies_test.go starts them) in front of the real
+//     issuer, with one table of requests: the issuer's identity headers
+//     reach the upstream, never a client's; every refusal passes the
+//     issuer's status and challenge on. Caddy is Debian's
+//     (SNOWTOKEN_TEST_REQUIRE_CADDY=1 in CI); Traefik runs where a machine
+//     has it (SNOWTOKEN_TEST_TRAEFIK), since it does not build here.
 //   - stack_test.go, under SNOWTOKEN_TEST_REQUIRE_DOCKER=1 (as CI runs it),
 //     builds the images and brings docker-compose.yml up for real (as
 //     project snowtoken-stacktest, on 127.0.0.1:8080, with `docker compose`,

@@ -27,7 +27,6 @@ import (
 	"github.com/snowtoken/snowtoken/client/revocation"
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
-	"github.com/snowtoken/snowtoken/internal/logtest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
@@ -209,6 +208,10 @@ type testIssuer struct {
 	// feeder with feedSecret.
 	feed       *revfeedtest.Source
 	feedSecret string
+	// skew moves the issuer's clock (token.Options.Now) from the wall
+	// clock's, in nanoseconds: a token issued while it is two hours back
+	// has expired when it is zero again.
+	skew atomic.Int64
 }
 
 // newTestIssuer starts one at issuerURL, its public URL (SNOWTOKEN_ISSUER);
@@ -246,11 +249,13 @@ func newTestIssuer(tb testing.TB, issuerURL string, dpopNonces bool) *testIssuer
 	if err != nil {
 		tb.Fatal(err)
 	}
-	svc, err := token.NewService(keys, store, ids, token.Options{Issuer: issuerURL})
+	iss := &testIssuer{redis: r, secret: secret, feed: feed, feedSecret: feedSecret}
+	now := func() time.Time { return time.Now().Add(time.Duration(iss.skew.Load())) }
+	svc, err := token.NewService(keys, store, ids, token.Options{Issuer: issuerURL, Now: now})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h, err := handlers.New(handlers.Options{
+	iss.handler, err = handlers.New(handlers.Options{
 		Service: svc, Clients: clients, IDs: ids,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Feed:   feed, TrustedProxies: []string{"127.0.0.1"}, DPoPForwarders: []string{"127.0.0.1"},
@@ -259,7 +264,7 @@ func newTestIssuer(tb testing.TB, issuerURL string, dpopNonces bool) *testIssuer
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &testIssuer{redis: r, secret: secret, handler: h, feed: feed, feedSecret: feedSecret}
+	return iss
 }
 
 // startConsumer runs the consumer binary the Dockerfile builds, configured
@@ -271,23 +276,8 @@ func startConsumer(tb testing.TB, issuerURL, publicURL string) string {
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(tb))
 	cmd := exec.Command(bin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SNOWTOKEN_ISSUER_URL=" + issuerURL, "CONSUMER_ADDR=" + addr, "CONSUMER_PUBLIC_URL=" + publicURL}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	tb.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	waitOK(tb, "http://"+addr+"/healthz", exited, func() string { return out.String() })
+	exited, output := startProcess(tb, "consumer", cmd, syscall.SIGTERM)
+	waitOK(tb, "http://"+addr+"/healthz", exited, output)
 	return addr
 }
 
@@ -322,28 +312,15 @@ func startNginx(tb testing.TB, bin string, h nginxHosts) string {
 		tb.Fatalf("nginx -t: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin, args...)
-	var out logtest.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	exited, output := startProcess(tb, "nginx", cmd, syscall.SIGQUIT) // SIGQUIT: graceful stop
 	tb.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGQUIT) // graceful stop
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Signal(syscall.SIGTERM)
-			<-exited
-		}
 		if tb.Failed() {
 			access, _ := os.ReadFile(filepath.Join(dir, "access.log"))
-			tb.Logf("nginx output:\n%s\naccess log:\n%s", out.String(), access)
+			tb.Logf("nginx access log:\n%s", access)
 		}
 	})
 	base := "http://" + h.listen
-	waitOK(tb, base+"/nginx-health", exited, out.String)
+	waitOK(tb, base+"/nginx-health", exited, output)
 	return base
 }
 
