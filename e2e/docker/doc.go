@@ -1,7 +1,8 @@
 // Package docker holds the tests of snowtoken's Docker packaging, which is
 // in the docker folder at the repository root (Dockerfile,
 // docker-compose.yml, nginx/default.conf, caddy/, traefik/, standin/), most
-// of them without a Docker engine. They run in that folder (TestMain) and read its files by their relative names.
+// of them without a Docker engine. They run in that folder (TestMain) and
+// read its files by their relative names.
 //
 //   - observability_test.go checks the profile observability (prometheus
 //     and grafana) as files: images, limits, networks, and that each mounts

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"testing"
@@ -56,12 +57,17 @@ type gatewayCase struct {
 }
 
 // forgedIdentity are the identity headers a client sends in the hope that
-// the upstream believes them.
+// the upstream believes them, under their names and their aliases (an
+// underscore for each hyphen, which some frameworks read as the same).
 var forgedIdentity = http.Header{
 	"X-Auth-Subject":  {"admin"},
 	"X-Auth-Client":   {"admin"},
 	"X-Auth-Scope":    {"orders:read orders:write admin"},
 	"X-Auth-Token-Id": {"1"},
+	"X_Auth_Subject":  {"admin"},
+	"X_Auth_Client":   {"admin"},
+	"X_Auth_Scope":    {"orders:read orders:write admin"},
+	"X_Auth_Token_Id": {"1"},
 }
 
 // TestGatewaysForwardAuth runs each gateway's shipped configuration
@@ -224,6 +230,11 @@ func TestGatewaysForwardAuth(t *testing.T) {
 						for k, v := range c.identity {
 							if got := got.Values(k); len(got) != 1 || got[0] != v {
 								t.Errorf("the upstream saw %s: %q, want only the issuer's %q", k, got, v)
+							}
+						}
+						for k, v := range got {
+							if strings.Contains(k, "_") && c.identity[textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(k, "_", "-"))] != "" {
+								t.Errorf("the upstream saw the client's alias %s: %q", k, v)
 							}
 						}
 						if !strings.Contains(body, `"subject":"demo"`) {
