@@ -97,14 +97,17 @@ func TestGatewaysForwardAuth(t *testing.T) {
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	t.Cleanup(hc.CloseIdleConnections)
 
+	// demo is client demo's credentials, in a new header.
+	demo := func() http.Header {
+		req, _ := http.NewRequest("POST", "/", nil)
+		req.SetBasicAuth("demo", iss.secret)
+		return http.Header{"Authorization": req.Header["Authorization"]}
+	}
 	// issue gets a token from the issuer for scope, bound to prover's key
 	// when there is one.
 	issue := func(scope string, prover *dpop.Prover) (access, jti string) {
 		t.Helper()
-		h := http.Header{}
-		req, _ := http.NewRequest("POST", "/", nil)
-		req.SetBasicAuth("demo", iss.secret)
-		h.Set("Authorization", req.Header.Get("Authorization"))
+		h := demo()
 		if prover != nil {
 			p, err := prover.Proof(http.MethodPost, gatewayPublic+"/token", "", "", time.Now())
 			if err != nil {
@@ -125,13 +128,7 @@ func TestGatewaysForwardAuth(t *testing.T) {
 	valid, validID := issue("orders:read orders:write", nil)
 	writer, _ := issue("orders:write", nil)
 	revoked, _ := issue("orders:read", nil)
-	revoke := http.Header{}
-	{
-		req, _ := http.NewRequest("POST", "/", nil)
-		req.SetBasicAuth("demo", iss.secret)
-		revoke.Set("Authorization", req.Header.Get("Authorization"))
-	}
-	if resp, body := callGateway(t, hc, issuerSrv.URL, "POST", "/token/revoke", revoke, url.Values{"token": {revoked}}.Encode()); resp.StatusCode != http.StatusOK {
+	if resp, body := callGateway(t, hc, issuerSrv.URL, "POST", "/token/revoke", demo(), url.Values{"token": {revoked}}.Encode()); resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /token/revoke: %s %s", resp.Status, body)
 	}
 	iss.skew.Store(int64(-2 * time.Hour)) // issued two hours ago, for an hour
