@@ -81,6 +81,29 @@ type Claims struct {
 	// signed by it. A cnf without a jkt does not decode: a token bound by a
 	// method this package does not know must not pass for a bearer token.
 	Confirmation Confirmation `json:"cnf,omitzero"`
+	Act          *Actor       `json:"act,omitempty"`
+	MayAct       *Actor       `json:"may_act,omitempty"`
+	Parents      []Parent     `json:"parents,omitempty"` // nearest first: the subject token, then its parents
+}
+
+// Actor is an act or may_act claim (RFC 8693 §4.1, §4.4): the party acting for the
+// token's subject; Act is the actor before it in a delegation chain (nesting, newest
+// outermost). Only the outermost actor counts for authorization (§4.1).
+type Actor struct {
+	Subject  string `json:"sub"`
+	Issuer   string `json:"iss,omitempty"`
+	ClientID string `json:"client_id,omitempty"`
+	Act      *Actor `json:"act,omitempty"`
+}
+
+// Parent is one snowtoken token an exchanged token derives from: its jti, the client it
+// was issued to, its iat (Unix s), and whether it is opaque (its record is then the opaque
+// record of that jti). Same subject as the token, always.
+type Parent struct {
+	ID       string `json:"jti"`
+	ClientID string `json:"client_id"`
+	IssuedAt int64  `json:"iat"`
+	Opaque   bool   `json:"opaque,omitempty"`
 }
 
 // Confirmation is a token's cnf claim.
