@@ -62,6 +62,9 @@ type Client struct {
 	// revfeed), as a service validating tokens locally does. An admin may
 	// without it; see MayFollowRevocations.
 	RevocationFeed bool `json:"revocation_feed,omitempty"`
+	// TokenExchange and Impersonation: see exchange.go.
+	TokenExchange bool `json:"token_exchange,omitempty"`
+	Impersonation bool `json:"impersonation,omitempty"`
 	// Disabled cuts the client off: it cannot authenticate, and the tokens
 	// it holds no longer validate (token.Service.Verdict), without waiting for them
 	// to expire. Removing the client from the file does the same.
@@ -190,6 +193,9 @@ func New(list []Client) (*Registry, error) {
 		}
 		if c.TokenFormat != "" && c.TokenFormat != FormatJWT && c.TokenFormat != FormatOpaque {
 			return nil, fmt.Errorf("%w: client %q: token_format %.32q: want %q or %q", ErrFile, c.ID, c.TokenFormat, FormatJWT, FormatOpaque)
+		}
+		if err := c.checkExchange(); err != nil {
+			return nil, fmt.Errorf("%w: client %q: %w", ErrFile, c.ID, err)
 		}
 		cs.byID[c.ID] = &c
 	}
