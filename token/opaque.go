@@ -95,7 +95,7 @@ func (s *Service) issueOpaque(ctx context.Context, id snowflakealg.ID, idTime ti
 	var secret [opaqueSecretLen]byte
 	_, _ = rand.Read(secret[:]) // crypto/rand.Read never fails (Go 1.24)
 	rec := OpaqueRecord{SecretSum: sha256.Sum256(secret[:]), Subject: g.sub, Client: g.client, Scope: g.scope,
-		Audience: g.aud, IssuedAt: g.iat, ExpiresAt: g.exp, JKT: g.jkt}
+		Audience: g.aud, IssuedAt: g.iat, ExpiresAt: g.exp, JKT: g.jkt, Chain: g.chain}
 	if err := s.store.CreateOpaque(ctx, g.jti, idTime, ttl, rec); err != nil {
 		return "", err
 	}
@@ -192,7 +192,7 @@ func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string
 		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	dates := &[2]jwt.NumericDate{{Time: time.Unix(r.IssuedAt, 0)}, {Time: exp}} // one allocation for both
-	return &Verified{
+	v := &Verified{
 		claims: Claims{
 			RegisteredClaims: jwt.RegisteredClaims{
 				Issuer: s.opts.Issuer, Subject: r.Subject, Audience: r.Audience, ID: jti,
@@ -203,7 +203,13 @@ func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string
 		},
 		id: id, parts: parts, scopes: scopes,
 		cacheUntil: exp.Add(s.opts.Leeway),
-	}, nil
+	}
+	if r.Chain != "" { // an exchanged token
+		if v.claims.Act, v.claims.Parents, err = decodeChain(r.Chain); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		}
+	}
+	return v, nil
 }
 
 // openRecord returns nil when the store found r, the record of an opaque

@@ -260,59 +260,15 @@ func (s *Service) Issue(ctx context.Context, c *clients.Client, req IssueRequest
 	if err != nil {
 		return Issued{}, err
 	}
-	switch {
-	case req.JKT != "" && !syntax.IsThumbprint(req.JKT):
-		return Issued{}, refusal.New(ErrInvalidRequest, "the DPoP key's thumbprint is malformed")
-	case req.JKT == "" && c.DPoPBoundAccessTokens:
-		return Issued{}, fmt.Errorf("%w: client %q", ErrDPoPRequired, c.ID)
-	}
-	ttl := req.ExpiresIn
-	switch {
-	case ttl < 0:
-		return Issued{}, refusal.New(ErrInvalidRequest, "expires_in must be positive")
-	case ttl == 0:
-		ttl = s.opts.TTL
-	}
-	ttl = min(ttl, s.opts.MaxTTL)
-	if c.MaxTTL > 0 {
-		ttl = min(ttl, time.Duration(c.MaxTTL))
-	}
-	ttl = ttl.Truncate(time.Second)
-	if ttl < time.Second {
-		ttl = time.Second
-	}
-
-	id, err := s.ids.NextID(ctx)
-	if err != nil {
-		return Issued{}, fmt.Errorf("%w: id generator: %w", ErrUnavailable, err)
-	}
-	// The ID's time, as Verdict reads it: what the client's revocation
-	// time is compared with (Store.Create refuses a token it covers).
-	parts, err := s.ids.Decompose(id)
-	if err != nil {
-		return Issued{}, fmt.Errorf("id generator: %w", err)
-	}
-	now := s.opts.Now().Truncate(time.Second)
-	g := &grant{sub: subject, client: c.ID, scope: strings.Join(scopes, " "), jti: id.String(), aud: aud,
-		iat: now.Unix(), exp: now.Add(ttl).Unix(), jkt: req.JKT}
-	if c.TokenFormat == FormatOpaque {
-		raw, err := s.issueOpaque(ctx, id, parts.Time, g, ttl)
-		if err != nil {
-			return Issued{}, err
-		}
-		return Issued{AccessToken: raw, ExpiresIn: ttl, Scope: g.scope, ID: id, JKT: g.jkt}, nil
-	}
-	signed, err := s.signer.sign(g)
-	if err != nil {
-		return Issued{}, fmt.Errorf("signing: %w", err)
-	}
-	if len(signed) > MaxTokenLen { // never issue a token that Validate refuses
-		return Issued{}, refusal.New(ErrInvalidRequest, "the token would be longer than %d bytes; ask for fewer scopes or audiences", MaxTokenLen)
-	}
-	if err := s.store.Create(ctx, SessionRef{JTI: g.jti, Subject: subject, Client: c.ID, Issued: parts.Time}, ttl); err != nil {
+	if err := checkKey(c, req.JKT); err != nil {
 		return Issued{}, err
 	}
-	return Issued{AccessToken: signed, ExpiresIn: ttl, Scope: g.scope, ID: id, JKT: g.jkt}, nil
+	ttl, err := s.lifetime(c, req.ExpiresIn)
+	if err != nil {
+		return Issued{}, err
+	}
+	g := &grant{sub: subject, client: c.ID, scope: strings.Join(scopes, " "), aud: aud, jkt: req.JKT}
+	return s.mint(ctx, c, g, ttl, time.Time{})
 }
 
 // validate checks a token: signature (EdDSA, one of our kids), typ, iss, exp

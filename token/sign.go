@@ -51,6 +51,9 @@ type grant struct {
 	// jkt, if set, binds the token to a DPoP key (RFC 9449 §6): its
 	// cnf.jkt, the key's RFC 7638 thumbprint.
 	jkt string
+	// chain is an exchanged token's act and parents claims, as JSON
+	// members (encodeChain); "" for any other token.
+	chain string
 }
 
 // sign returns the compact JWS of g's claims.
@@ -95,6 +98,9 @@ func (s *signer) sign(g *grant) (string, error) {
 		claims = append(claims, `,"cnf":{"jkt":"`...)
 		claims = append(claims, g.jkt...)
 		claims = append(claims, `"}`...)
+	}
+	if g.chain != "" {
+		claims = append(append(claims, ','), g.chain...)
 	}
 	claims = append(claims, '}')
 

@@ -111,6 +111,10 @@ type OpaqueRecord struct {
 	// JKT is the thumbprint (cnf.jkt) of the key a DPoP-bound token is
 	// bound to; "" for a bearer token.
 	JKT string
+	// Chain is an exchanged token's act and parents, as the domain
+	// encodes them (JSON members, no newline; decodeChain reads them);
+	// "" for a token that was not exchanged. A store keeps it as given.
+	Chain string
 }
 
 // Session is what a store holds on one token, as the domain reads it:

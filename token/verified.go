@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token/syntax"
 )
@@ -103,5 +104,23 @@ func (v *Verified) Claims() Claims {
 		nbf := *c.NotBefore
 		c.NotBefore = &nbf
 	}
+	c.Act, c.MayAct, c.Parents = cloneActor(c.Act), cloneActor(c.MayAct), slices.Clone(c.Parents)
 	return c
 }
+
+// Act returns a copy of the token's act (RFC 8693 §4.1), nil for none: the
+// outermost actor is the one acting now, the one that counts.
+func (v *Verified) Act() *jwtpolicy.Actor { return cloneActor(v.claims.Act) }
+
+// ActorSubject is the sub of the token's outermost act, "" for none: who
+// acts for the subject now.
+func (v *Verified) ActorSubject() string {
+	if v.claims.Act == nil {
+		return ""
+	}
+	return v.claims.Act.Subject
+}
+
+// Parents returns a copy of the token's parents: the tokens it was
+// exchanged from, nearest first.
+func (v *Verified) Parents() []jwtpolicy.Parent { return slices.Clone(v.claims.Parents) }

@@ -76,7 +76,8 @@ if not rec then
   return false
 end
 local sub, client = string.match(rec, '^[^\n]*\n([^\n]*)\n([^\n]*)\n', 34)
-if not sub or (string.byte(rec, 1) ~= 49 and string.byte(rec, 1) ~= 50) then
+local v = string.byte(rec, 1)
+if not sub or v < 49 or v > 51 then -- the record versions '1', '2' and '3' (token's opaque.go)
   return {rec}
 end
 return {rec, redis.call('GET', ARGV[1] .. '{' .. sub .. '}:gen'), redis.call('GET', ARGV[1] .. 'client:{' .. client .. '}')}

@@ -15,6 +15,7 @@ import (
 //
 //	'1' <SHA-256 of the secret: 32 bytes> <marker> \n <sub> \n <client_id> \n <iat> \n <exp> \n <scope> \n <aud>
 //	'2' <the same> \n <jkt>      (a DPoP-bound token: the key's thumbprint)
+//	'3' <the same as '1'> \n <jkt or ""> \n <chain>   (an exchanged token: token.OpaqueRecord.Chain)
 //
 // iat and exp are Unix seconds in decimal; scope and aud are space-separated
 // and may be empty. Only the hash is binary, and at a fixed offset: no other
@@ -30,6 +31,12 @@ const (
 	// bearer token.
 	recordVersion      = '1'
 	boundRecordVersion = '2'
+	// chainRecordVersion starts the record of an exchanged token, which
+	// ends with two more fields, the key's thumbprint ("" for a bearer
+	// token) and its act and parents (Chain): a replica that predates
+	// exchange refuses such a token rather than take it for one with no
+	// actor and no parent to be revoked with.
+	chainRecordVersion = '3'
 	// recordHeadLen is the length of the record before the marker.
 	recordHeadLen = 1 + sha256.Size
 )
@@ -42,8 +49,11 @@ func recordParts(rec *token.OpaqueRecord) (head, tail string) {
 	if rec.JKT != "" {
 		h[0] = boundRecordVersion
 	}
+	if rec.Chain != "" {
+		h[0] = chainRecordVersion
+	}
 	copy(h[1:], rec.SecretSum[:])
-	n := len(rec.Subject) + len(rec.Client) + len(rec.Scope) + len(rec.JKT) + 2*20 + 7 // two dates of at most 20 digits, seven newlines
+	n := len(rec.Subject) + len(rec.Client) + len(rec.Scope) + len(rec.JKT) + len(rec.Chain) + 2*20 + 9 // two dates of at most 20 digits, nine newlines
 	for _, a := range rec.Audience {
 		n += len(a) + 1
 	}
@@ -60,9 +70,13 @@ func recordParts(rec *token.OpaqueRecord) (head, tail string) {
 		}
 		b.WriteString(a)
 	}
-	if rec.JKT != "" {
+	if rec.JKT != "" || rec.Chain != "" {
 		b.WriteByte('\n')
 		b.WriteString(rec.JKT)
+	}
+	if rec.Chain != "" {
+		b.WriteByte('\n')
+		b.WriteString(rec.Chain)
 	}
 	return string(h[:]), b.String()
 }
@@ -72,13 +86,16 @@ func recordParts(rec *token.OpaqueRecord) (head, tail string) {
 // token.ErrUnreadableRecord. Every string is a substring of s: no
 // allocation but the audience list's.
 func decodeRecord(s string) (rec token.OpaqueRecord, marker string, err error) {
-	if len(s) < recordHeadLen || s[0] != recordVersion && s[0] != boundRecordVersion {
+	if len(s) < recordHeadLen || s[0] != recordVersion && s[0] != boundRecordVersion && s[0] != chainRecordVersion {
 		return rec, "", token.ErrUnreadableRecord
 	}
-	var fields [8]string
+	var fields [9]string
 	n := 7
-	if s[0] == boundRecordVersion {
+	switch s[0] {
+	case boundRecordVersion:
 		n = 8
+	case chainRecordVersion:
+		n = 9
 	}
 	copy(rec.SecretSum[:], s[1:recordHeadLen])
 	s = s[recordHeadLen:]
@@ -92,12 +109,12 @@ func decodeRecord(s string) (rec token.OpaqueRecord, marker string, err error) {
 	if strings.IndexByte(s, '\n') >= 0 {
 		return token.OpaqueRecord{}, "", token.ErrUnreadableRecord
 	}
-	marker, rec.Subject, rec.Client, rec.Scope, rec.JKT = fields[0], fields[1], fields[2], fields[5], fields[7]
+	marker, rec.Subject, rec.Client, rec.Scope, rec.JKT, rec.Chain = fields[0], fields[1], fields[2], fields[5], fields[7], fields[8]
 	var err1, err2 error
 	rec.IssuedAt, err1 = strconv.ParseInt(fields[3], 10, 64)
 	rec.ExpiresAt, err2 = strconv.ParseInt(fields[4], 10, 64)
 	if err1 != nil || err2 != nil || marker == "" || syntax.CheckName(rec.Subject) != nil || syntax.CheckName(rec.Client) != nil ||
-		n == 8 && !syntax.IsThumbprint(rec.JKT) {
+		n == 8 && !syntax.IsThumbprint(rec.JKT) || n == 9 && (rec.JKT != "" && !syntax.IsThumbprint(rec.JKT) || rec.Chain == "") {
 		return token.OpaqueRecord{}, "", token.ErrUnreadableRecord
 	}
 	if aud := fields[6]; aud != "" {

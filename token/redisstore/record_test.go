@@ -42,7 +42,7 @@ var oldRecords = []struct {
 // sameRecord reports whether a and b hold the same.
 func sameRecord(a, b token.OpaqueRecord) bool {
 	return a.SecretSum == b.SecretSum && a.Subject == b.Subject && a.Client == b.Client && a.Scope == b.Scope &&
-		slices.Equal(a.Audience, b.Audience) && a.IssuedAt == b.IssuedAt && a.ExpiresAt == b.ExpiresAt && a.JKT == b.JKT
+		slices.Equal(a.Audience, b.Audience) && a.IssuedAt == b.IssuedAt && a.ExpiresAt == b.ExpiresAt && a.JKT == b.JKT && a.Chain == b.Chain
 }
 
 // TestOldRecordLayout: a record written in the layout of the issuers
@@ -126,6 +126,13 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(bh + "1" + bt)
 	f.Add("1" + bh[1:] + "1" + bt)    // a bound record's fields under the bearer version
 	f.Add(bh + "1" + bt[:len(bt)-44]) // a bound record without its thumbprint
+	chain := `"act":{"sub":"svc","client_id":"svc"},"parents":[{"jti":"2305843009213693952","client_id":"gateway","iat":1}]`
+	for _, jkt := range []string{"", "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"} {
+		ch, ct := recordParts(&token.OpaqueRecord{SecretSum: sum, Subject: "alice", Client: "svc", Scope: "read", IssuedAt: 1, ExpiresAt: 2, JKT: jkt, Chain: chain})
+		f.Add(ch + "1" + ct)
+		f.Add(ch + "1" + ct[:len(ct)-len(chain)-1]) // an exchanged token's record without its chain
+		f.Add("2" + ch[1:] + "1" + ct)              // its fields under the bound version
+	}
 	head, tail := recordParts(&token.OpaqueRecord{SecretSum: sum, Subject: "alice", Client: "gateway", IssuedAt: 1, ExpiresAt: 2})
 	for _, s := range []string{
 		head + "1" + tail, "2" + head[1:] + "1" + tail, head, head + "1", head + "1\n\n\n\n\n\n", head + "\nalice\ngw\n1\n2\n\n",
@@ -145,10 +152,11 @@ func FuzzDecodeRecord(f *testing.F) {
 		if syntax.CheckName(r.Subject) != nil || syntax.CheckName(r.Client) != nil || marker == "" {
 			t.Fatalf("decodeRecord(%q) accepted %+v, marker %q", raw, r, marker)
 		}
-		if (raw[0] == boundRecordVersion) != (r.JKT != "") || r.JKT != "" && !syntax.IsThumbprint(r.JKT) {
+		if raw[0] != chainRecordVersion && (raw[0] == boundRecordVersion) != (r.JKT != "") || r.JKT != "" && !syntax.IsThumbprint(r.JKT) ||
+			(raw[0] == chainRecordVersion) != (r.Chain != "") {
 			t.Fatalf("decodeRecord(%q) accepted jkt %q", raw, r.JKT)
 		}
-		for _, field := range append([]string{marker, r.Scope, r.JKT}, r.Audience...) {
+		for _, field := range append([]string{marker, r.Scope, r.JKT, r.Chain}, r.Audience...) {
 			if strings.IndexByte(field, '\n') >= 0 {
 				t.Fatalf("decodeRecord(%q) accepted a field with a newline: %q", raw, field)
 			}

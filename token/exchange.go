@@ -1,0 +1,254 @@
+package token
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/internal/refusal"
+	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/syntax"
+)
+
+// Token exchange (RFC 8693): a client trades a live token of a subject for
+// a new token of the same subject that can only be narrower. Exchange
+// decides from the subject token's claims, never from which parameters
+// came: a subject token's act is never dropped, its may_act is honoured,
+// and the new token lists the subject token and its parents (parents) so
+// that revoking any of them revokes it (the cascade rule, package
+// client/revocation).
+//
+// Who may exchange what:
+//
+//   - the client opted in (clients.Client.TokenExchange), else
+//     ErrUnauthorizedClient;
+//   - the subject token is live now through the one verdict (Verdict: not
+//     revoked, not expired, its client in good standing), and names the
+//     client in its aud or was issued to it; a DPoP-bound subject token only
+//     with the request's DPoP proof by its key (the new token is then bound
+//     to that key too);
+//   - with an actor_token (delegation): the caller's own live token, issued
+//     to it and not itself delegated; the new token's act names its sub and
+//     client, and nests the subject token's act; a subject token's may_act
+//     must name it;
+//   - without one (impersonation): only for a client that may
+//     (clients.Client.Impersonation), and never for a subject token with a
+//     may_act; the new token keeps the subject token's act;
+//   - act nesting and parents are capped at MaxChain.
+//
+// The new token: scope ⊆ the subject token's ∩ the client's (none asked:
+// that intersection), aud among the client's audiences as for Issue, exp no
+// later than the subject token's (and the actor token's), the client's
+// lifetime and format, never a refresh token.
+
+// MaxChain caps an exchanged token's parents and the depth of its act: an
+// exchange whose result would need more is refused.
+const MaxChain = 4
+
+// TokenTypeAccessToken is RFC 8693 §3's token type of an access token: the
+// one type Exchange takes and issues.
+const TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+
+// ExchangeRequest is what a client asks of Exchange: RFC 8693 §2.1's
+// parameters, and JKT as for IssueRequest.
+type ExchangeRequest struct {
+	SubjectToken, SubjectTokenType string
+	// ActorToken and ActorTokenType go together; none means impersonation.
+	ActorToken, ActorTokenType string
+	// RequestedTokenType is "" or TokenTypeAccessToken.
+	RequestedTokenType string
+	Scope              string
+	Resource, Audience []string
+	ExpiresIn          time.Duration
+	// JKT, if set, binds the new token to the DPoP key of that thumbprint,
+	// whose proof the caller has checked; a DPoP-bound subject or actor
+	// token needs it to be its own key's.
+	JKT string
+}
+
+// Exchanged is a token Exchange made, with what the audit log tells of it.
+type Exchanged struct {
+	Issued
+	Subject string // the token's sub, the subject token's
+	Actor   string // the outermost act's sub; "" for none
+	Parent  string // the subject token's jti
+}
+
+// errChainCap is the refusal of an exchange whose result would pass MaxChain.
+var errChainCap = refusal.New(ErrInvalidRequest, "the exchange chain is at its cap")
+
+// Exchange makes a token for client c from the subject token of req, with
+// the clients cs in force (see the rules above). A refusal of the subject
+// or actor token is ErrInvalidRequest (RFC 8693 §2.2.2), of a scope
+// ErrInvalidScope, of an audience ErrInvalidTarget; a Redis failure is
+// ErrUnavailable.
+func (s *Service) Exchange(ctx context.Context, cs *clients.Registry, c *clients.Client, req ExchangeRequest) (Exchanged, error) {
+	if !c.TokenExchange {
+		return Exchanged{}, refusal.New(ErrUnauthorizedClient, "client %q may not exchange tokens (token_exchange)", c.ID)
+	}
+	if err := checkTypes(req); err != nil {
+		return Exchanged{}, err
+	}
+	sub, err := s.Verdict(ctx, cs, Request{Token: req.SubjectToken})
+	if err != nil {
+		return Exchanged{}, exchangeTokenError("subject_token", err)
+	}
+	switch {
+	case sub.ClientID() != c.ID && !sub.ForAudience(c.ID):
+		return Exchanged{}, refusal.New(ErrInvalidRequest, "subject_token refused: it neither names client %q in its aud nor was issued to it", c.ID)
+	case sub.JKT() != "" && sub.JKT() != req.JKT:
+		return Exchanged{}, refusal.New(ErrInvalidRequest, "subject_token refused: it is DPoP-bound: exchange it with a DPoP proof by its key")
+	}
+	if err := checkKey(c, req.JKT); err != nil {
+		return Exchanged{}, err
+	}
+	act, notAfter, err := s.actorOf(ctx, cs, c, sub, req)
+	if err != nil {
+		return Exchanged{}, err
+	}
+	parents := append([]jwtpolicy.Parent{{ID: sub.JTI(), ClientID: sub.ClientID(), IssuedAt: sub.IssuedAt().Unix(),
+		Opaque: isOpaque(req.SubjectToken)}}, sub.claims.Parents...)
+	if depth(act) > MaxChain || len(parents) > MaxChain {
+		return Exchanged{}, errChainCap
+	}
+	scope, err := narrowScope(c, sub, req.Scope)
+	if err != nil {
+		return Exchanged{}, err
+	}
+	aud, err := s.audiences(c, IssueRequest{Resource: req.Resource, Audience: req.Audience})
+	if err != nil {
+		return Exchanged{}, err
+	}
+	ttl, err := s.lifetime(c, req.ExpiresIn)
+	if err != nil {
+		return Exchanged{}, err
+	}
+	chain, err := encodeChain(act, parents)
+	if err != nil {
+		return Exchanged{}, err
+	}
+	g := &grant{sub: sub.Subject(), client: c.ID, scope: scope, aud: aud, jkt: req.JKT, chain: chain}
+	issued, err := s.mint(ctx, c, g, ttl, notAfter)
+	if err != nil {
+		return Exchanged{}, err
+	}
+	out := Exchanged{Issued: issued, Subject: g.sub, Parent: sub.JTI()}
+	if act != nil {
+		out.Actor = act.Subject
+	}
+	return out, nil
+}
+
+// checkTypes checks the token types of req: RFC 8693 §2.1's, strictly.
+func checkTypes(req ExchangeRequest) error {
+	switch {
+	case req.SubjectToken == "" || req.SubjectTokenType == "":
+		return refusal.New(ErrInvalidRequest, "subject_token and subject_token_type are required")
+	case req.SubjectTokenType != TokenTypeAccessToken:
+		return refusal.New(ErrInvalidRequest, "subject_token_type %.80q: want %s", req.SubjectTokenType, TokenTypeAccessToken)
+	case (req.ActorToken == "") != (req.ActorTokenType == ""):
+		return refusal.New(ErrInvalidRequest, "actor_token and actor_token_type go together")
+	case req.ActorToken != "" && req.ActorTokenType != TokenTypeAccessToken:
+		return refusal.New(ErrInvalidRequest, "actor_token_type %.80q: want %s", req.ActorTokenType, TokenTypeAccessToken)
+	case req.RequestedTokenType != "" && req.RequestedTokenType != TokenTypeAccessToken:
+		return refusal.New(ErrInvalidRequest, "requested_token_type %.80q: this issuer issues %s only", req.RequestedTokenType, TokenTypeAccessToken)
+	}
+	return nil
+}
+
+// actorOf returns the act of the token exchanged from sub for c, and the
+// time it must expire by: the subject token's exp, and with an actor token
+// its exp too.
+func (s *Service) actorOf(ctx context.Context, cs *clients.Registry, c *clients.Client, sub *Verified, req ExchangeRequest) (*jwtpolicy.Actor, time.Time, error) {
+	notAfter := sub.ExpiresAt()
+	if req.ActorToken == "" {
+		switch {
+		case !c.Impersonation:
+			return nil, notAfter, refusal.New(ErrUnauthorizedClient, "client %q may exchange only with an actor_token (impersonation is off)", c.ID)
+		case sub.claims.MayAct != nil:
+			return nil, notAfter, refusal.New(ErrInvalidRequest, "subject_token refused: its may_act names who may act for its subject: send that actor's actor_token")
+		}
+		return cloneActor(sub.claims.Act), notAfter, nil // never dropped
+	}
+	a, err := s.Verdict(ctx, cs, Request{Token: req.ActorToken})
+	if err != nil {
+		return nil, notAfter, exchangeTokenError("actor_token", err)
+	}
+	switch {
+	case a.ClientID() != c.ID:
+		return nil, notAfter, refusal.New(ErrInvalidRequest, "actor_token refused: it is not the caller's: it was issued to another client")
+	case a.claims.Act != nil:
+		return nil, notAfter, refusal.New(ErrInvalidRequest, "actor_token refused: it is itself delegated (it has an act)")
+	case a.JKT() != "" && a.JKT() != req.JKT:
+		return nil, notAfter, refusal.New(ErrInvalidRequest, "actor_token refused: it is DPoP-bound: send a DPoP proof by its key")
+	case sub.claims.MayAct != nil && !s.mayAct(sub.claims.MayAct, a):
+		return nil, notAfter, refusal.New(ErrInvalidRequest, "actor_token refused: its subject is not the one the subject_token's may_act names")
+	}
+	act := &jwtpolicy.Actor{Subject: a.Subject(), ClientID: a.ClientID(), Act: cloneActor(sub.claims.Act)}
+	if a.ExpiresAt().Before(notAfter) {
+		notAfter = a.ExpiresAt()
+	}
+	return act, notAfter, nil
+}
+
+// mayAct reports whether the actor token a is the party may names: its
+// sub, and its client and issuer where may names them.
+func (s *Service) mayAct(may *jwtpolicy.Actor, a *Verified) bool {
+	return may.Subject == a.Subject() && (may.ClientID == "" || may.ClientID == a.ClientID()) &&
+		(may.Issuer == "" || may.Issuer == s.opts.Issuer)
+}
+
+// narrowScope returns the scope of a token exchanged from sub for c asking
+// for scope: its scopes among those of sub and of c both; all of them when
+// it asks for none.
+func narrowScope(c *clients.Client, sub *Verified, scope string) (string, error) {
+	want, err := syntax.ParseScope(scope)
+	if err != nil {
+		return "", err
+	}
+	both := slices.DeleteFunc(sub.Scopes(), func(sc string) bool { return !c.HasScopes([]string{sc}) })
+	if len(want) == 0 {
+		return strings.Join(both, " "), nil
+	}
+	if !syntax.ContainsAll(both, want) {
+		return "", refusal.New(ErrInvalidScope, "scope %.64q is beyond the subject token's scope or this client's", strings.Join(syntax.Missing(both, want), " "))
+	}
+	return strings.Join(want, " "), nil
+}
+
+// exchangeTokenError is how Exchange answers a refusal of the token of
+// parameter name by Verdict: invalid_request (RFC 8693 §2.2.2), saying
+// why; a Redis failure stays ErrUnavailable.
+func exchangeTokenError(name string, err error) error {
+	if errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	d, ok := refusal.Description(err)
+	if !ok {
+		d = "not a live token of this issuer"
+	}
+	return refusal.Describe(fmt.Errorf("%w: %s: %v", ErrInvalidRequest, name, err), name+" refused: "+d)
+}
+
+// depth is how many actors a nests, a itself included.
+func depth(a *jwtpolicy.Actor) int {
+	n := 0
+	for ; a != nil; a = a.Act {
+		n++
+	}
+	return n
+}
+
+// cloneActor returns a deep copy of a: a Verified's claims are shared.
+func cloneActor(a *jwtpolicy.Actor) *jwtpolicy.Actor {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.Act = cloneActor(a.Act)
+	return &c
+}
