@@ -102,9 +102,19 @@ type envConfig struct {
 	nonces  bool
 	fetch   clientauth.FetchOptions
 	feed    revfeed.Source
+	extra   []clients.Client
 }
 
 type envOption func(*envConfig)
+
+// withClients registers extra clients beside the env's, each with a
+// secret of its own (env.client).
+func withClients(extra ...clients.Client) envOption {
+	return func(c *envConfig) { c.extra = append(c.extra, extra...) }
+}
+
+// client returns the credentials of the client id registered with withClients.
+func (e *env) client(id string) client { return client{ID: id, Secret: e.secrets[id]} }
 
 // withRedis puts the sessions in rdb under prefix instead of redistest.New.
 func withRedis(rdb redis.UniversalClient, prefix string) envOption {
@@ -212,7 +222,12 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	list[7], e.Opaque = newClient(clients.Client{ID: "opaque-gw", Scopes: []string{"orders:read", "orders:write"}, MaySetSubject: true,
 		TokenFormat: token.FormatOpaque})
 	list[8], e.Bound = newClient(clients.Client{ID: "bound-svc", Scopes: []string{"orders:read"}, DPoPBoundAccessTokens: true})
-	if e.Clients, err = clients.New(list[:]); err != nil {
+	all := list[:]
+	for _, c := range cfg.extra {
+		cl, _ := newClient(c)
+		all = append(all, cl)
+	}
+	if e.Clients, err = clients.New(all); err != nil {
 		tb.Fatal(err)
 	}
 	if e.IDs, err = snowflakealg.New(snowflakealg.Settings{WorkerID: testWorker, Now: cfg.idNow}); err != nil {

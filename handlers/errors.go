@@ -143,6 +143,8 @@ var answers = [...]answer{
 	{err: token.ErrInsufficientScope, status: http.StatusForbidden, code: "insufficient_scope", fallback: "insufficient scope",
 		challenge: `Bearer realm="` + realm + `", error="insufficient_scope"`, challengeScope: true},
 	{err: token.ErrForbidden, status: http.StatusForbidden, code: "unauthorized_client", fallback: "not allowed for this client"},
+	// RFC 6749 §5.2: at the token endpoint, a 400.
+	{err: token.ErrUnauthorizedClient, status: http.StatusBadRequest, code: "unauthorized_client", fallback: "this client may not use this grant"},
 	{err: token.ErrInvalidScope, status: http.StatusBadRequest, code: "invalid_scope", fallback: "invalid scope"},
 	{err: token.ErrInvalidTarget, status: http.StatusBadRequest, code: "invalid_target", fallback: "invalid target"}, // RFC 8707 §2
 	{err: ErrUnsupportedGrant, status: http.StatusBadRequest, code: "unsupported_grant_type", fallback: "unsupported grant type"},
@@ -215,7 +217,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	}
 	desc := a.told(err)
 	h := c.Writer.Header()
-	for _, k := range [...]string{hdrSubject, hdrClient, hdrScope, hdrTokenID} {
+	for _, k := range [...]string{hdrSubject, hdrClient, hdrScope, hdrTokenID, hdrActor} {
 		delete(h, k) // an identity must never come with an error, even after a panic
 	}
 	c.Header("Cache-Control", "no-store")

@@ -1,11 +1,14 @@
 package handlers
 
 import (
+	"encoding/json"
 	"strconv"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
 // The bodies of the three hot answers (an issued token, a valid token, an
@@ -44,7 +47,12 @@ func (r *tokenResponse) appendJSON(b []byte) []byte {
 	b = appendString(b, r.Scope)
 	b = append(b, `,"jti":"`...)
 	b = strconv.AppendInt(b, int64(r.JTI), 10)
-	return append(b, `"}`...)
+	b = append(b, '"')
+	if r.IssuedTokenType != "" {
+		b = append(b, `,"issued_token_type":`...)
+		b = appendString(b, r.IssuedTokenType)
+	}
+	return append(b, '}')
 }
 
 func (r *claimsResponse) appendJSON(b []byte) []byte {
@@ -84,6 +92,21 @@ func (r *claimsResponse) appendJSON(b []byte) []byte {
 		b = append(b, `,"cnf":{"jkt":`...)
 		b = appendString(b, r.Confirmation.JKT)
 		b = append(b, '}')
+	}
+	return appendChain(b, r.Act, r.Parents)
+}
+
+// appendChain appends an exchanged token's act and parents members, if any,
+// and the closing brace: through encoding/json, which only an exchanged
+// token's answer pays for (their strings are names and IDs).
+func appendChain(b []byte, act *jwtpolicy.Actor, parents []jwtpolicy.Parent) []byte {
+	if act != nil {
+		a, _ := json.Marshal(act) // plain strings and pointers: never fails
+		b = append(append(b, `,"act":`...), a...)
+	}
+	if len(parents) > 0 {
+		p, _ := json.Marshal(parents)
+		b = append(append(b, `,"parents":`...), p...)
 	}
 	return append(b, '}')
 }

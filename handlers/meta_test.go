@@ -88,7 +88,7 @@ func TestMetadata(t *testing.T) {
 			t.Errorf("%s = %v, want %q", k, md[k], v)
 		}
 	}
-	if g, _ := md["grant_types_supported"].([]any); len(g) != 1 || g[0] != "client_credentials" {
+	if g, _ := md["grant_types_supported"].([]any); len(g) != 2 || g[0] != "client_credentials" || g[1] != "urn:ietf:params:oauth:grant-type:token-exchange" {
 		t.Errorf("grant_types_supported %v", md["grant_types_supported"])
 	}
 	// The endpoints it names answer.

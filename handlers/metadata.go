@@ -35,7 +35,7 @@ func (s *Server) metadata(c *gin.Context, cl call) {
 		"jwks_uri":                 b + "/.well-known/jwks.json",
 		"introspection_endpoint":   b + "/token/introspect",
 		"revocation_endpoint":      b + "/token/revoke",
-		"grant_types_supported":    []string{"client_credentials"},
+		"grant_types_supported":    []string{grantClientCredentials, GrantTokenExchange},
 		"response_types_supported": []string{},
 	}
 	// The client authentication methods of the endpoints with a form:

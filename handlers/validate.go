@@ -42,6 +42,9 @@ const (
 	hdrClient  = "X-Auth-Client"
 	hdrScope   = "X-Auth-Scope"
 	hdrTokenID = "X-Auth-Token-Id"
+	// hdrActor is an exchanged token's outermost act's sub (RFC 8693
+	// §4.1: the one actor that counts), absent for a token without act.
+	hdrActor = "X-Auth-Actor"
 )
 
 // claimsResponse is the body of a successful validation, and of an active
@@ -60,6 +63,10 @@ type claimsResponse struct {
 	TokenType string          `json:"token_type,omitempty"`
 	// Confirmation is a DPoP-bound token's cnf (RFC 9449 §6.2).
 	Confirmation *confirmation `json:"cnf,omitempty"`
+	// Act and Parents are an exchanged token's (RFC 8693 §4.1): who acts
+	// for its subject, and the tokens it was exchanged from.
+	Act     *jwtpolicy.Actor   `json:"act,omitempty"`
+	Parents []jwtpolicy.Parent `json:"parents,omitempty"`
 
 	aud [token.MaxAudiences]string // Audience's array (set)
 }
@@ -85,6 +92,9 @@ func (r *claimsResponse) set(v *token.Verified) {
 	if jkt := v.JKT(); jkt != "" {
 		r.Confirmation = &confirmation{JKT: jkt}
 	}
+	if r.Parents = v.Parents(); v.ActorSubject() != "" { // no allocation for a token not exchanged
+		r.Act = v.Act()
+	}
 }
 
 func (s *Server) validate(c *gin.Context, cl call) {
@@ -108,6 +118,9 @@ func (s *Server) validate(c *gin.Context, cl call) {
 	h[hdrClient] = vals[2:3:3]
 	h[hdrScope] = vals[3:4:4]
 	h[hdrTokenID] = vals[4:5:5]
+	if actor := v.ActorSubject(); actor != "" {
+		h[hdrActor] = []string{actor}
+	}
 	writeJSON(c, http.StatusOK, &resp)
 }
 
