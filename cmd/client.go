@@ -35,7 +35,7 @@ type clientSub struct {
 // They then say who can read the file and, with -replicas, whether the
 // running replicas loaded it.
 var clientSubs = []clientSub{
-	{"new", "-id ID [-scopes a,b] [-audiences a,b] [-file F] [-secret-valid-for D] [-max-ttl D] [-may-set-subject] [-may-introspect] [-admin] [-dpop-bound] [-description TEXT] [-owner TEXT]" + authSynopsis + replicasSynopsis,
+	{"new", "-id ID [-scopes a,b] [-audiences a,b] [-file F] [-secret-valid-for D] [-max-ttl D] [-may-set-subject] [-may-introspect] [-admin] [-dpop-bound] [-token-exchange [-impersonation]] [-description TEXT] [-owner TEXT]" + authSynopsis + replicasSynopsis,
 		"Make a client and print its secret, once. With -file, add the client to the clients file F\n" +
 			"(created if missing); without, print the entry to add. A private_key_jwt client (-jwks-file,\n" +
 			"-jwks-uri) or a workload identity client (-workload-issuer, -workload-subject) has no secret.", clientNewCmd},
@@ -50,6 +50,9 @@ var clientSubs = []clientSub{
 	{"set-dpop", "-file F -id ID -bound=true|false" + replicasSynopsis,
 		"Require a DPoP proof with every token request of a client, so that all of its tokens are\n" +
 			"bound to a key it holds (dpop_bound_access_tokens), or stop requiring it.", clientSetDPoPCmd},
+	{"set-exchange", "-file F -id ID -token-exchange=true|false [-impersonation=true|false]" + replicasSynopsis,
+		"Let a client exchange tokens that name it for narrower ones (RFC 8693, token_exchange), with an\n" +
+			"actor token, and with -impersonation without one; or stop it (docs/exchange.md).", clientSetExchangeCmd},
 	{"refresh-keys", "-file F -id ID" + replicasSynopsis,
 		"Make the replicas drop the keys they fetched for a client whose keys are at a URL (jwks_uri,\n" +
 			"workload_identity) and fetch them again at its next assertion: for a key taken out of the\n" +
@@ -115,6 +118,8 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 	mayIntrospect := f.Bool("may-introspect", false, "client may introspect tokens issued to other clients")
 	admin := f.Bool("admin", false, "client may revoke any token and all tokens of a subject")
 	dpopBound := f.Bool("dpop-bound", false, "every token of the client is DPoP-bound: its token requests without a DPoP proof are refused")
+	exchange := f.Bool("token-exchange", false, "client may exchange tokens that name it for narrower ones, with an actor token (RFC 8693)")
+	impersonation := f.Bool("impersonation", false, "with -token-exchange: client may exchange without an actor token")
 	maxTTL := f.Duration("max-ttl", 0, "longest lifetime of this client's tokens (0: the global maximum)")
 	description := f.String("description", "", "what the client is, for people")
 	owner := f.String("owner", "", "who answers for the client, such as a team or an address")
@@ -128,7 +133,7 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 	}
 	c := clients.Client{ID: *id, Description: *description, Owner: *owner,
 		Scopes: commaList(*scopes), Audiences: commaList(*audiences), MaySetSubject: *maySet, MayIntrospect: *mayIntrospect, Admin: *admin, MaxTTL: clients.Duration(*maxTTL),
-		DPoPBoundAccessTokens: *dpopBound}
+		DPoPBoundAccessTokens: *dpopBound, TokenExchange: *exchange, Impersonation: *impersonation}
 	secret, err := auth.apply(f.Name(), &c)
 	if err != nil {
 		return err

@@ -244,3 +244,47 @@ func TestClientRefreshKeys(t *testing.T) {
 		t.Errorf("set-auth kept keys_refreshed %v", got)
 	}
 }
+
+// TestClientExchange: `client new -token-exchange -impersonation` and
+// `client set-exchange` write token_exchange and impersonation, which the
+// issuer then reads; impersonation alone is refused, by the command and
+// by the file's check.
+func TestClientExchange(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "clients.json")
+	if _, err := run(t, "client", "new", "-file", file, "-id", "x", "-scopes", "a", "-token-exchange", "-impersonation"); err != nil {
+		t.Fatal(err)
+	}
+	state := func() (bool, bool) {
+		t.Helper()
+		cs, err := clients.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := byID(t, cs, "x")
+		return c.TokenExchange, c.Impersonation
+	}
+	if ex, imp := state(); !ex || !imp {
+		t.Errorf("client new -token-exchange -impersonation: %v %v", ex, imp)
+	}
+	if _, err := run(t, "client", "set-exchange", "-file", file, "-id", "x", "-token-exchange"); err != nil {
+		t.Fatal(err)
+	}
+	if ex, imp := state(); !ex || imp {
+		t.Errorf("set-exchange -token-exchange: %v %v, want true false", ex, imp)
+	}
+	if _, err := run(t, "client", "set-exchange", "-file", file, "-id", "x", "-token-exchange=false"); err != nil {
+		t.Fatal(err)
+	}
+	if ex, imp := state(); ex || imp {
+		t.Errorf("set-exchange -token-exchange=false: %v %v", ex, imp)
+	}
+	for _, args := range [][]string{
+		{"client", "set-exchange", "-file", file, "-id", "x"},
+		{"client", "set-exchange", "-file", file, "-id", "x", "-token-exchange=false", "-impersonation"},
+		{"client", "new", "-file", file, "-id", "y", "-scopes", "a", "-impersonation"},
+	} {
+		if _, err := run(t, args...); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}

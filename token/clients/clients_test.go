@@ -133,6 +133,8 @@ func TestLoadRejects(t *testing.T) {
 		{"owner with a right-to-left override", `"owner": "team\u202Etxt.exe"`, "owner"},
 		{"description with a zero-width space", `"description": "a\u200Bb"`, "description"},
 		{"owner too long", `"owner": "` + strings.Repeat("o", maxOwnerLen+1) + `"`, "owner"},
+		{"impersonation without token_exchange", `"impersonation": true`, "impersonation needs token_exchange"},
+		{"token_exchange a string", `"token_exchange": "yes"`, "token_exchange"},
 		{"owner a list", `"owner": ["a"]`, "owner"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
