@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/snowtoken/snowtoken/client/internal/refusal"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +27,21 @@ type Claims struct {
 	// cnf.jkt (RFC 9449 §6), which the request's proof was signed with;
 	// empty for a bearer token.
 	JKT string
+	// Act is an exchanged token's act (RFC 8693 §4.1): who acts for the
+	// subject, the outermost actor first, each earlier one nested in it;
+	// nil for a token with no actor. Only the outermost counts for
+	// authorization (Actor).
+	Act *jwtpolicy.Actor
+}
+
+// Actor is the sub of the token's outermost act: the party acting for the
+// subject now, the one to authorize (RFC 8693 §4.1); "" for a token with no
+// actor.
+func (c *Claims) Actor() string {
+	if c.Act == nil {
+		return ""
+	}
+	return c.Act.Subject
 }
 
 // HasScope reports whether the token carries scope.
@@ -35,6 +51,10 @@ func (c *Claims) clone() *Claims {
 	d := *c
 	d.Scopes = slices.Clone(c.Scopes)
 	d.Audience = slices.Clone(c.Audience)
+	for p := &d.Act; *p != nil; p = &(*p).Act { // a copy of every actor in the chain
+		a := **p
+		*p = &a
+	}
 	return &d
 }
 

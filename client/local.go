@@ -56,7 +56,7 @@ func (v *Validator) verifyLocal(ctx context.Context, raw string) (*Claims, error
 		Subject: cl.Subject, ClientID: cl.ClientID, Scopes: strings.Fields(cl.Scope),
 		Issuer: cl.Issuer, Audience: cl.Audience,
 		IssuedAt: cl.IssuedAt.Time, ExpiresAt: cl.ExpiresAt.Time,
-		JTI: cl.ID, WorkerID: worker, JKT: cl.Confirmation.JKT,
+		JTI: cl.ID, WorkerID: worker, JKT: cl.Confirmation.JKT, Act: cl.Act,
 	}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/snowtoken/snowtoken/client/internal/refusal"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"io"
 	"net/http"
 	"net/url"
@@ -36,6 +37,8 @@ type validateAnswer struct {
 	Confirmation *struct {
 		JKT string `json:"jkt"`
 	} `json:"cnf"`
+	// Act is an exchanged token's act.
+	Act *jwtpolicy.Actor `json:"act"`
 }
 
 // oauthAnswer is the issuer's error body (RFC 6749 §5.2, RFC 6750 §3).
@@ -130,7 +133,7 @@ func (v *Validator) claimsFromAnswer(body []byte) (*Claims, error) {
 		Subject: a.Subject, ClientID: a.ClientID, Scopes: strings.Fields(a.Scope),
 		Issuer: a.Issuer, Audience: a.Audience,
 		IssuedAt: time.Unix(a.IssuedAt, 0), ExpiresAt: time.Unix(a.ExpiresAt, 0),
-		JTI: a.JTI, WorkerID: a.WorkerID, JKT: jkt,
+		JTI: a.JTI, WorkerID: a.WorkerID, JKT: jkt, Act: a.Act,
 	}, nil
 }
 
