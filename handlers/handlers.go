@@ -1,7 +1,7 @@
 // Package handlers serves the token service over HTTP with gin. Each route,
 // and who may call it (none, client, admin, feed: auth, caller.go):
 //
-//	POST   /token                                   client  issue (OAuth2 client credentials, RFC 6749 §4.4)
+//	POST   /token                                   client  issue (OAuth2 client credentials, RFC 6749 §4.4), exchange (RFC 8693)
 //	GET    /token/validate                          none    check a Bearer token (for services and gateways)
 //	POST   /token/introspect                        client  RFC 7662
 //	POST   /token/revoke                            client  RFC 7009
@@ -29,7 +29,8 @@
 //	handlers.go    Options, Server and the set a reload swaps, New, Swap
 //	routes.go      the route table and the middleware every route runs through
 //	caller.go      who may call a route (auth), its authentication, the call a handler gets
-//	issue.go       POST /token
+//	issue.go       POST /token: client credentials, and what every grant shares
+//	exchange.go    POST /token: token exchange (token.Service.Exchange)
 //	validate.go    GET /token/validate: the verdict (token.Service.Verdict) to HTTP
 //	introspect.go  POST /token/introspect
 //	revoke.go      POST /token/revoke, DELETE .../tokens (admin)

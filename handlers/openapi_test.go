@@ -278,6 +278,12 @@ func TestOpenAPIResponseNames(t *testing.T) {
 	form := func(c *client, v url.Values) func() *response {
 		return func() *response { return e.post(t, "/token/introspect", c, v) }
 	}
+	// An exchanged token (opaque: its act is in its record), whose answers
+	// have the members and headers only exchange writes.
+	x := exchangeEnv(t, nil)
+	user := x.issue(t, x.Gateway, url.Values{"subject": {"alice"}}).AccessToken
+	actor := url.Values{"actor_token": {x.issue(t, x.client(ordersX), nil).AccessToken}, "actor_token_type": {typeAccess}}
+	ex := exchanged(t, x.exchange(t, x.client(ordersX), user, actor, ""))["access_token"].(string)
 	get := func(path string) func() *response {
 		return func() *response { return e.do(t, http.MethodGet, path, nil, nil) }
 	}
@@ -288,7 +294,13 @@ func TestOpenAPIResponseNames(t *testing.T) {
 		{"issue", "TokenResponse", func() *response {
 			return e.post(t, "/token", &e.Normal, url.Values{"grant_type": {"client_credentials"}})
 		}},
+		{"exchange", "TokenResponse", func() *response {
+			actor := url.Values{"actor_token": {x.issue(t, x.client(ordersX), nil).AccessToken}, "actor_token_type": {typeAccess}}
+			return x.exchange(t, x.client(ordersX), user, actor, "")
+		}},
 		{"validate", "TokenClaims", func() *response { return e.validate(t, tok.AccessToken) }},
+		{"validate exchanged", "TokenClaims", func() *response { return x.validate(t, ex) }},
+		{"introspect exchanged", "TokenClaims", func() *response { return x.post(t, "/token/introspect", &x.Auditor, url.Values{"token": {ex}}) }},
 		{"introspect active", "TokenClaims", form(&e.Normal, url.Values{"token": {tok.AccessToken}})},
 		{"introspect inactive", "InactiveToken", form(&e.Normal, url.Values{"token": {"nope"}})},
 		{"error", "OAuthError", form(nil, url.Values{"token": {"nope"}})},
@@ -300,13 +312,15 @@ func TestOpenAPIResponseNames(t *testing.T) {
 		{"readyz", "Ready", get("/readyz")},
 	}
 	t.Run("validate headers", func(t *testing.T) {
-		r := e.validate(t, tok.AccessToken)
 		ok, _ := resolveRef(doc, "#/paths/~1token~1validate/get/responses/200/headers").(map[string]any)
-		for name := range r.Header {
-			if _, documented := ok[name]; strings.HasPrefix(name, "X-Auth-") && !documented {
-				t.Errorf("validate sets %s, which the description does not name", name)
+		for _, r := range []*response{e.validate(t, tok.AccessToken), x.validate(t, ex)} {
+			for name := range r.Header {
+				if _, documented := ok[name]; strings.HasPrefix(name, "X-Auth-") && !documented {
+					t.Errorf("validate sets %s, which the description does not name", name)
+				}
 			}
 		}
+		r := x.validate(t, ex) // an exchanged token's answer has them all
 		for name := range ok {
 			if r.Header.Get(name) == "" {
 				t.Errorf("the description names %s, which validate does not set", name)

@@ -9,7 +9,7 @@
 // is the Snowflake ID in decimal:
 //
 //	header  {"alg":"EdDSA","kid":"<thumbprint>","typ":"at+jwt"}
-//	claims  {"iss","sub","aud"?,"client_id","scope","iat","exp","jti":"<snowflake id>"}
+//	claims  {"iss","sub","aud"?,"client_id","scope","iat","exp","jti":"<snowflake id>","act"?,"parents"?}
 //
 // The aud is what the client asked for with resource (RFC 8707) or audience,
 // or else its default: the first of its audiences, or Options.Audience for a
@@ -50,6 +50,12 @@
 // identical token, and remembers the log's mark at its last Redis check;
 // without Options.Revocations the Redis record is checked on every call,
 // and with it whenever the log cannot tell.
+//
+// A token may also be exchanged for a narrower one of the same subject
+// (RFC 8693, Service.Exchange, exchange.go): its act names who acts for
+// the subject, its parents the tokens it derives from (chain.go writes
+// both, into the JWT or the opaque record); Issue and Exchange mint
+// alike (mint.go).
 //
 // Beside the domain, in rooms of their own below it: the clients registry
 // and its file (package clients: who may ask, how a client proves it is

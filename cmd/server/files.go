@@ -99,26 +99,43 @@ func warnExpiringSecrets(log *slog.Logger, clients *clients.Registry, now time.T
 	}
 }
 
-// devClient is the client dev mode generates, with a new secret every run.
-var devClient = clients.Client{ID: "dev", Scopes: []string{"read", "write"}, MaySetSubject: true, Admin: true}
+// devClient is the client dev mode generates, with a new secret every run;
+// its tokens name devService in their aud (the first of its audiences),
+// so that devService may exchange them (docs/exchange.md).
+var devClient = clients.Client{ID: "dev", Scopes: []string{"read", "write"}, MaySetSubject: true, Admin: true,
+	Audiences: []string{"dev-service"}}
+
+// devService is dev mode's second client: a service that may exchange a
+// token naming it for a narrower one, with its own token as the actor
+// (token_exchange; docs/exchange.md walks through it).
+var devService = clients.Client{ID: "dev-service", Scopes: []string{"read"}, TokenExchange: true}
+
+// devSecrets are the secrets of dev mode's clients, shown once in its banner.
+type devSecrets struct{ client, service string }
 
 // loadClients loads SNOWTOKEN_CLIENTS_FILE, or in dev mode generates
-// devClient and returns its secret.
-func loadClients(cfg config.Config, log *slog.Logger) (*clients.Registry, string, error) {
+// devClient and devService and returns their secrets.
+func loadClients(cfg config.Config, log *slog.Logger) (*clients.Registry, devSecrets, error) {
 	if cfg.Production {
 		cs, err := clients.Load(cfg.ClientsFile)
 		if err != nil {
-			return nil, "", fmt.Errorf("SNOWTOKEN_CLIENTS_FILE: %w", err)
+			return nil, devSecrets{}, fmt.Errorf("SNOWTOKEN_CLIENTS_FILE: %w", err)
 		}
-		return cs, "", nil
+		return cs, devSecrets{}, nil
 	}
-	secret, sum, err := clients.NewSecret()
-	if err != nil {
-		return nil, "", err
+	var secrets devSecrets
+	list := []clients.Client{devClient, devService}
+	for i, secret := range []*string{&secrets.client, &secrets.service} {
+		s, sum, err := clients.NewSecret()
+		if err != nil {
+			return nil, devSecrets{}, err
+		}
+		*secret, list[i].SecretSHA256 = s, sum
 	}
-	c := devClient
-	c.SecretSHA256 = sum
-	cs, err := clients.New([]clients.Client{c})
-	log.Warn("DEV MODE: generated client \"dev\" (admin, may set the subject, scopes read write); its secret is printed once below. Set SNOWTOKEN_CLIENTS_FILE.")
-	return cs, secret, err
+	if cfg.Audience != "" { // SNOWTOKEN_AUDIENCE stays the dev client's to ask for
+		list[0].Audiences = append(list[0].Audiences, cfg.Audience)
+	}
+	cs, err := clients.New(list)
+	log.Warn("DEV MODE: generated client \"dev\" (admin, may set the subject, scopes read write, aud dev-service) and \"dev-service\" (may exchange tokens, scope read); their secrets are printed once below. Set SNOWTOKEN_CLIENTS_FILE.")
+	return cs, secrets, err
 }

@@ -93,7 +93,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	clients, devSecret, err := loadClients(cfg, log)
+	clients, devSecrets, err := loadClients(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		"bits", cfg.Bits.String(), "epoch", cfg.Epoch, "signing_kid", keys.SigningKeyID(), "production", cfg.Production,
 		"memory_limit_bytes", memLimit.bytes, "memory_limit_from", memLimit.from, "cache_size", cfg.CacheSize)
 	if !cfg.Production {
-		printDevBanner(stdout, cfg, ln.Addr().String(), keys.SigningKeyID(), worker, devSecret)
+		printDevBanner(stdout, cfg, ln.Addr().String(), keys.SigningKeyID(), worker, devSecrets)
 	}
 
 	errc := make(chan error, 1)
@@ -211,7 +211,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 // printDevBanner tells the user of a dev run what it generated, what is
 // real, and how to get and check a first token. Only a dev run has one: its
 // secret is generated, and shown nowhere else.
-func printDevBanner(w io.Writer, cfg config.Config, addr, kid string, worker int64, secret string) {
+func printDevBanner(w io.Writer, cfg config.Config, addr, kid string, worker int64, secrets devSecrets) {
 	base := "http://localhost" + addr[strings.LastIndexByte(addr, ':'):]
 	fmt.Fprintf(w, `
 ================================================================================
@@ -220,7 +220,8 @@ func printDevBanner(w io.Writer, cfg config.Config, addr, kid string, worker int
    Redis        in memory, in this process; no other replica sees its sessions
    signing key  kid %s; its tokens
                 stop verifying when the process stops
-   client       %s: admin, may set the subject, scopes %q
+   client       %s: admin, may set the subject, scopes %q, aud %s
+                %s: may exchange tokens naming it (docs/exchange.md), scope %q
  Real: the HTTP API on %s (issuer %s),
    Snowflake IDs of worker %d (layout %s, epoch %s).
 
@@ -228,11 +229,13 @@ func printDevBanner(w io.Writer, cfg config.Config, addr, kid string, worker int
  now), a token in TOKEN, and its validation. The README's examples use them.
 
  export CLIENT_ID=%s CLIENT_SECRET=%s
+ export SERVICE_ID=%s SERVICE_SECRET=%s
  TOKEN=$(curl -s -u "$CLIENT_ID:$CLIENT_SECRET" -d grant_type=client_credentials %s/token |
    sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')
  curl -s -H "Authorization: Bearer $TOKEN" %s/token/validate
 ================================================================================
-`, kid, devClient.ID, strings.Join(devClient.Scopes, " "), base, cfg.Issuer,
+`, kid, devClient.ID, strings.Join(devClient.Scopes, " "), devClient.Audiences[0],
+		devService.ID, strings.Join(devService.Scopes, " "), base, cfg.Issuer,
 		worker, cfg.Bits, cfg.Epoch.Format(time.RFC3339),
-		devClient.ID, secret, base, base)
+		devClient.ID, secrets.client, devService.ID, secrets.service, base, base)
 }
