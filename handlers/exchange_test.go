@@ -31,7 +31,7 @@ const (
 )
 
 // exchangeEnv is an env with the exchange clients, its log in logs.
-func exchangeEnv(t *testing.T, logs *bytes.Buffer) *env {
+func exchangeEnv(t testing.TB, logs *bytes.Buffer) *env {
 	t.Helper()
 	opts := []envOption{withClients(
 		clients.Client{ID: ordersX, Scopes: []string{"orders:read", "orders:write"}, Audiences: []string{billingAPI, reportsAPI},
