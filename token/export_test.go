@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -80,3 +81,11 @@ var (
 	MustKey    = keysettest.MustKey
 	PublicOnly = keysettest.PublicOnly
 )
+
+// IssueWithChain issues a token of c for sub, lasting ttl, whose claims
+// carry chain as it is (JSON members such as `"may_act":{…}`), as
+// Exchange's grants carry act and parents: for a test of claims no
+// request of a client makes.
+func (s *Service) IssueWithChain(ctx context.Context, c *clients.Client, sub, chain string, ttl time.Duration) (Issued, error) {
+	return s.mint(ctx, c, &grant{sub: sub, client: c.ID, scope: strings.Join(c.Scopes, " "), chain: chain}, ttl, time.Time{})
+}
