@@ -9,11 +9,8 @@
 //	st:{<sub>}:<jti>  = <the subject's marker at issue>   TTL = the token's time left
 //	st:{<sub>}:gen    = <the subject's marker>            TTL >= its longest record's
 //	st:o:<jti>        = '1' <SHA-256 of the secret> <marker> \n <sub> \n <client_id> \n <iat> \n <exp> \n <scope> \n <aud>
-//	                    ('2' and a last field, 
- <jkt>, for a DPoP-bound token;
-//	                    '3' and two, 
- <jkt or ""> 
- <act and parents, JSON>, for an exchanged one: record.go)
+//	                    ('2' and a last field, \n <jkt>, for a DPoP-bound token;
+//	                    '3' and two, \n <jkt or ""> \n <act and parents, JSON>, for an exchanged one: record.go)
 //	                                                      TTL = the opaque token's time left
 //	st:client:{<id>}  = <Unix ms>                         no TTL: the client's tokens up to then are revoked
 //	st:{revlog}       = Stream of entries {k, i, v}       no TTL; each XADD trims entries older than
