@@ -97,6 +97,8 @@ var Vars = []Var{
 	{"SNOWTOKEN_DPOP_NONCE", "false", "true: every DPoP proof must carry a nonce this service gave out in a DPoP-Nonce header (RFC 9449 §8), good for 1 to 2 minutes at every replica; a client without one gets use_dpop_nonce and retries"},
 	{"SNOWTOKEN_REVLOG_THRESHOLD", "100ms", "how long after the read that brought the revocation log's last heartbeat a replica still validates from memory (no Redis command); past it, or while it resyncs, every validation reads Redis. A revoke that answered 200 at t is refused by every replica from t plus this. off: no follower, every validation reads Redis (0s, which did, is refused). 50ms to 10s, and at least 4 times SNOWTOKEN_REVLOG_HEARTBEAT"},
 	{"SNOWTOKEN_REVLOG_HEARTBEAT", "25ms", "how often the replica holding the writer key appends a heartbeat to the revocation log's heartbeat stream (every replica tries: one EVALSHA each per period)"},
+	{"SNOWTOKEN_TXN_TRUST_DOMAIN", "(off; dev: dev.snowtoken.local)", "the trust domain of Transaction Tokens (draft-ietf-oauth-transaction-tokens-10): their aud, and what turns them on: GET /token/validate?txn_token=1 then answers with a Txn-Token header (docs/txn-tokens.md); off: none, such a request is refused"},
+	{"SNOWTOKEN_TXN_TTL", "60s", "lifetime of a Transaction Token, never past the access token's exp; 1s to 5m"},
 	{"SNOWTOKEN_SHUTDOWN_DRAIN", "1s", "on SIGTERM: fail /readyz and close keep-alive connections for this long before refusing new connections (0s: at once)"},
 	{"SNOWTOKEN_LOG_LEVEL", "info", "debug, info, warn or error"},
 }
@@ -141,6 +143,8 @@ type Config struct {
 	RevlogThreshold time.Duration // freshness of the revocation log follower (package revlog)
 	RevlogOff       bool          // SNOWTOKEN_REVLOG_THRESHOLD=off: no follower, every validation reads Redis
 	RevlogPeriod    time.Duration // the heartbeat period
+	TxnTrustDomain  string        // aud of Transaction Tokens; empty: off
+	TxnTTL          time.Duration // their lifetime
 
 	// DPoPForwardersDefaulted: SNOWTOKEN_DPOP_FORWARDERS is unset, so the
 	// DPoPForwarders are the TrustedProxies (loadProxies).
@@ -288,6 +292,8 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	c.KeyFetchAllowNets = networks(getenv, "SNOWTOKEN_KEY_FETCH_ALLOW_NETS", bad)
 	c.RevlogThreshold, c.RevlogPeriod, c.RevlogOff = loadRevlog(getenv, bad)
+	txnDomain, txnSet, txnTTL := loadTxn(getenv, bad)
+	c.TxnTrustDomain, c.TxnTTL = txnDomain, txnTTL
 	c.TokenTTL = durationVar("SNOWTOKEN_TOKEN_TTL", token.DefaultTTL)
 	c.MaxTokenTTL = durationVar("SNOWTOKEN_MAX_TOKEN_TTL", token.DefaultMaxTTL)
 	c.CacheSize = token.DefaultCacheSize
@@ -374,6 +380,9 @@ func Load(getenv func(string) string) (Config, error) {
 		why = "in production, which " + strings.Join(set, ", ") + " imply (dev mode needs all of SNOWTOKEN_REDIS_*, SNOWTOKEN_SIGNING_KEYS and SNOWTOKEN_CLIENTS_FILE unset)"
 	default:
 		bad("SNOWTOKEN_ENV", mode, errors.New("want development or production"))
+	}
+	if !c.Production && !txnSet {
+		c.TxnTrustDomain = DevTxnTrustDomain
 	}
 	if c.Production {
 		for _, req := range []struct {

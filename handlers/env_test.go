@@ -37,6 +37,7 @@ import (
 	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/redisstore"
+	"github.com/snowtoken/snowtoken/token/txn"
 )
 
 // The service every test talks to.
@@ -103,6 +104,7 @@ type envConfig struct {
 	fetch   clientauth.FetchOptions
 	feed    revfeed.Source
 	extra   []clients.Client
+	txn     *txn.Options
 }
 
 type envOption func(*envConfig)
@@ -115,6 +117,11 @@ func withClients(extra ...clients.Client) envOption {
 
 // client returns the credentials of the client id registered with withClients.
 func (e *env) client(id string) client { return client{ID: id, Secret: e.secrets[id]} }
+
+// withTxn mints Transaction Tokens with opts (on the service's clock).
+func withTxn(opts txn.Options) envOption {
+	return func(c *envConfig) { c.txn = &opts }
+}
 
 // withRedis puts the sessions in rdb under prefix instead of redistest.New.
 func withRedis(rdb redis.UniversalClient, prefix string) envOption {
@@ -243,6 +250,13 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	var minter *txn.Minter
+	if cfg.txn != nil {
+		cfg.txn.Now = e.Clock.Now
+		if minter, err = txn.New(*cfg.txn, e.IDs); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	srv := httptest.NewUnstartedServer(nil)
 	e.URL = "http://" + srv.Listener.Addr().String()
 	e.Metrics = prometheus.NewRegistry()
@@ -257,6 +271,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		Ready:          cfg.ready,
 		Refused:        cfg.refused,
 		Feed:           cfg.feed,
+		Txn:            minter,
 	})
 	if err != nil {
 		tb.Fatal(err)

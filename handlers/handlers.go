@@ -32,6 +32,7 @@
 //	issue.go       POST /token: client credentials, and what every grant shares
 //	exchange.go    POST /token: token exchange (token.Service.Exchange)
 //	validate.go    GET /token/validate: the verdict (token.Service.Verdict) to HTTP
+//	txn.go         the Transaction Token a validation mints when asked (package token/txn)
 //	introspect.go  POST /token/introspect
 //	revoke.go      POST /token/revoke, DELETE .../tokens (admin)
 //	revfeed.go     /revocations... (the feed itself is package revfeed)
@@ -72,6 +73,7 @@ import (
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clientauth"
 	"github.com/snowtoken/snowtoken/token/clients"
+	"github.com/snowtoken/snowtoken/token/txn"
 )
 
 // IDs is what the HTTP layer needs of the ID generator.
@@ -156,6 +158,10 @@ type Options struct {
 	// nil means one of this process's own, for tests and dev mode. Its
 	// Nonce is set here, from DPoPNonces.
 	DPoP dpop.Options
+	// Txn, if set, mints a Transaction Token on a successful GET
+	// /token/validate that asks for one (?txn_token=1; txn.go). Nil means
+	// Transaction Tokens are off: such a request is refused.
+	Txn *txn.Minter
 	// DPoPNonces makes every DPoP proof carry a nonce this service gave
 	// out (RFC 9449 §8; dpopnonce.go), which bounds how long before its use
 	// a proof can have been made. False means none is asked for.

@@ -100,6 +100,9 @@ func (r *claimsResponse) set(v *token.Verified) {
 func (s *Server) validate(c *gin.Context, cl call) {
 	start := time.Now()
 	v, raw, err := s.checkBearer(c, cl.set)
+	if err == nil {
+		err = s.txnToken(c, cl.set, v) // the Txn-Token header, when asked (txn.go)
+	}
 	if err != nil {
 		s.metrics.validation(raw, start, err)
 		s.fail(c, err)

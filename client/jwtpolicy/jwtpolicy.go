@@ -18,6 +18,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/client/internal/refusal"
+	"github.com/snowtoken/snowtoken/client/txntoken"
 )
 
 // Type is the JWT typ of an access token (RFC 9068).
@@ -45,9 +46,15 @@ func ParserOptions(issuer, audience string, leeway time.Duration, now func() tim
 }
 
 // CheckType accepts the typ "at+jwt" or "application/at+jwt", in any case.
+// A Transaction Token (typ txntoken+jwt) is refused saying what it is: it
+// is never an access token (draft-ietf-oauth-transaction-tokens-10), and
+// travels in the Txn-Token header.
 func CheckType(t *jwt.Token) error {
 	typ, _ := t.Header["typ"].(string)
-	if !strings.EqualFold(typ, Type) && !strings.EqualFold(typ, "application/"+Type) {
+	switch {
+	case strings.EqualFold(typ, txntoken.Type) || strings.EqualFold(typ, "application/"+txntoken.Type):
+		return refusal.New(ErrType, "a Txn-Token is not an access token (send it in the %s header, never in Authorization)", txntoken.Header)
+	case !strings.EqualFold(typ, Type) && !strings.EqualFold(typ, "application/"+Type):
 		return refusal.New(ErrType, "typ %.32q, want %s", typ, Type)
 	}
 	return nil

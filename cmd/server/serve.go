@@ -20,6 +20,7 @@ import (
 	"github.com/snowtoken/snowtoken/handlers/revfeed"
 	"github.com/snowtoken/snowtoken/internal/authlimit"
 	"github.com/snowtoken/snowtoken/token/clientauth"
+	"github.com/snowtoken/snowtoken/token/txn"
 )
 
 // shutdownGrace bounds how long in-flight requests may take after SIGTERM.
@@ -130,12 +131,18 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("SNOWTOKEN_AUTH_FAILURES: %w", err)
 	}
+	var minter *txn.Minter // nil: Transaction Tokens off
+	if cfg.TxnTrustDomain != "" {
+		if minter, err = txn.New(txn.Options{TrustDomain: cfg.TxnTrustDomain, TTL: cfg.TxnTTL}, ids); err != nil {
+			return err
+		}
+	}
 	var draining atomic.Bool
 	refused := new(refusals)
 	h, err := handlers.NewServer(handlers.Options{Service: svc, Clients: clients, IDs: ids, Logger: log,
 		Registry: reg, Ready: settings, Draining: draining.Load, AuthLimiter: authLimit, TrustedProxies: cfg.TrustedProxies,
 		TracerProvider: tp, Version: handlers.Version{Clients: clients.Version(), Keys: keys.Version()}, Refused: refused.load,
-		Feed: fw.feed(), FeedOptions: revfeed.Options{MaxSubscribers: feedMax, MaxPerClient: feedPerClient}, DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: cfg.DPoPNonce, DPoPForwarders: cfg.DPoPForwarders,
+		Feed: fw.feed(), FeedOptions: revfeed.Options{MaxSubscribers: feedMax, MaxPerClient: feedPerClient}, DPoP: dpop.Options{Replay: store.Proofs()}, DPoPNonces: cfg.DPoPNonce, DPoPForwarders: cfg.DPoPForwarders, Txn: minter,
 		Assertions: clientauth.Options{Replay: store.Assertions(),
 			MaxLifetime: cfg.AssertionMaxLifetime, MaxWorkloadLifetime: cfg.WorkloadMaxLifetime,
 			Fetch: clientauth.FetchOptions{AllowNets: cfg.KeyFetchAllowNets}}})

@@ -1,0 +1,191 @@
+package handlers_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/snowtoken/snowtoken/client/txntoken"
+	"github.com/snowtoken/snowtoken/token/txn"
+)
+
+const trustDomain = "shop.internal"
+
+// verifyTxnJOSE verifies a Txn-Token with go-jose, a JOSE library of its
+// own, against the issuer's JWKS as served, and returns its header's typ
+// and its claims as plain JSON.
+func (e *env) verifyTxnJOSE(tb testing.TB, raw string) (typ string, claims map[string]any) {
+	tb.Helper()
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(e.do(tb, http.MethodGet, "/.well-known/jwks.json", nil, nil).Body, &set); err != nil {
+		tb.Fatal(err)
+	}
+	jws, err := jose.ParseSigned(raw, []jose.SignatureAlgorithm{jose.EdDSA})
+	if err != nil {
+		tb.Fatalf("go-jose cannot parse the Txn-Token: %v", err)
+	}
+	keys := set.Key(jws.Signatures[0].Header.KeyID)
+	if len(keys) != 1 {
+		tb.Fatalf("kid %q: %d keys in the JWKS", jws.Signatures[0].Header.KeyID, len(keys))
+	}
+	payload, err := jws.Verify(keys[0])
+	if err != nil {
+		tb.Fatalf("go-jose: the Txn-Token does not verify with the JWKS: %v", err)
+	}
+	d := json.NewDecoder(strings.NewReader(string(payload)))
+	d.UseNumber()
+	if err := d.Decode(&claims); err != nil {
+		tb.Fatal(err)
+	}
+	typ, _ = jws.Signatures[0].Header.ExtraHeaders["typ"].(string)
+	return typ, claims
+}
+
+// TestValidateMintsTxn: a validation that asks (?txn_token=1) answers
+// with a Txn-Token that an independent JOSE library verifies with the
+// JWKS and that carries the claims of draft -10; one that does not ask
+// gets none.
+func TestValidateMintsTxn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withTxn(txn.Options{TrustDomain: trustDomain, TTL: 30 * time.Second}), withDPoPForwarders("127.0.0.1"))
+	tok := e.issue(t, e.Normal, nil).AccessToken
+	auth := http.Header{"Authorization": {"Bearer " + tok}}
+
+	if r := e.validate(t, tok); r.Status != http.StatusOK || r.Header.Values(txntoken.Header) != nil {
+		t.Errorf("a validation that does not ask: %d, Txn-Token %q: want 200 and none", r.Status, r.Header.Values(txntoken.Header))
+	}
+	hdr := auth.Clone()
+	hdr.Set("X-Forwarded-Method", "POST")
+	hdr.Set("X-Forwarded-Proto", "https")
+	hdr.Set("X-Forwarded-Host", "shop.example")
+	hdr.Set("X-Forwarded-Uri", "/orders/7?coupon=secret")
+	r := e.do(t, http.MethodGet, "/token/validate?scope=orders:read&txn_token=1", nil, hdr)
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	raw := r.Header.Get(txntoken.Header)
+	if len(r.Header.Values(txntoken.Header)) != 1 || raw == "" {
+		t.Fatalf("Txn-Token %q, want one", r.Header.Values(txntoken.Header))
+	}
+	typ, c := e.verifyTxnJOSE(t, raw)
+	if typ != "txntoken+jwt" {
+		t.Errorf("typ %q, want txntoken+jwt", typ)
+	}
+	now := e.Clock.Now().Unix()
+	want := map[string]any{
+		"iss": testIssuer, "aud": trustDomain, "sub": e.Normal.ID, "scope": "orders:read", "req_wl": e.Normal.ID,
+		"iat": json.Number(strconv.FormatInt(now, 10)), "exp": json.Number(strconv.FormatInt(now+30, 10)),
+		"tctx": map[string]any{"client_id": e.Normal.ID},
+		"rctx": map[string]any{"req_ip": "127.0.0.1", "transport": "https", "method": "POST", "path": "/orders/7"},
+	}
+	for k, v := range want {
+		got, _ := json.Marshal(c[k])
+		w, _ := json.Marshal(v)
+		if string(got) != string(w) {
+			t.Errorf("%s = %s, want %s", k, got, w)
+		}
+	}
+	id, err := strconv.ParseInt(c["txn"].(string), 10, 64)
+	if err != nil || id <= 0 {
+		t.Errorf("txn %v: want a Snowflake ID in decimal", c["txn"])
+	}
+	for _, k := range []string{"jti", "client_id", "act", "parents", "cnf"} {
+		if _, ok := c[k]; ok {
+			t.Errorf("a Txn-Token carries %s", k)
+		}
+	}
+	if strings.Contains(raw, tok) {
+		t.Error("the Txn-Token holds the access token")
+	}
+
+	t.Run("no scope asked: the token's", func(t *testing.T) {
+		r := e.do(t, http.MethodGet, "/token/validate?txn_token=1", nil, auth)
+		_, c := e.verifyTxnJOSE(t, r.Header.Get(txntoken.Header))
+		if c["scope"] != "orders:read orders:write" {
+			t.Errorf("scope %v, want the access token's", c["scope"])
+		}
+		if _, ok := c["rctx"].(map[string]any)["method"]; ok {
+			t.Errorf("rctx %v: a method with no forwarded request", c["rctx"])
+		}
+	})
+	t.Run("each token its own txn", func(t *testing.T) {
+		r2 := e.do(t, http.MethodGet, "/token/validate?txn_token=1", nil, auth)
+		_, c2 := e.verifyTxnJOSE(t, r2.Header.Get(txntoken.Header))
+		if c2["txn"] == c["txn"] {
+			t.Errorf("two validations minted the same txn %v", c["txn"])
+		}
+	})
+}
+
+// TestValidateTxnRefused: what asks for a Txn-Token wrongly, or where none
+// can be minted, is refused, and no refusal carries one.
+func TestValidateTxnRefused(t *testing.T) {
+	t.Parallel()
+	on := newEnv(t, withTxn(txn.Options{TrustDomain: trustDomain}))
+	off := newEnv(t)
+	for _, tc := range []struct {
+		name   string
+		e      *env
+		query  string
+		tok    func(e *env) string
+		status int
+		code   string
+	}{
+		{"off at this issuer", off, "?txn_token=1", nil, http.StatusBadRequest, "invalid_request"},
+		{"a value other than 1", on, "?txn_token=true", nil, http.StatusBadRequest, "invalid_request"},
+		{"asked twice", on, "?txn_token=1&txn_token=1", nil, http.StatusBadRequest, "invalid_request"},
+		{"a scope the token lacks", on, "?txn_token=1&scope=admin", nil, http.StatusForbidden, "insufficient_scope"},
+		{"an invalid token", on, "?txn_token=1", func(*env) string { return "not.a.token" }, http.StatusUnauthorized, "invalid_token"},
+		{"a Txn-Token as the access token", on, "", func(e *env) string {
+			r := e.do(t, http.MethodGet, "/token/validate?txn_token=1", nil, http.Header{"Authorization": {"Bearer " + e.issue(t, e.Normal, nil).AccessToken}})
+			return r.Header.Get(txntoken.Header)
+		}, http.StatusUnauthorized, "invalid_token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := tc.e.issue(t, tc.e.Normal, nil).AccessToken
+			if tc.tok != nil {
+				tok = tc.tok(tc.e)
+			}
+			r := tc.e.do(t, http.MethodGet, "/token/validate"+tc.query, nil, http.Header{"Authorization": {"Bearer " + tok}})
+			var body struct {
+				Error string `json:"error"`
+				Desc  string `json:"error_description"`
+			}
+			_ = json.Unmarshal(r.Body, &body)
+			if r.Status != tc.status || body.Error != tc.code {
+				t.Errorf("%d %s, want %d %s", r.Status, r.Body, tc.status, tc.code)
+			}
+			if r.Header.Values(txntoken.Header) != nil || r.Header.Get("X-Auth-Subject") != "" {
+				t.Errorf("a refusal carries Txn-Token %q, X-Auth-Subject %q", r.Header.Values(txntoken.Header), r.Header.Get("X-Auth-Subject"))
+			}
+			if tc.name == "a Txn-Token as the access token" && !strings.Contains(body.Desc, "Txn-Token") {
+				t.Errorf("description %q: want it to say a Txn-Token is not an access token", body.Desc)
+			}
+		})
+	}
+}
+
+// BenchmarkValidateTxn is a hot validation (decided from the revocation
+// log: no Redis command) that mints a Txn-Token, beside one that does not:
+// what minting adds is one Ed25519 signature and its JSON.
+func BenchmarkValidateTxn(b *testing.B) {
+	e := newEnv(b, withRevocations(liveLog{}), withTxn(txn.Options{TrustDomain: trustDomain}))
+	tok := e.issue(b, e.Normal, nil).AccessToken
+	for _, c := range []struct{ name, query string }{{"plain", ""}, {"txn", "?txn_token=1"}, {"txn-scope", "?scope=orders:read&txn_token=1"}} {
+		b.Run(c.name, func(b *testing.B) {
+			req := httptest.NewRequest(http.MethodGet, "/token/validate"+c.query, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			serve(b, e, req)
+			b.ReportAllocs()
+			for b.Loop() {
+				serve(b, e, req)
+			}
+		})
+	}
+}
