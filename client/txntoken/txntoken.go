@@ -25,6 +25,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/snowtoken/snowtoken/client/internal/refusal"
 )
 
 // Draft names the version of the Transaction Tokens draft this package
@@ -171,11 +173,11 @@ func (c *Claims) Scopes() []string { return strings.Fields(c.Scope) }
 func (c *Claims) Check() error {
 	switch {
 	case c.IssuedAt <= 0 || c.ExpiresAt <= c.IssuedAt:
-		return fmt.Errorf("%w: iat and exp are required, exp after iat", ErrInvalid)
+		return refusal.New(ErrInvalid, "iat and exp are required, exp after iat")
 	case c.Audience == "" || c.Txn == "" || c.Subject == "" || c.Workload == "":
-		return fmt.Errorf("%w: aud, txn, sub and req_wl are required", ErrInvalid)
+		return refusal.New(ErrInvalid, "aud, txn, sub and req_wl are required")
 	case c.Scope == "":
-		return fmt.Errorf("%w: scope is required", ErrInvalid)
+		return refusal.New(ErrInvalid, "scope is required")
 	}
 	return nil
 }
