@@ -33,6 +33,7 @@ import (
 	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/redisstore"
+	"github.com/snowtoken/snowtoken/token/txn"
 )
 
 // Config configures an Issuer. Zero values mean the documented defaults.
@@ -73,6 +74,11 @@ type Config struct {
 	// DPoPNonces makes DPoP proofs carry a server nonce
 	// (SNOWTOKEN_DPOP_NONCE).
 	DPoPNonces bool
+	// TxnTrustDomain turns Transaction Tokens on, for this trust domain
+	// (SNOWTOKEN_TXN_TRUST_DOMAIN): GET /token/validate?txn_token=1 then
+	// answers with a Txn-Token header, which client.TxnVerifier checks.
+	// Empty means off.
+	TxnTrustDomain string
 }
 
 // Issuer is a running issuer.
@@ -89,6 +95,7 @@ type Issuer struct {
 	ownRDB  *redis.Client // the client of mini
 	handler atomic.Pointer[http.Handler]
 	svc     *token.Service // on the current keys; mu guards it after Start
+	txn     *txn.Minter    // nil: Transaction Tokens off
 	ids     *snowflakealg.SnowFlakeAlg
 	clients *clients.Registry
 	now     func() time.Time
@@ -184,6 +191,11 @@ func Start(cfg Config) (_ *Issuer, err error) {
 		return nil, err
 	}
 	is.proofs = store.Proofs()
+	if cfg.TxnTrustDomain != "" {
+		if is.txn, err = txn.New(txn.Options{TrustDomain: cfg.TxnTrustDomain, Now: is.now}, is.ids); err != nil {
+			return nil, err
+		}
+	}
 	if err := is.serve(is.svc); err != nil {
 		return nil, err
 	}
@@ -213,7 +225,7 @@ func (is *Issuer) serveKeys() error {
 func (is *Issuer) serve(svc *token.Service) error {
 	h, err := handlers.New(handlers.Options{
 		Service: svc, Clients: is.clients, IDs: is.ids, Logger: slog.New(slog.DiscardHandler), Feed: is.feed,
-		TrustedProxies: is.cfg.TrustedProxies, DPoPForwarders: is.cfg.DPoPForwarders, DPoP: dpop.Options{Replay: is.proofs}, DPoPNonces: is.cfg.DPoPNonces,
+		TrustedProxies: is.cfg.TrustedProxies, DPoPForwarders: is.cfg.DPoPForwarders, DPoP: dpop.Options{Replay: is.proofs}, DPoPNonces: is.cfg.DPoPNonces, Txn: is.txn,
 	})
 	if err != nil {
 		return err
