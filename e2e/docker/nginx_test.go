@@ -2,6 +2,7 @@ package docker
 
 import (
 	"cmp"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/client/dpop"
 	"github.com/snowtoken/snowtoken/client/revocation"
+	"github.com/snowtoken/snowtoken/client/txntoken"
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/handlers/revfeed/revfeedtest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
@@ -33,6 +35,7 @@ import (
 	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/keyset"
 	"github.com/snowtoken/snowtoken/token/redisstore"
+	"github.com/snowtoken/snowtoken/token/txn"
 )
 
 // envRequireNginx makes a missing nginx a failure instead of a skip; CI sets it.
@@ -212,6 +215,8 @@ type testIssuer struct {
 	// clock's, in nanoseconds: a token issued while it is two hours back
 	// has expired when it is zero again.
 	skew atomic.Int64
+	// txnKey is the key its Transaction Tokens verify with.
+	txnKey txntoken.Keys
 }
 
 // newTestIssuer starts one at issuerURL, its public URL (SNOWTOKEN_ISSUER);
@@ -255,7 +260,12 @@ func newTestIssuer(tb testing.TB, issuerURL string, dpopNonces bool) *testIssuer
 	if err != nil {
 		tb.Fatal(err)
 	}
-	iss.handler, err = handlers.New(handlers.Options{
+	minter, err := txn.New(txn.Options{TrustDomain: "shop.internal"}, ids) // the Compose file's SNOWTOKEN_TXN_TRUST_DOMAIN
+	if err != nil {
+		tb.Fatal(err)
+	}
+	iss.txnKey = func(string) (ed25519.PublicKey, error) { return k.Public, nil }
+	iss.handler, err = handlers.New(handlers.Options{Txn: minter,
 		Service: svc, Clients: clients, IDs: ids,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Feed:   feed, TrustedProxies: []string{"127.0.0.1"}, DPoPForwarders: []string{"127.0.0.1"},
@@ -451,6 +461,7 @@ func TestNginxGateway(t *testing.T) {
 		"X-Auth-Client":   {"admin"},
 		"X-Auth-Scope":    {"orders:read orders:write admin"},
 		"X-Auth-Token-Id": {"1"},
+		"Txn-Token":       {"eyJhbGciOiJub25lIiwidHlwIjoidHhudG9rZW4rand0In0.eyJzdWIiOiJhZG1pbiJ9."},
 	}
 	withForged := func(h http.Header) http.Header {
 		for k, v := range forged {
@@ -534,6 +545,13 @@ func TestNginxGateway(t *testing.T) {
 		}
 		if got.Get("Authorization") != "Bearer "+tok.AccessToken {
 			t.Error("the consumer did not get the bearer token to check it itself")
+		}
+		// The Transaction Token the validation minted, in place of the
+		// client's: verified with the issuer's key, for the same subject.
+		if txns := got.Values(txntoken.Header); len(txns) != 1 {
+			t.Errorf("the consumer saw Txn-Token %q, want one, the issuer's", txns)
+		} else if c, err := txntoken.Parse(txns[0], iss.txnKey, txntoken.ParseOptions{TrustDomain: "shop.internal"}); err != nil || c.Subject != "demo" || c.Scope != "orders:read" {
+			t.Errorf("the consumer's Txn-Token: %+v, %v: want the issuer's, sub demo, scope orders:read", c, err)
 		}
 		var answer struct {
 			Subject string `json:"subject"`
