@@ -52,6 +52,12 @@ func (s *Server) metadata(c *gin.Context, cl call) {
 		m[e+"_endpoint_auth_methods_supported"] = methods
 	}
 	m["dpop_signing_alg_values_supported"] = s.dpop.Algorithms() // RFC 9449 §5.1
+	// snowtoken's own member: the aud of the Transaction Tokens GET
+	// /token/validate?txn_token=1 mints (txn.go), which a service's
+	// client.TxnVerifier checks; absent while they are off.
+	if s.opts.Txn != nil {
+		m["txn_token_trust_domain"] = s.opts.Txn.TrustDomain()
+	}
 	c.JSON(http.StatusOK, m)
 }
 

@@ -123,6 +123,24 @@ func TestValidateMintsTxn(t *testing.T) {
 	})
 }
 
+// TestMetadataTxn: the metadata names the trust domain while Transaction
+// Tokens are on, and nothing of them while they are off.
+func TestMetadataTxn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		e    *env
+		want any
+	}{{newEnv(t, withTxn(txn.Options{TrustDomain: trustDomain})), trustDomain}, {newEnv(t), nil}} {
+		var m map[string]any
+		if err := json.Unmarshal(tc.e.do(t, http.MethodGet, "/.well-known/oauth-authorization-server", nil, nil).Body, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["txn_token_trust_domain"] != tc.want {
+			t.Errorf("txn_token_trust_domain %v, want %v", m["txn_token_trust_domain"], tc.want)
+		}
+	}
+}
+
 // TestValidateTxnRefused: what asks for a Txn-Token wrongly, or where none
 // can be minted, is refused, and no refusal carries one.
 func TestValidateTxnRefused(t *testing.T) {
