@@ -86,6 +86,11 @@
 // DPoP (see checkBinding).
 // A client makes proofs with dpop.Prover and dpop.Transport.
 //
+// Transaction Tokens (draft-ietf-oauth-transaction-tokens-10, package
+// txntoken) have a verifier of their own, TxnVerifier: its middleware
+// verifies the Txn-Token header locally with the JWKS, TxnFrom reads it and
+// TxnTransport forwards it unchanged on outgoing calls.
+//
 // Tokens are never logged, and never part of an error.
 package client
 
