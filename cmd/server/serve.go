@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -230,7 +231,9 @@ func printDevBanner(w io.Writer, cfg config.Config, addr, kid string, worker int
    client       %s: admin, may set the subject, scopes %q, aud %s
                 %s: may exchange tokens naming it (docs/exchange.md), scope %q
  Real: the HTTP API on %s (issuer %s),
-   Snowflake IDs of worker %d (layout %s, epoch %s).
+   Snowflake IDs of worker %d (layout %s, epoch %s),
+   Transaction Tokens for the trust domain %s (GET /token/validate?txn_token=1;
+   docs/txn-tokens.md).
 
  Paste these into a shell: the client's credentials (the secret is shown only
  now), a token in TOKEN, and its validation. The README's examples use them.
@@ -243,6 +246,6 @@ func printDevBanner(w io.Writer, cfg config.Config, addr, kid string, worker int
 ================================================================================
 `, kid, devClient.ID, strings.Join(devClient.Scopes, " "), devClient.Audiences[0],
 		devService.ID, strings.Join(devService.Scopes, " "), base, cfg.Issuer,
-		worker, cfg.Bits, cfg.Epoch.Format(time.RFC3339),
+		worker, cfg.Bits, cfg.Epoch.Format(time.RFC3339), cmp.Or(cfg.TxnTrustDomain, "(off: SNOWTOKEN_TXN_TRUST_DOMAIN=off)"),
 		devClient.ID, secrets.client, devService.ID, secrets.service, base, base)
 }
