@@ -135,6 +135,15 @@ func (s *Service) SignEvent(typ string, claims jwt.Claims) (string, error) {
 	return string(raw), err
 }
 
+// eventHeader is the JOSE header of what SignEventPayload signs: a struct,
+// not a map, so that encoding it sorts nothing (the members in the order a
+// map's sorted keys had).
+type eventHeader struct {
+	Alg string `json:"alg"`
+	Kid string `json:"kid"`
+	Typ string `json:"typ"`
+}
+
 // SignEventPayload is SignEvent for claims the caller has encoded itself:
 // their JSON, base64url-encoded without padding (RFC 7515 §2), given in
 // parts that it joins. It returns the compact JWS in one buffer of its exact
@@ -146,7 +155,7 @@ func (s *Service) SignEventPayload(typ string, payload ...[]byte) ([]byte, error
 	if t == "" || t == jwtpolicy.Type {
 		return nil, fmt.Errorf("%w: %.32q", ErrEventType, typ)
 	}
-	header, err := json.Marshal(map[string]string{"alg": jwt.SigningMethodEdDSA.Alg(), "kid": s.keys.SigningKeyID(), "typ": typ})
+	header, err := json.Marshal(eventHeader{Alg: jwt.SigningMethodEdDSA.Alg(), Kid: s.keys.SigningKeyID(), Typ: typ})
 	if err != nil {
 		return nil, err
 	}
