@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/snowtoken/snowtoken/client/internal/refusal"
 )
 
 func TestCheckType(t *testing.T) {
@@ -19,6 +21,17 @@ func TestCheckType(t *testing.T) {
 		tok := &jwt.Token{Header: map[string]any{"typ": typ}}
 		if err := CheckType(tok); (err == nil) != ok || (err != nil && !errors.Is(err, ErrType)) {
 			t.Errorf("typ %#v: got %v, want ok=%v", typ, err, ok)
+		}
+	}
+}
+
+// TestCheckTypeTxnToken: a Transaction Token is refused saying what it is
+// and where it goes.
+func TestCheckTypeTxnToken(t *testing.T) {
+	for _, typ := range []string{"txntoken+jwt", "application/TxnToken+JWT"} {
+		err := CheckType(&jwt.Token{Header: map[string]any{"typ": typ}})
+		if d, _ := refusal.Description(err); !errors.Is(err, ErrType) || !strings.Contains(d, "Txn-Token header") {
+			t.Errorf("typ %q: %v (told %q), want ErrType naming the Txn-Token header", typ, err, d)
 		}
 	}
 }
