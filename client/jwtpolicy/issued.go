@@ -21,6 +21,10 @@ import (
 // Anything else (an unknown or repeated member, an escape, a fraction or an
 // exponent, a quoted date, trailing data) is not decodeIssued's to judge, so
 // every error, and every decision on what is accepted, stays decodeStrict's.
+// So are an exchanged token's chain claims (act, may_act, parents: unknown
+// members here): such a token's claims take decodeStrict, once per
+// verification (the verified-token cache keeps the result), which keeps
+// their checks (chain.go) in one place.
 //
 // It is hand-written because encoding/json's token stream, which
 // decodeStrict needs to see repeated names at any depth, costs allocations

@@ -2,7 +2,7 @@
 // token acceptable, shared by the issuer (package token) and the services that
 // verify tokens themselves (package client), so that the two never drift
 // apart. It lives in the client module, so it depends on the standard
-// library and golang-jwt only.
+// library, golang-jwt and bitsalloc (the Snowflake ID's syntax) only.
 package jwtpolicy
 
 import (
@@ -70,14 +70,19 @@ var (
 
 // Claims are the claims of an access token as the issuer writes them:
 //
-//	{"iss","sub","aud"?,"client_id","scope"?,"iat","exp","jti"}
+//	{"iss","sub","aud"?,"client_id","scope"?,"iat","exp","jti","cnf"?,
+//	 "act"?,"may_act"?,"parents"?}     the last three: an exchanged token's (chain.go)
 //
 // They decode strictly, so that a claim means one thing to every reader:
 // member names match exactly, case included ("iAt" is not iat, which
 // encoding/json would take for it), a name given twice is an error (at any
 // depth), the text must be valid UTF-8, and a date (exp, iat, nbf) must be a
 // JSON number, as RFC 7519 §2 defines NumericDate (golang-jwt alone accepts
-// "123" in quotes). A date given as null is as good as absent. Claims as
+// "123" in quotes). A date given as null is as good as absent. The chain
+// claims are checked as they decode: an act or may_act is an object with
+// a sub, nested at most MaxChain deep; parents an array of at most
+// MaxChain objects, each with a jti the issuer writes, a client_id and an
+// integer iat; null for any of them is an error, not an absence. Claims as
 // the issuer writes them decode without encoding/json, to the same result.
 type Claims struct {
 	jwt.RegisteredClaims
@@ -88,29 +93,15 @@ type Claims struct {
 	// signed by it. A cnf without a jkt does not decode: a token bound by a
 	// method this package does not know must not pass for a bearer token.
 	Confirmation Confirmation `json:"cnf,omitzero"`
-	Act          *Actor       `json:"act,omitempty"`
-	MayAct       *Actor       `json:"may_act,omitempty"`
-	Parents      []Parent     `json:"parents,omitempty"` // nearest first: the subject token, then its parents
-}
-
-// Actor is an act or may_act claim (RFC 8693 §4.1, §4.4): the party acting for the
-// token's subject; Act is the actor before it in a delegation chain (nesting, newest
-// outermost). Only the outermost actor counts for authorization (§4.1).
-type Actor struct {
-	Subject  string `json:"sub"`
-	Issuer   string `json:"iss,omitempty"`
-	ClientID string `json:"client_id,omitempty"`
-	Act      *Actor `json:"act,omitempty"`
-}
-
-// Parent is one snowtoken token an exchanged token derives from: its jti, the client it
-// was issued to, its iat (Unix s), and whether it is opaque (its record is then the opaque
-// record of that jti). Same subject as the token, always.
-type Parent struct {
-	ID       string `json:"jti"`
-	ClientID string `json:"client_id"`
-	IssuedAt int64  `json:"iat"`
-	Opaque   bool   `json:"opaque,omitempty"`
+	// Act and MayAct are an exchanged token's actor and who may act for
+	// its subject (RFC 8693 §4.1, §4.4), nested at most MaxChain deep.
+	Act    *Actor `json:"act,omitempty"`
+	MayAct *Actor `json:"may_act,omitempty"`
+	// Parents are the snowtoken tokens an exchanged token derives from,
+	// nearest first: the subject token, then its parents; at most
+	// MaxChain. The token is revoked when it or any of them is (the
+	// cascade rule, package revocation).
+	Parents []Parent `json:"parents,omitempty"` // nearest first: the subject token, then its parents
 }
 
 // Confirmation is a token's cnf claim.
@@ -173,6 +164,18 @@ func (c *Claims) decodeStrict(b []byte) error {
 			return decodeDate(dec, &out.IssuedAt)
 		case "cnf":
 			return decodeConfirmation(dec, &out.Confirmation)
+		case "act":
+			var err error
+			out.Act, err = decodeActor(dec, 0)
+			return err
+		case "may_act":
+			var err error
+			out.MayAct, err = decodeActor(dec, 0)
+			return err
+		case "parents":
+			var err error
+			out.Parents, err = decodeParents(dec)
+			return err
 		}
 		return skipValue(dec)
 	})

@@ -181,7 +181,7 @@ func TestConfirmation(t *testing.T) {
 // errorClass is the sentinel of Claims' errors that err is, errOther for
 // any other error, or nil.
 func errorClass(err error) error {
-	for _, class := range []error{ErrSyntax, ErrDuplicate, ErrDateType, ErrConfirmation} {
+	for _, class := range []error{ErrSyntax, ErrDuplicate, ErrDateType, ErrConfirmation, ErrActor, ErrParent, ErrChain} {
 		if errors.Is(err, class) {
 			return class
 		}
@@ -225,6 +225,20 @@ func FuzzClaimsDecoders(f *testing.F) {
 		`"cnf":{"jkt":"k"}`, `"cnf":{"jkt":""}`, `"cnf":{}`, `"cnf":{"x5t#S256":"k"}`, `"cnf":"k"`,
 		`"cnf":null`, `"cnf":{"jkt":"k","jkt":"l"}`, `"cnf":{"jkt":"k","x":1}`, `"cnf":{"jkt":"\u006b"}`,
 		`"cnf":{"jkt":1}`, `"cnf":{"JKT":"k"}`, `"cnf":{"jkt":"k"},"cnf":{"jkt":"k"}`,
+		// The chain claims of an exchanged token (decodeStrict's alone).
+		`"parents":[{"jti":"118278197786714112","client_id":"gw","iat":1795425319}]`,
+		`"parents":[{"jti":"1","client_id":"gw","iat":9,"opaque":true},{"jti":"2","client_id":"web","iat":8}]`,
+		`"parents":[{"jti":"1","client_id":"a","iat":1},{"jti":"2","client_id":"a","iat":1},{"jti":"3","client_id":"a","iat":1},{"jti":"4","client_id":"a","iat":1}]`,
+		`"parents":[{"jti":"1","client_id":"a","iat":1},{"jti":"2","client_id":"a","iat":1},{"jti":"3","client_id":"a","iat":1},{"jti":"4","client_id":"a","iat":1},{"jti":"5","client_id":"a","iat":1}]`,
+		`"parents":[]`, `"parents":null`, `"parents":{}`, `"parents":[{}]`, `"parents":[{"jti":"01","client_id":"a","iat":1}]`,
+		`"parents":[{"jti":"1","client_id":"","iat":1}]`, `"parents":[{"jti":"1","client_id":"a","iat":"1"}]`,
+		`"parents":[{"jti":"1","client_id":"a","iat":1.0}]`, `"parents":[{"jti":"1","client_id":"a","iat":1,"opaque":1}]`,
+		`"parents":[{"jti":"1","jti":"1","client_id":"a","iat":1}]`, `"parents":[{"jti":"1","client_id":"a","iat":1,"x":{"y":1,"y":1}}]`,
+		`"act":{"sub":"svc"}`, `"act":{"sub":"svc","iss":"i","client_id":"c","act":{"sub":"gw"}}`,
+		`"act":{"sub":"1","act":{"sub":"2","act":{"sub":"3","act":{"sub":"4"}}}}`,
+		`"act":{"sub":"1","act":{"sub":"2","act":{"sub":"3","act":{"sub":"4","act":{"sub":"5"}}}}}`,
+		`"act":{}`, `"act":null`, `"act":"svc"`, `"act":{"sub":""}`, `"act":{"sub":"s","sub":"s"}`, `"act":{"sub":"s","amr":[1]}`,
+		`"may_act":{"sub":"svc"}`, `"may_act":{"sub":"s","act":{"iss":"i"}}`, `"act":{"sub":"s"},"act":{"sub":"s"}`,
 	} {
 		f.Add([]byte(`{` + rest + `,` + in + `}`))
 	}
