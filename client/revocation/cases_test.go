@@ -59,7 +59,20 @@ func token(jti string, d time.Duration) Query {
 	return Query{JTI: jti, Subject: "alice", Client: "gw", Issued: ms(d)}
 }
 
+// parent is a parent issued to client d from now; exchanged is q with
+// parents ps (nearest first).
+func parent(jti, client string, d time.Duration) Parent {
+	return Parent{JTI: jti, Client: client, Issued: ms(d)}
+}
+func exchanged(q Query, ps ...Parent) Query {
+	q.Parents = ps
+	return q
+}
+
 var inAnHour = now.Add(time.Hour).Unix()
+
+// child is a token exchanged a minute ago from a token of web's.
+var child = exchanged(token("3", -time.Minute), parent("2", "web", -2*time.Minute))
 
 var cases = []decisionCase{
 	{name: "fresh, nothing revoked, issued well after the horizon",
@@ -124,6 +137,61 @@ var cases = []decisionCase{
 		checked: true, notes: func(s *State) { s.NoteSubject("alice", now) }, q: token("1", -time.Minute), log: Unknown, feed: Revoked},
 	{name: "its client revoked here",
 		notes: func(s *State) { s.NoteClient("gw", ms(0), now) }, q: token("1", -time.Minute), log: Revoked, feed: Revoked},
+
+	// The cascade: an exchanged token and its parents (nearest first), each
+	// judged as a token of its own on its own issued time.
+	{name: "exchanged, it and its parents live",
+		q:   exchanged(token("3", -time.Minute), parent("2", "web", -2*time.Minute), parent("1", "web", -3*time.Minute)),
+		log: Live, feed: Live},
+	{name: "exchanged, its parent revoked by jti",
+		read: []Event{tok("2", inAnHour, -30*time.Second)},
+		q:    child, log: Revoked, feed: Revoked},
+	{name: "exchanged, its parent revoked by jti, stale: the consumer keeps what it knows",
+		stale: true, read: []Event{tok("2", inAnHour, -30*time.Second)},
+		q: child, log: Unknown, feed: Revoked},
+	{name: "exchanged, its grandparent revoked by jti",
+		read: []Event{tok("1", inAnHour, -30*time.Second)},
+		q:    exchanged(token("3", -time.Minute), parent("2", "web", -2*time.Minute), parent("1", "web", -3*time.Minute)),
+		log:  Revoked, feed: Revoked},
+	{name: "exchanged, its parent revoked here",
+		notes: func(s *State) { s.NoteToken("2", inAnHour, now) },
+		q:     child, log: Revoked, feed: Revoked},
+	{name: "exchanged, its parent's client cut off after the parent was issued, before the token was: the parent's own time counts",
+		read: []Event{cli("web", ms(-90*time.Second), -90*time.Second)},
+		q:    child, log: Revoked, feed: Revoked},
+	{name: "exchanged, its parent's client cut off well before the parent was issued",
+		read: []Event{cli("web", ms(-3*time.Minute), -3*time.Minute)},
+		q:    child, log: Live, feed: Live},
+	{name: "exchanged, its parent's client cut off at the very ms the parent was issued",
+		read: []Event{cli("web", ms(-2*time.Minute), -2*time.Minute)},
+		q:    child, log: Revoked, feed: Unknown},
+	{name: "exchanged, its own client cut off: the parent's client is another",
+		read: []Event{cli("gw", ms(-30*time.Second), -30*time.Second)},
+		q:    child, log: Revoked, feed: Revoked},
+	{name: "exchanged, its subject revoked after the parent was issued, before the token was: the parent's own time counts",
+		read: []Event{sub("alice", -90*time.Second)},
+		q:    child, log: Unknown, feed: Revoked},
+	{name: "exchanged, its subject revoked after the mark: only Redis's markers tell the issuer",
+		checked: true, after: []Event{sub("alice", -time.Second)},
+		q: child, log: Unknown, feed: Revoked},
+	{name: "exchanged, another subject revoked after the mark",
+		checked: true, after: []Event{sub("bob", -time.Second)},
+		q: child, log: Live, feed: Live},
+	{name: "exchanged, its parent issued before the horizon: unknown",
+		q:   exchanged(token("3", -time.Minute), parent("2", "web", -4*time.Hour)),
+		log: Unknown, feed: Unknown},
+	{name: "exchanged, its parent issued before the horizon, checked live by Redis: the mark vouches for it",
+		checked: true, q: exchanged(token("3", -time.Minute), parent("2", "web", -4*time.Hour)),
+		log: Live, feed: Unknown},
+	{name: "exchanged, one parent unknown, another revoked: revoked",
+		read: []Event{tok("1", inAnHour, -30*time.Second)},
+		q:    exchanged(token("3", -time.Minute), parent("2", "web", -4*time.Hour), parent("1", "web", -5*time.Hour)),
+		log:  Revoked, feed: Revoked},
+	{name: "exchanged, the token itself revoked, its parents live",
+		read: []Event{tok("3", inAnHour, -30*time.Second)},
+		q:    child, log: Revoked, feed: Revoked},
+	{name: "exchanged, stale, nothing revoked",
+		stale: true, q: child, log: Unknown, feed: Unknown},
 }
 
 // build makes c's state, and c's query with its mark.
@@ -190,7 +258,49 @@ func TestDecide(t *testing.T) {
 // allocation (validation's hot path).
 func TestDecideAllocatesNothing(t *testing.T) {
 	s, q := cases[0].build(t)
-	if n := testing.AllocsPerRun(100, func() { s.DecideLog(now, q); s.DecideFeed(now, q) }); n != 0 {
-		t.Errorf("%v allocations a decision", n)
+	var parents [4]Parent // as a validator passes them: from its stack, or kept with the token
+	for i := range parents {
+		parents[i] = parent(fmt.Sprint(10+i), "web", -time.Duration(i+2)*time.Minute)
+	}
+	for _, q := range []Query{q, exchanged(q, parents[:]...)} {
+		if n := testing.AllocsPerRun(100, func() { s.DecideLog(now, q); s.DecideFeed(now, q) }); n != 0 {
+			t.Errorf("%d parents: %v allocations a decision", len(q.Parents), n)
+		}
+	}
+}
+
+// BenchmarkDecide is each rule on a fresh state that holds entries of
+// other tokens, for a token and for an exchanged token with four parents.
+func BenchmarkDecide(b *testing.B) {
+	s, err := NewState(Options{Leeway: leeway, Retention: time.Hour}, epoch, horizon)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Adopt(nil, now)
+	s.NoteToken("7", inAnHour, now)
+	s.NoteClient("other", ms(-time.Minute), now)
+	s.Heard(now, time.Second)
+	q := token("1", -time.Minute)
+	var parents [4]Parent
+	for i := range parents {
+		parents[i] = parent(fmt.Sprint(10+i), "web", -time.Duration(i+2)*time.Minute)
+	}
+	for _, bc := range []struct {
+		name string
+		q    Query
+	}{{"token", q}, {"exchanged4", exchanged(q, parents[:]...)}} {
+		for _, rule := range []struct {
+			name   string
+			decide func(*State, time.Time, Query) Verdict
+		}{{"log", (*State).DecideLog}, {"feed", (*State).DecideFeed}} {
+			b.Run(bc.name+"/"+rule.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if rule.decide(s, now, bc.q) != Live {
+						b.Fatal("not live")
+					}
+				}
+			})
+		}
 	}
 }

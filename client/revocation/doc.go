@@ -13,7 +13,7 @@
 //	event.go    Event (one entry), Status and Snapshot (what the feed serves)
 //	claims.go   each feed message: its JWT typ and its claims (SET, stream, heartbeat, snapshot, poll)
 //	state.go    State: Apply, local notes, freshness, Forget, Adopt, FromSnapshot
-//	decide.go   Verdict, Mark, Query, and the two rules: DecideLog (issuer), DecideFeed (consumer)
+//	decide.go   Verdict, Mark, Query, Parent, the cascade, and the two rules: DecideLog (issuer), DecideFeed (consumer)
 //	ring.go     Ring: the latest events, which a consumer resumes from
 //
 // # Identifiers
@@ -41,4 +41,22 @@
 // subject's and a client's revocation by time, to the second of the
 // token's iat, within the leeway either way, and keeps a revocation true
 // when the state goes stale. The table in cases_test.go runs both.
+//
+// # The cascade
+//
+// An exchanged token (RFC 8693) carries its parents: the token it was
+// exchanged from, then that one's parents, at most jwtpolicy.MaxChain, all
+// of the same subject. Both rules judge the token and each parent alike,
+// each on its own issued time, and combine:
+//
+//	token ──▶ parent ──▶ grandparent …        each: its jti, its client's cutoff, the subject
+//	  │         │           │                  (each against its OWN issued time)
+//	  ▼         ▼           ▼
+//	Live / Unknown / Revoked ──▶ any Revoked: Revoked; else any Unknown: Unknown; else Live
+//
+// So revoking a token, its subject or its client ends every token exchanged
+// from it wherever the state is followed, with no Redis command for a
+// token the state decides. A parent judged on its own time (not the
+// child's) closes the race of a revocation that lands between an
+// exchange's check of its subject token and the minting of the child.
 package revocation
