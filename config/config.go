@@ -76,7 +76,7 @@ var Vars = []Var{
 	{"SNOWTOKEN_AUDIENCE", "(none)", "aud of the tokens of clients that list no audiences, and the one audience they may ask for; 1 to 256 printable ASCII bytes, no space, quote or backslash"},
 	{"SNOWTOKEN_TOKEN_TTL", "1h", "lifetime of a token when the client does not ask"},
 	{"SNOWTOKEN_MAX_TOKEN_TTL", "24h", "longest lifetime any token may have"},
-	{"SNOWTOKEN_CACHE_SIZE", "100000", "verified tokens remembered so that their signature is not checked again (at most 752 bytes of heap each); off turns the cache off (0, which did, is refused)"},
+	{"SNOWTOKEN_CACHE_SIZE", "100000", "verified tokens remembered so that their signature is not checked again (at most 790 bytes of heap each); off turns the cache off (0, which did, is refused)"},
 	{"SNOWTOKEN_CLIENTS_FILE", "(dev: one generated client)", "JSON clients file; required in production"},
 	{"SNOWTOKEN_SIGNING_KEYS", "(dev: a generated key)", "a keys directory (keys.json says which key is next, active or retired; snowtoken keys rotate), or comma-separated Ed25519 PEM files: the first signs, all verify; reloaded on change and on SIGHUP; required in production"},
 	{"SNOWTOKEN_WORKER_ID", "(last octet of the IPv4 address)", "explicit Snowflake worker ID"},

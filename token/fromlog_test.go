@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"testing"
@@ -150,7 +151,7 @@ func TestValidateFromLog(t *testing.T) {
 	v := mustValidate(t, e.svc, iss.AccessToken)
 	wantTrips(t, rt, "unknown", 1)
 	q := log.last(t)
-	if want := (LogQuery{JTI: iss.ID.String(), Subject: "alice", Client: "gateway", Issued: v.Parts().Time.UnixMilli()}); q != want {
+	if want := (LogQuery{JTI: iss.ID.String(), Subject: "alice", Client: "gateway", Issued: v.Parts().Time.UnixMilli()}); !reflect.DeepEqual(q, want) {
 		t.Errorf("first query %+v, want %+v", q, want)
 	}
 	if log.Mark() == before {

@@ -262,6 +262,20 @@ func TestRevocationLogTrimmed(t *testing.T) {
 	})
 }
 
+// countedEnv is an env on a Redis of its own whose round trips rt
+// counts, taking a Cluster's paths if cluster is set.
+func countedEnv(tb testing.TB, cluster bool) (*env, *redistest.Redis, *roundTrips) {
+	tb.Helper()
+	r := redistest.New(tb)
+	rt := &roundTrips{}
+	r.Client.AddHook(rt)
+	e := newEnvOn(tb, r, Options{})
+	if cluster {
+		e.takeClusterPaths(tb, Options{})
+	}
+	return e, r, rt
+}
+
 // roundTrips counts what a Redis client sends: each pipeline is one round
 // trip, and the names of its commands.
 type roundTrips struct {
@@ -317,13 +331,7 @@ func (r *roundTrips) take() (int, []string) {
 // nothing), the entry and the script.
 func TestRevocationRoundTrips(t *testing.T) {
 	forLayouts(t, func(t *testing.T, cluster bool) {
-		r := redistest.New(t)
-		rt := &roundTrips{}
-		r.Client.AddHook(rt)
-		e := newEnvOn(t, r, Options{})
-		if cluster {
-			e.takeClusterPaths(t, Options{})
-		}
+		e, r, rt := countedEnv(t, cluster)
 		ctx := t.Context()
 		jwt := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"})
 		opaque := e.issue(t, e.svc, "ogateway", IssueRequest{Subject: "alice"})

@@ -18,10 +18,12 @@ import (
 //
 // How Verdict uses it:
 //
-//	verdict := Decide(now, LogQuery{jti, sub, client, issued, checked: the mark stored with the cached token})
+//	verdict := Decide(now, LogQuery{jti, sub, client, issued, checked: the mark stored with the cached token,
+//	                                parents: an exchanged token's, each with its jti, client and ID's time})
 //	LogRevoked ─▶ refused (ErrInvalidToken, ErrRevoked), no Redis
 //	LogLive    ─▶ accepted, no Redis
-//	LogUnknown ─▶ m := Mark(); the Redis check of today (Store.Session and SessionLive, or Store.ReadOpaque);
+//	LogUnknown ─▶ m := Mark(); the Redis check (Store.Session, or Store.Sessions of the token and its
+//	              parents, and SessionLive on each; or the opaque record);
 //	              live ─▶ m stored with the cached token, so the next Decide may say LogLive
 //
 // The rule a Revocations must keep: LogLive only while the state is fresh
@@ -32,6 +34,9 @@ import (
 // no entry at all and the token was issued after the log's horizon (when
 // its epoch began) by more than the leeway, so that no revocation of it can
 // predate the log. LogRevoked only for an entry that covers the token.
+// With parents (an exchanged token's), the token and each parent are held
+// to that rule, each on its own issued time, and combined: any LogRevoked
+// is LogRevoked, else any LogUnknown LogUnknown (revocation's cascade).
 type Revocations interface {
 	// Mark returns the follower's position: every entry applied so far. A
 	// Redis check whose request is sent after Mark returned sees at least
@@ -50,7 +55,8 @@ type LogMark = revocation.Mark
 
 // LogQuery is one token, as Decide needs it (revocation.Query): Issued is
 // the time of the token's ID, Unix ms; Checked the mark taken before the
-// last Redis check that found the token live, or zero.
+// last Redis check that found the token (and its parents) live, or zero;
+// Parents an exchanged token's, each Issued its ID's time.
 type LogQuery = revocation.Query
 
 // LogVerdict is Decide's answer (revocation.Verdict).
@@ -91,12 +97,16 @@ func (s *Service) fromLog(v *Verified, now time.Time) (m LogMark, done bool, err
 		return 0, false, nil
 	}
 	checked := v.mark.Load()
+	var parents []revocation.Parent
+	if v.lineage != nil {
+		parents = v.lineage.parents
+	}
 	if checked == markRevoked {
 		s.stats.revoked.Add(1)
 		return 0, true, errLogRevoked
 	}
 	switch r.Decide(now, LogQuery{JTI: v.claims.ID, Subject: v.claims.Subject, Client: v.claims.ClientID,
-		Issued: v.parts.Time.UnixMilli(), Checked: LogMark(checked)}) {
+		Issued: v.parts.Time.UnixMilli(), Checked: LogMark(checked), Parents: parents}) {
 	case LogLive:
 		s.stats.live.Add(1)
 		return 0, true, nil

@@ -272,8 +272,9 @@ func (s *Service) Issue(ctx context.Context, c *clients.Client, req IssueRequest
 }
 
 // validate checks a token: signature (EdDSA, one of our kids), typ, iss, exp
-// and iat, then its session: what Options.Revocations says of it, and when
-// it cannot tell (or there is none) its session record in Redis; an opaque
+// and iat, then its session and its parents' (parents.go): what
+// Options.Revocations says of them, and when it cannot tell (or there is
+// none) their session records in Redis; an opaque
 // token, its secret against its record (validateOpaque). It is Verdict's
 // first step and unexported: a token it passes may still be one of a
 // disabled client, or for another audience (checkClient). Any
@@ -297,10 +298,7 @@ func (s *Service) validate(ctx context.Context, raw string) (*Verified, error) {
 	case done:
 		return v, nil
 	}
-	sess, err := s.store.Session(ctx, v.session)
-	if err == nil {
-		err = SessionLive(v.parts.Time.UnixMilli(), sess)
-	}
+	err = s.sessionLive(ctx, v) // and its parents'
 	s.checked(v, m, err)
 	if err != nil {
 		if errors.Is(err, ErrRevoked) {
@@ -329,9 +327,13 @@ func (s *Service) verify(raw string, now time.Time) (*Verified, error) {
 	if err != nil {
 		return nil, refusal.New(ErrInvalidToken, "scope: %w", err)
 	}
+	session := s.store.Handle(SessionRef{JTI: claims.ID, Subject: claims.Subject, Client: claims.ClientID, Issued: parts.Time})
+	lin, err := s.lineageOf(claims, session)
+	if err != nil {
+		return nil, err
+	}
 	v = &Verified{
-		claims: *claims, id: id, parts: parts, scopes: scopes,
-		session:    s.store.Handle(SessionRef{JTI: claims.ID, Subject: claims.Subject, Client: claims.ClientID, Issued: parts.Time}),
+		claims: *claims, id: id, parts: parts, scopes: scopes, session: session, lineage: lin,
 		cacheUntil: claims.ExpiresAt.Add(s.opts.Leeway),
 	}
 	s.cache.put(&sum, v, now)

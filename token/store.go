@@ -31,6 +31,14 @@ type Store interface {
 	// Session returns what the store holds on the JWT of h (a Handle of
 	// this store's), for SessionLive.
 	Session(ctx context.Context, h SessionHandle) (Session, error)
+	// OpaqueHandle is Handle for the opaque token ref.JTI, whose record
+	// Session reads as a session of ref.Subject and ref.Client: its marker
+	// if the record names both, none ("") if it does not read or names
+	// others. An exchanged token's opaque parent is read so (Sessions).
+	OpaqueHandle(ref SessionRef) SessionHandle
+	// Sessions is Session for each of hs, in order, in one round trip
+	// where the store can: an exchanged token's and its parents'.
+	Sessions(ctx context.Context, hs []SessionHandle) ([]Session, error)
 	// CreateOpaque writes rec, the record of a new opaque token jti whose
 	// ID's time is issued, for ttl, with its subject's marker, and returns
 	// SessionCreated's verdict on it.

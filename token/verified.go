@@ -24,6 +24,7 @@ type Verified struct {
 	scopes []string
 
 	session    SessionHandle // the store's, for Store.Session
+	lineage    *lineage      // an exchanged token's parents (parents.go); nil for none
 	cacheUntil time.Time
 	// mark is the LogMark taken before the last Redis check that found
 	// the token live (0: none), or markRevoked once Redis found it
@@ -86,9 +87,9 @@ func (v *Verified) HasScopes(want []string) bool { return syntax.ContainsAll(v.s
 // MissingScopes returns the scopes of want the token does not carry, or nil.
 func (v *Verified) MissingScopes(want []string) []string { return syntax.Missing(v.scopes, want) }
 
-// Claims returns a copy of the token's claims, its aud and dates copied
-// too: for a caller that needs them whole (a test, a log line), off the
-// hot path.
+// Claims returns a copy of the token's claims, its aud, dates, actors and
+// parents copied too: for a caller that needs them whole (a test, a log
+// line), off the hot path.
 func (v *Verified) Claims() Claims {
 	c := v.claims
 	c.Audience = slices.Clone(c.Audience)
@@ -104,7 +105,7 @@ func (v *Verified) Claims() Claims {
 		nbf := *c.NotBefore
 		c.NotBefore = &nbf
 	}
-	c.Act, c.MayAct, c.Parents = cloneActor(c.Act), cloneActor(c.MayAct), slices.Clone(c.Parents)
+	c.Act, c.MayAct, c.Parents = c.Act.Clone(), c.MayAct.Clone(), slices.Clone(c.Parents)
 	return c
 }
 
