@@ -3,11 +3,13 @@ package client
 import (
 	"context"
 	"fmt"
-	"github.com/snowtoken/snowtoken/client/internal/refusal"
-	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/snowtoken/snowtoken/client/internal/refusal"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // Claims are what a valid token says.
@@ -32,6 +34,11 @@ type Claims struct {
 	// nil for a token with no actor. Only the outermost counts for
 	// authorization (Actor).
 	Act *jwtpolicy.Actor
+
+	// parents are an exchanged token's (its parents claim), each with its
+	// iat, as RevocationCheck Follow judges them (the cascade: the token
+	// is revoked when any of them is); nil for any other token.
+	parents []revocation.Parent
 }
 
 // Actor is the sub of the token's outermost act: the party acting for the

@@ -275,13 +275,14 @@ func (f *feedIssuer) serveValidate(w http.ResponseWriter, r *http.Request) {
 		"scope": "orders:read", "iss": f.URL, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "jti": "4198400", "worker_id": 1})
 }
 
-// token is a token of f for subject, issued at the clock's now.
-func (f *feedIssuer) token(t *testing.T, jti, subject, clientID string) string {
+// token is a token of f for subject, issued at the clock's now; an
+// exchanged one when it has parents.
+func (f *feedIssuer) token(t *testing.T, jti, subject, clientID string, parents ...jwtpolicy.Parent) string {
 	t.Helper()
 	now := f.clock.Now()
 	return f.signJWT("at+jwt", jwtpolicy.Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: f.URL, Subject: subject, ID: jti,
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))},
-		ClientID: clientID, Scope: "orders:read",
+		ClientID: clientID, Scope: "orders:read", Parents: parents,
 	}, f.key)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snowtoken/snowtoken/client"
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 )
 
 // follower is a Validator following f, closed when t ends.
@@ -93,6 +94,57 @@ func TestFollowRefusesRevoked(t *testing.T) {
 	near := f.token(t, "1005", "erin", "orders-app")
 	f.revoke("s", "erin", clk.Now().UnixMilli(), false)
 	eventually(t, "a token within the leeway of its subject's revocation", wantErr(v, near, client.ErrUnavailable))
+}
+
+// TestFollowCascade: an exchanged token is refused when any of its parents
+// is revoked, each judged on its own iat: a parent by its jti, a
+// grandparent by its client's cutoff after it was issued (and before the
+// token was), a parent by its subject's revocation after it was issued
+// (and before the token was); the same token without parents passes, and
+// no call goes to the issuer.
+func TestFollowCascade(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	f := newFeedIssuer(t, clk)
+	v := follower(t, f, client.Options{})
+	ago := func(d time.Duration) int64 { return clk.Now().Add(-d).Unix() }
+	parent := func(jti, clientID string, d time.Duration) jwtpolicy.Parent {
+		return jwtpolicy.Parent{ID: jti, ClientID: clientID, IssuedAt: ago(d)}
+	}
+	cases := []struct {
+		name         string
+		child, plain string
+		revoke       func()
+	}{
+		{name: "its parent revoked by jti",
+			child:  f.token(t, "3001", "alice", "orders-app", parent("2001", "web", 2*time.Minute), parent("1001", "web", 3*time.Minute)),
+			plain:  f.token(t, "3001", "alice", "orders-app"),
+			revoke: func() { f.revoke("t", "2001", clk.Now().UnixMilli(), false) }},
+		{name: "its grandparent's client cut off after the grandparent was issued",
+			child:  f.token(t, "3002", "bob", "orders-app", parent("2002", "web", 2*time.Minute), parent("1002", "partner", 3*time.Minute)),
+			plain:  f.token(t, "3002", "bob", "orders-app"),
+			revoke: func() { f.revoke("c", "partner", clk.Now().Add(-time.Minute).UnixMilli(), false) }},
+		{name: "its subject revoked after its parent was issued, before it was",
+			child:  f.token(t, "3003", "carol", "orders-app", parent("2003", "web", 2*time.Minute)),
+			plain:  f.token(t, "3003", "carol", "orders-app"),
+			revoke: func() { f.revoke("s", "carol", clk.Now().Add(-time.Minute).UnixMilli(), false) }},
+	}
+	for _, c := range cases {
+		for _, tok := range []string{c.child, c.plain} {
+			if _, err := v.Validate(t.Context(), tok); err != nil {
+				t.Fatalf("%s: before any revocation: %v", c.name, err)
+			}
+		}
+	}
+	for _, c := range cases {
+		c.revoke()
+		eventually(t, c.name, wantErr(v, c.child, client.ErrInvalidToken))
+		if _, err := v.Validate(t.Context(), c.plain); err != nil {
+			t.Errorf("%s: the token without parents: %v", c.name, err)
+		}
+	}
+	if n := f.requests("/token/validate"); n != 0 {
+		t.Errorf("%d calls to /token/validate, want none", n)
+	}
 }
 
 // goStale makes the feed stale: the issuer stops its heartbeats, every

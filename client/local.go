@@ -16,6 +16,7 @@ import (
 	"github.com/snowtoken/snowtoken/client/internal/refusal"
 	"github.com/snowtoken/snowtoken/client/jwk"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/client/revocation"
 )
 
 // verifyLocal checks raw's signature against the issuer's keys and its
@@ -57,7 +58,22 @@ func (v *Validator) verifyLocal(ctx context.Context, raw string) (*Claims, error
 		Issuer: cl.Issuer, Audience: cl.Audience,
 		IssuedAt: cl.IssuedAt.Time, ExpiresAt: cl.ExpiresAt.Time,
 		JTI: cl.ID, WorkerID: worker, JKT: cl.Confirmation.JKT, Act: cl.Act,
+		parents: parentsOf(cl.Parents),
 	}, nil
+}
+
+// parentsOf is an exchanged token's parents as the revocation rule judges
+// them: each with its iat, in Unix ms (DecideFeed takes it to the second).
+// jwtpolicy checked their shape; nil for none.
+func parentsOf(ps []jwtpolicy.Parent) []revocation.Parent {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]revocation.Parent, len(ps))
+	for i, p := range ps {
+		out[i] = revocation.Parent{JTI: p.ID, Client: p.ClientID, Issued: p.IssuedAt * 1000}
+	}
+	return out
 }
 
 // errUnknownKid is a kid the issuer's JWKS does not hold.
