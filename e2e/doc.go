@@ -24,7 +24,8 @@
 // limits_test, authlimit_test), commands against running replicas (clientcmd_test,
 // keyscmd_test, operations_*), live reload (reload_test), Redis faults and
 // deployments (faults_test, redisloss_test, redisdeploy_test), the
-// revocation log (revlog_e2e_test), DPoP with proofs of an independent
+// revocation log (revlog_e2e_test) and its cascade to exchanged tokens
+// (cascade_e2e_test), DPoP with proofs of an independent
 // library across two replicas and a gateway (dpop_test), tracing, monitoring (promrules_test:
 // the alert rules with promtool and their runbooks; observability_test: the metrics
 // reference against /metrics, a real Prometheus scraping a real replica), the README's examples

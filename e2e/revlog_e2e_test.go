@@ -819,18 +819,7 @@ func TestRevlogFeedConsumer(t *testing.T) {
 	creds := newFleetCreds(t, bin)
 	f := startRevlogFleet(t, bin, creds, redistest.NewConfiguredServer(t), 2, revlogThreshold)
 	v := startFollower(t, f.reps[0], creds.admin)
-	refused := func(tok fleetToken, why string) {
-		t.Helper()
-		for end := time.Now().Add(fleetRejectWait); ; time.Sleep(5 * time.Millisecond) {
-			_, err := v.Validate(t.Context(), tok.AccessToken)
-			if errors.Is(err, client.ErrInvalidToken) {
-				return
-			}
-			if time.Now().After(end) {
-				t.Fatalf("token %d %s: %v, want ErrInvalidToken", tok.TokenID, why, err)
-			}
-		}
-	}
+	refused := func(tok fleetToken, why string) { t.Helper(); consumerRefuses(t, v, tok, why) }
 	tok := f.issue(t, f.reps[1], creds.svc)
 	if _, err := v.Validate(t.Context(), tok.AccessToken); err != nil {
 		t.Fatalf("a live token: %v", err)
@@ -839,4 +828,19 @@ func TestRevlogFeedConsumer(t *testing.T) {
 		t.Fatalf("revoke: %d", status)
 	}
 	refused(tok, "revoked at another replica")
+}
+
+// consumerRefuses checks that the Follow consumer v refuses tok as
+// invalid within fleetRejectWait (a bound for a hung test).
+func consumerRefuses(tb testing.TB, v *client.Validator, tok fleetToken, why string) {
+	tb.Helper()
+	for end := time.Now().Add(fleetRejectWait); ; time.Sleep(5 * time.Millisecond) {
+		_, err := v.Validate(tb.Context(), tok.AccessToken)
+		if errors.Is(err, client.ErrInvalidToken) {
+			return
+		}
+		if time.Now().After(end) {
+			tb.Fatalf("token %d at the consumer %s: %v, want ErrInvalidToken", tok.TokenID, why, err)
+		}
+	}
 }
