@@ -43,7 +43,10 @@
 // MGET and a GET in one pipeline. Issue reads the client key too, in the
 // script that writes the record (in its pipeline on a Cluster), and hands
 // out no token whose ID the client's revocation covers (ErrClientRevoking):
-// no round trip more.
+// no round trip more. An exchanged token is live only while each of its
+// parents is too (token's cascade): Sessions reads the three keys of the
+// token and of each parent (an opaque parent's record st:o:<jti> in place
+// of a session record) in one MGET, or on a Cluster one pipeline of GETs.
 //
 // An opaque token carries its ID and secret only, so its record (st:o:) is
 // found by the ID and names the subject and client whose keys decide the
