@@ -70,7 +70,9 @@
 // polled until it answers 401; it prints each one's time from the revoke's
 // 200 to that 401 (p50, p99 against the target of 100 ms, max), and fails
 // if a replica or the consumer accepted a revoked token past
-// -revocation-timeout. -revocation-consumer=false leaves the consumer out. The issuers inherit this
+// -revocation-timeout. -revocation-parent revokes a parent instead and
+// polls a token exchanged from it (the cascade; cascade.go).
+// -revocation-consumer=false leaves the consumer out. The issuers inherit this
 // process's environment, so SNOWTOKEN_REVLOG_THRESHOLD=off go run ./cmd/load
 // -revocation -revocation-consumer=false measures them with the revocation
 // log off (on an issuer that has the setting; with no log there is no feed

@@ -29,6 +29,8 @@ import (
 //	     on every replica and the consumer, in a goroutine each: the same GET every
 //	       -revocation-poll until a 401 arrives (t_refused) or -revocation-timeout
 //	   per replica and for the consumer: t_refused - t0, p50, p99 (target ≤ 100 ms), max
+//	   -revocation-parent (cascade.go): the token revoked is a parent JWT, the one
+//	     validated and polled a token exchanged from it
 var (
 	revocation = flag.Bool("revocation", false, "run only the revocation scenario (after the build and redis-server): three issuer replicas, "+
 		"-revocations revocations under a validation load, and each replica's time from a revoke's 200 to its first 401 for the token")
@@ -122,6 +124,12 @@ func revocationScenario(dir, bin, consumerBin string, cfg issuerConfig, basic, o
 		defer reps[k].proc.stop()
 		reps[k].pid = reps[k].proc.cmd.Process.Pid
 	}
+	if *revocationParent {
+		var err error
+		if cascade, err = newExchanger(cfg.keyPath); err != nil {
+			return err
+		}
+	}
 	vals := make([]validator, 0, replicas+1)
 	for k, r := range reps {
 		if err := waitHTTP(r.url + "/readyz"); err != nil {
@@ -160,6 +168,9 @@ func revocationScenario(dir, bin, consumerBin string, cfg issuerConfig, basic, o
 	if *revocationConsumer {
 		fmt.Printf(" and a consumer following replica 1's revocation feed (cmd/consumer -mode follow: client.Local, client.Follow, FailClosed, "+
 			"FeedThreshold %v)", client.DefaultFeedThreshold)
+	}
+	if cascade != nil {
+		fmt.Print("; the cascade (-revocation-parent): each revocation revokes a parent JWT, and the token polled is one exchanged from it")
 	}
 	fmt.Print("\n\n")
 	if err := quietCommands(reps, bg, perReplica, cfg.redisPort); err != nil {

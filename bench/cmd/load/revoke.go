@@ -48,13 +48,23 @@ func runRevocations(reps []*replica, vals []validator, basic, opaqueBasic string
 // JWT for even i, opaque for odd, validated on every one of vals that
 // checks it first; then each of those polled until it refuses it, into
 // into[k] for vals[k].
+//
+// With -revocation-parent (cascade set), the token revoked is a parent, a
+// JWT, and the token validated and polled is one exchanged from it.
 func revokeOne(reps []*replica, vals []validator, i int, basic, opaqueBasic string, into []refusal) error {
-	revoker, opaque := i%replicas, i%2 == 1
+	revoker, opaque := i%replicas, i%2 == 1 && cascade == nil
 	auth := basic
 	if opaque {
 		auth = opaqueBasic
 	}
-	tok, err := issue(reps[revoker].url, auth)
+	var tok, revoked string
+	var err error
+	if cascade != nil {
+		revoked, tok, err = cascade.issueExchanged(reps[revoker].url, auth)
+	} else {
+		tok, err = issue(reps[revoker].url, auth)
+		revoked = tok
+	}
 	if err != nil {
 		return err
 	}
@@ -66,7 +76,7 @@ func revokeOne(reps []*replica, vals []validator, i int, basic, opaqueBasic stri
 			}
 		}
 	}
-	if err := revoke(reps[revoker].url, auth, tok); err != nil {
+	if err := revoke(reps[revoker].url, auth, revoked); err != nil {
 		return err
 	}
 	t0 := time.Now()
@@ -119,11 +129,15 @@ func printRefusals(w io.Writer, vals []validator, results [][]refusal, backgroun
 		consumer = " and, JWTs only (its local mode refuses opaque tokens outright), on the consumer, which has no load of its own; for the " +
 			"consumer, \"another replica\" is one other than the replica whose feed it follows"
 	}
-	fmt.Fprintf(w, "\nrevocation to refusal: %d revocations in %v, %d in flight, each issued and revoked on replica i%%%d (JWT and opaque alternately) "+
+	formats := "JWT and opaque alternately"
+	if cascade != nil {
+		formats = "a parent JWT revoked, a token exchanged from it polled"
+	}
+	fmt.Fprintf(w, "\nrevocation to refusal: %d revocations in %v, %d in flight, each issued and revoked on replica i%%%d (%s) "+
 		"after one validation on every replica%s; under %d hot validations/s on each replica (open loop); each polled every %v; latency from "+
 		"the revoke's 200 arriving here to the first 401 arriving here (one round trip and up to one poll interval above the validator's own); "+
 		"the lower bound is from the revoke's 200 to the sending of the last validation answered 200 (0 if the first was refused):\n\n",
-		len(results), took.Round(time.Millisecond), *revocationC, replicas, consumer, perReplica, *revocationPoll)
+		len(results), took.Round(time.Millisecond), *revocationC, replicas, formats, consumer, perReplica, *revocationPoll)
 	fmt.Fprintf(w, "| validator | revocations | refused | p50 | p99 (target ≤ %v) | max | p99 revoked on another replica | p99 JWT | p99 opaque | "+
 		"refused at the first poll | p99 lower bound | never refused within %v | answers neither 200 nor 401 |\n", refusalTarget, *revocationTimeout)
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
