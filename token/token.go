@@ -43,6 +43,10 @@
 // a disabled client's token. What it returns (Verified, verified.go) is
 // shared through the cache and read through accessors only.
 //
+// An exchanged token (RFC 8693) is revoked with any of its parents, each
+// judged as a token of its own, from the log and from Redis alike
+// (parents.go, the cascade).
+//
 // Verifying an Ed25519 signature costs ~60 µs, so Verdict remembers JWTs it
 // has verified, keyed by the SHA-256 of the token, until they expire (with
 // Options.Revocations, opaque tokens too, with their claims). The cache
