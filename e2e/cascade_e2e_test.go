@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/client"
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/internal/jwttest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
@@ -120,5 +122,20 @@ func TestRevlogExchangedCascade(t *testing.T) {
 				t.Errorf("the exchanged token after its parent's revocation: %d, want 401", status)
 			}
 		})
+	}
+}
+
+// consumerRefuses checks that the Follow consumer v refuses tok as
+// invalid within fleetRejectWait (a bound for a hung test).
+func consumerRefuses(tb testing.TB, v *client.Validator, tok fleetToken, why string) {
+	tb.Helper()
+	for end := time.Now().Add(fleetRejectWait); ; time.Sleep(5 * time.Millisecond) {
+		_, err := v.Validate(tb.Context(), tok.AccessToken)
+		if errors.Is(err, client.ErrInvalidToken) {
+			return
+		}
+		if time.Now().After(end) {
+			tb.Fatalf("token %d at the consumer %s: %v, want ErrInvalidToken", tok.TokenID, why, err)
+		}
 	}
 }

@@ -19,7 +19,6 @@ package e2e
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -33,7 +32,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/snowtoken/snowtoken/client"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/redisstore"
@@ -828,19 +826,4 @@ func TestRevlogFeedConsumer(t *testing.T) {
 		t.Fatalf("revoke: %d", status)
 	}
 	refused(tok, "revoked at another replica")
-}
-
-// consumerRefuses checks that the Follow consumer v refuses tok as
-// invalid within fleetRejectWait (a bound for a hung test).
-func consumerRefuses(tb testing.TB, v *client.Validator, tok fleetToken, why string) {
-	tb.Helper()
-	for end := time.Now().Add(fleetRejectWait); ; time.Sleep(5 * time.Millisecond) {
-		_, err := v.Validate(tb.Context(), tok.AccessToken)
-		if errors.Is(err, client.ErrInvalidToken) {
-			return
-		}
-		if time.Now().After(end) {
-			tb.Fatalf("token %d at the consumer %s: %v, want ErrInvalidToken", tok.TokenID, why, err)
-		}
-	}
 }

@@ -264,3 +264,17 @@ func TestValidateExchangedFromLog(t *testing.T) {
 		t.Error("the subject's revocation: no Redis command; only its markers can tell")
 	}
 }
+
+// countedEnv is an env on a Redis of its own whose round trips rt
+// counts, taking a Cluster's paths if cluster is set.
+func countedEnv(tb testing.TB, cluster bool) (*env, *redistest.Redis, *roundTrips) {
+	tb.Helper()
+	r := redistest.New(tb)
+	rt := &roundTrips{}
+	r.Client.AddHook(rt)
+	e := newEnvOn(tb, r, Options{})
+	if cluster {
+		e.takeClusterPaths(tb, Options{})
+	}
+	return e, r, rt
+}

@@ -262,20 +262,6 @@ func TestRevocationLogTrimmed(t *testing.T) {
 	})
 }
 
-// countedEnv is an env on a Redis of its own whose round trips rt
-// counts, taking a Cluster's paths if cluster is set.
-func countedEnv(tb testing.TB, cluster bool) (*env, *redistest.Redis, *roundTrips) {
-	tb.Helper()
-	r := redistest.New(tb)
-	rt := &roundTrips{}
-	r.Client.AddHook(rt)
-	e := newEnvOn(tb, r, Options{})
-	if cluster {
-		e.takeClusterPaths(tb, Options{})
-	}
-	return e, r, rt
-}
-
 // roundTrips counts what a Redis client sends: each pipeline is one round
 // trip, and the names of its commands.
 type roundTrips struct {
