@@ -45,9 +45,10 @@ import (
 // later than the subject token's (and the actor token's), the client's
 // lifetime and format, never a refresh token.
 
-// MaxChain caps an exchanged token's parents and the depth of its act: an
-// exchange whose result would need more is refused.
-const MaxChain = 4
+// MaxChain caps an exchanged token's parents and the depth of its act
+// (jwtpolicy.MaxChain, which every reader holds them to): an exchange whose
+// result would need more is refused.
+const MaxChain = jwtpolicy.MaxChain
 
 // TokenTypeAccessToken is RFC 8693 §3's token type of an access token: the
 // one type Exchange takes and issues.
@@ -172,7 +173,7 @@ func (s *Service) actorOf(ctx context.Context, cs *clients.Registry, c *clients.
 		case sub.claims.MayAct != nil:
 			return nil, notAfter, refusal.New(ErrInvalidRequest, "subject_token refused: its may_act names who may act for its subject: send that actor's actor_token")
 		}
-		return cloneActor(sub.claims.Act), notAfter, nil // never dropped
+		return sub.claims.Act.Clone(), notAfter, nil // never dropped
 	}
 	a, err := s.Verdict(ctx, cs, Request{Token: req.ActorToken})
 	if err != nil {
@@ -188,7 +189,7 @@ func (s *Service) actorOf(ctx context.Context, cs *clients.Registry, c *clients.
 	case sub.claims.MayAct != nil && !s.mayAct(sub.claims.MayAct, a):
 		return nil, notAfter, refusal.New(ErrInvalidRequest, "actor_token refused: its subject is not the one the subject_token's may_act names")
 	}
-	act := &jwtpolicy.Actor{Subject: a.Subject(), ClientID: a.ClientID(), Act: cloneActor(sub.claims.Act)}
+	act := &jwtpolicy.Actor{Subject: a.Subject(), ClientID: a.ClientID(), Act: sub.claims.Act.Clone()}
 	if a.ExpiresAt().Before(notAfter) {
 		notAfter = a.ExpiresAt()
 	}
@@ -241,14 +242,4 @@ func depth(a *jwtpolicy.Actor) int {
 		n++
 	}
 	return n
-}
-
-// cloneActor returns a deep copy of a: a Verified's claims are shared.
-func cloneActor(a *jwtpolicy.Actor) *jwtpolicy.Actor {
-	if a == nil {
-		return nil
-	}
-	c := *a
-	c.Act = cloneActor(a.Act)
-	return &c
 }

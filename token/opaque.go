@@ -204,9 +204,15 @@ func (s *Service) readOpaque(ctx context.Context, id snowflakealg.ID, jti string
 		id: id, parts: parts, scopes: scopes,
 		cacheUntil: exp.Add(s.opts.Leeway),
 	}
-	if r.Chain != "" { // an exchanged token
+	if r.Chain != "" { // an exchanged token: revoked with any of its parents (parents.go)
 		if v.claims.Act, v.claims.Parents, err = decodeChain(r.Chain); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		}
+		switch err := s.opaqueParentsLive(ctx, v); {
+		case errors.Is(err, ErrRevoked):
+			return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		case err != nil:
+			return nil, err
 		}
 	}
 	return v, nil

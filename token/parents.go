@@ -98,10 +98,38 @@ func (s *Service) sessionLive(ctx context.Context, v *Verified) error {
 	if err := SessionLive(issued, sessions[0]); err != nil {
 		return err
 	}
+	return v.parentsLive(sessions[1:])
+}
+
+// parentsLive judges v's parents by what the store holds on them
+// (sessions, in the order of its parents claim), each by SessionLive on
+// its own ID's time: nil when all are live, else the first revoked one's
+// refusal, wrapping ErrRevoked.
+func (v *Verified) parentsLive(sessions []Session) error {
 	for i, p := range v.claims.Parents {
-		if err := SessionLive(v.lineage.parents[i].Issued, sessions[i+1]); err != nil {
+		if err := SessionLive(v.lineage.parents[i].Issued, sessions[i]); err != nil {
 			return refusal.Describe(fmt.Errorf("parent %.24s: %w", p.ID, err), errParentRevoked)
 		}
 	}
 	return nil
+}
+
+// opaqueParentsLive is sessionLive's cascade for an opaque token v whose
+// own record was read already (readOpaque): its lineage, and what the
+// store holds on each of its parents, in a second round trip.
+func (s *Service) opaqueParentsLive(ctx context.Context, v *Verified) error {
+	own := s.store.OpaqueHandle(SessionRef{JTI: v.claims.ID, Subject: v.claims.Subject, Client: v.claims.ClientID, Issued: v.parts.Time})
+	lin, err := s.lineageOf(&v.claims, own)
+	if err != nil || lin == nil {
+		return err
+	}
+	v.lineage = lin
+	sessions, err := s.store.Sessions(ctx, lin.handles[1:])
+	if err != nil {
+		return err
+	}
+	if len(sessions) != len(lin.parents) {
+		return fmt.Errorf("%w: the store answered %d sessions for %d", ErrUnavailable, len(sessions), len(lin.parents))
+	}
+	return v.parentsLive(sessions)
 }

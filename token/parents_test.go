@@ -3,6 +3,7 @@ package token_test
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -277,4 +278,39 @@ func countedEnv(tb testing.TB, cluster bool) (*env, *redistest.Redis, *roundTrip
 		e.takeClusterPaths(tb, Options{})
 	}
 	return e, r, rt
+}
+
+// TestValidateExchangedOpaque: an opaque exchanged token (its parents in
+// its record) is revoked with its parent, whether Redis is read (no log)
+// or the log decides on the cached token (the parents reach its query).
+func TestValidateExchangedOpaque(t *testing.T) {
+	for _, withLog := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no log", true: "log"}[withLog], func(t *testing.T) {
+			e := newEnv(t, Options{})
+			if withLog {
+				e.svc = e.newService(t, e.keys, e.ids, Options{Revocations: newCoreLog(t, e.clock.Now)})
+			}
+			ctx := t.Context()
+			parent := e.issue(t, e.svc, "gateway", IssueRequest{Subject: "alice"})
+			p := parentOf(t, e.svc, parent.AccessToken)
+			chain := `"parents":[{"jti":"` + p.ID + `","client_id":"gateway","iat":` + strconv.FormatInt(p.IssuedAt, 10) + `}]`
+			child, err := e.svc.IssueWithChain(ctx, e.clients["ogateway"], "alice", chain, 10*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(child.AccessToken, OpaquePrefix) {
+				t.Fatalf("ogateway's token %q is not opaque", child.AccessToken)
+			}
+			v := mustValidate(t, e.svc, child.AccessToken)
+			if got := v.Claims().Parents; len(got) != 1 || got[0].ID != p.ID {
+				t.Fatalf("parents %+v, want %s", got, p.ID)
+			}
+			if _, err := e.svc.Revoke(ctx, e.clients["gateway"], parent.AccessToken); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.svc.Validate(ctx, child.AccessToken); !errors.Is(err, ErrRevoked) {
+				t.Fatalf("the parent revoked: Validate(child) = %v, want ErrRevoked", err)
+			}
+		})
+	}
 }

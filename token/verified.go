@@ -111,7 +111,7 @@ func (v *Verified) Claims() Claims {
 
 // Act returns a copy of the token's act (RFC 8693 §4.1), nil for none: the
 // outermost actor is the one acting now, the one that counts.
-func (v *Verified) Act() *jwtpolicy.Actor { return cloneActor(v.claims.Act) }
+func (v *Verified) Act() *jwtpolicy.Actor { return v.claims.Act.Clone() }
 
 // ActorSubject is the sub of the token's outermost act, "" for none: who
 // acts for the subject now.
