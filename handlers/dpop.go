@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"strings"
 
@@ -25,10 +27,10 @@ import (
 // The proof's checks are package client/dpop's; its replay record is
 // Options.DPoP.Replay, which every replica must share (redisstore.Proofs).
 
-// proofHeader returns the request's DPoP header, and whether it has one;
-// more than one is refused (RFC 9449 §4.3, step 1).
-func proofHeader(c *gin.Context) (string, bool, error) {
-	vs := c.Request.Header.Values("DPoP")
+// proofHeader returns the DPoP header of a request's headers h, and
+// whether it has one; more than one is refused (RFC 9449 §4.3, step 1).
+func proofHeader(h http.Header) (string, bool, error) {
+	vs := h.Values("DPoP")
 	switch len(vs) {
 	case 0:
 		return "", false, nil
@@ -41,12 +43,13 @@ func proofHeader(c *gin.Context) (string, bool, error) {
 // checkProof checks proof, sent with a request of method to url that
 // presents accessToken (none at the token endpoint), and returns it once
 // accepted and recorded against replay: verifyProof, then recordProof.
-func (s *Server) checkProof(c *gin.Context, st *set, proof, method, url, accessToken string) (*dpop.Proof, error) {
-	p, err := s.verifyProof(c, st, proof, method, url, accessToken)
+// The answer's headers are h (a fresh nonce's DPoP-Nonce).
+func (s *Server) checkProof(ctx context.Context, h http.Header, st *set, proof, method, url, accessToken string) (*dpop.Proof, error) {
+	p, err := s.verifyProof(h, st, proof, method, url, accessToken)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.recordProof(c, p); err != nil {
+	if err := s.recordProof(ctx, p); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -54,8 +57,9 @@ func (s *Server) checkProof(c *gin.Context, st *set, proof, method, url, accessT
 
 // verifyProof makes every check of a proof but the replay check (it
 // records nothing). A refusal is ErrDPoPProof, or ErrDPoPNonce with a
-// fresh DPoP-Nonce header set, made with st's nonces.
-func (s *Server) verifyProof(c *gin.Context, st *set, proof, method, url, accessToken string) (*dpop.Proof, error) {
+// fresh DPoP-Nonce header set in h, the answer's headers, made with st's
+// nonces.
+func (s *Server) verifyProof(h http.Header, st *set, proof, method, url, accessToken string) (*dpop.Proof, error) {
 	now := s.now()
 	p, err := s.dpop.Verify(proof, dpop.Request{Method: method, URL: url, AccessToken: accessToken}, now)
 	switch {
@@ -65,7 +69,7 @@ func (s *Server) verifyProof(c *gin.Context, st *set, proof, method, url, access
 		return nil, refusal.Describe(fmt.Errorf("%w: %w", token.ErrInvalidRequest, err),
 			"X-Forwarded-Proto, -Host and -Uri do not make an absolute http(s) URL a DPoP proof can name")
 	case errors.Is(err, dpop.ErrUseNonce):
-		c.Header("DPoP-Nonce", st.nonces.give(now))
+		h.Set("DPoP-Nonce", st.nonces.give(now))
 		return nil, fmt.Errorf("%w: %w", ErrDPoPNonce, err)
 	}
 	return nil, fmt.Errorf("%w: %w", ErrDPoPProof, err)
@@ -75,8 +79,8 @@ func (s *Server) verifyProof(c *gin.Context, st *set, proof, method, url, access
 // the record every replica shares: a proof seen before is ErrDPoPProof; a
 // record that does not answer is token.ErrUnavailable (redisstore's), never
 // a pass.
-func (s *Server) recordProof(c *gin.Context, p *dpop.Proof) error {
-	err := s.dpop.Record(c.Request.Context(), p, s.now())
+func (s *Server) recordProof(ctx context.Context, p *dpop.Proof) error {
+	err := s.dpop.Record(ctx, p, s.now())
 	if err == nil || errors.Is(err, dpop.ErrReplayRecord) {
 		return err
 	}
@@ -102,21 +106,36 @@ func (s *Server) resourceRequest(c *gin.Context) (method, url string, err error)
 		return c.Request.Method, s.opts.BaseURL + c.Request.URL.Path, nil
 	}
 	var v [4]string
-	for i, name := range [...]string{dpop.HeaderForwardedMethod, dpop.HeaderForwardedProto, dpop.HeaderForwardedHost, dpop.HeaderForwardedURI} {
+	for i, name := range forwardedNames {
 		vs := h.Values(name)
 		if len(vs) != 1 || vs[0] == "" {
 			return "", "", refusal.New(token.ErrInvalidRequest, "a forwarded request needs exactly one %s", name)
 		}
 		v[i] = vs[0]
 	}
+	return originalRequest(v, forwardedNames)
+}
+
+// forwardedNames are the headers a DPoP forwarder names the original
+// request in, in originalRequest's order.
+var forwardedNames = [4]string{dpop.HeaderForwardedMethod, dpop.HeaderForwardedProto, dpop.HeaderForwardedHost, dpop.HeaderForwardedURI}
+
+// originalRequest is the method and absolute URL of the request a gateway
+// names, as method, scheme, host and path (v, in that order; names are
+// where each came from, for the refusal): the one rule for a forwarder's
+// X-Forwarded-* headers and for an ext_authz CheckRequest's attributes
+// (Authorize). A method that is not an HTTP token, a scheme other than
+// http and https, or a host and path that do not make an absolute URL
+// are the request's invalid_request.
+func originalRequest(v, names [4]string) (method, url string, err error) {
 	method, proto, host, uri := v[0], strings.ToLower(v[1]), v[2], v[3]
 	switch {
 	case !isToken(method):
-		return "", "", refusal.New(token.ErrInvalidRequest, "%s %.32q is not a method", dpop.HeaderForwardedMethod, method)
+		return "", "", refusal.New(token.ErrInvalidRequest, "%s %.32q is not a method", names[0], method)
 	case proto != "http" && proto != "https":
-		return "", "", refusal.New(token.ErrInvalidRequest, "%s %.32q is not http or https", dpop.HeaderForwardedProto, proto)
-	case strings.ContainsAny(host, "/?#@ ") || !strings.HasPrefix(uri, "/"):
-		return "", "", refusal.New(token.ErrInvalidRequest, "%s and %s must be a host and an absolute path", dpop.HeaderForwardedHost, dpop.HeaderForwardedURI)
+		return "", "", refusal.New(token.ErrInvalidRequest, "%s %.32q is not http or https", names[1], proto)
+	case host == "" || strings.ContainsAny(host, "/?#@ ") || !strings.HasPrefix(uri, "/"):
+		return "", "", refusal.New(token.ErrInvalidRequest, "%s and %s must be a host and an absolute path", names[2], names[3])
 	}
 	return method, proto + "://" + host + uri, nil
 }
@@ -175,7 +194,7 @@ func parsePrefixes(name string, list []string) ([]netip.Prefix, error) {
 // and is recorded against replay. No DPoP header is an empty thumbprint,
 // which the verdict refuses.
 func (s *Server) proofKey(c *gin.Context, st *set, raw string) (string, error) {
-	proof, ok, err := proofHeader(c)
+	proof, ok, err := proofHeader(c.Request.Header)
 	if err != nil || !ok {
 		return "", err
 	}
@@ -183,7 +202,7 @@ func (s *Server) proofKey(c *gin.Context, st *set, raw string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p, err := s.checkProof(c, st, proof, method, url, raw)
+	p, err := s.checkProof(c.Request.Context(), c.Writer.Header(), st, proof, method, url, raw)
 	if _, forwarded := c.Request.Header[dpop.HeaderForwardedMethod]; (errors.Is(err, dpop.ErrURL) || errors.Is(err, dpop.ErrMethod)) && forwarded && !s.fromForwarder(c) {
 		return "", refusal.Describe(err, description(err)+"; the X-Forwarded-* headers were ignored: the caller is not in SNOWTOKEN_DPOP_FORWARDERS")
 	}

@@ -181,47 +181,61 @@ func (a *answer) told(err error) string {
 	return a.fallback
 }
 
-// fail writes err as the protocol's own error. It is the one place that
-// writes errors as HTTP, as answers says: status, error code, challenge
-// header and Retry-After. The description shown is told's, never
-// the Go error chain, which is logged instead: at debug for a client's
-// error (a mismatched issuer's expected and received values are there), as
-// an error for a server's, whose description is a fixed text. Neither ever
-// holds a token or secret.
+// fail writes err as the protocol's own error, as refuse makes it, and
+// ends the request.
 func (s *Server) fail(c *gin.Context, err error) {
+	onValidate := strings.HasPrefix(c.FullPath(), "/token/validate")
+	status, body := s.refuse(c.Writer.Header(), err, c.FullPath(), onValidate, func() string {
+		q, _ := query(c) // it parsed: an insufficient scope comes after it
+		return requiredScope(q)
+	})
+	c.AbortWithStatusJSON(status, body)
+}
+
+// refuse is the one place that makes an error an HTTP answer, for every
+// front door (fail for the routes, Refusal for a gateway's check), as
+// answers says: it sets the answer's headers in h (the challenge,
+// Retry-After, Cache-Control; the identity headers removed) and returns
+// its status and OAuth2 body. resource says the answer is a resource's to
+// a presented token (GET /token/validate, a gateway's check), which gets
+// the bearer and DPoP challenges; scope, called only for an insufficient
+// scope, is the scope that was required, for the challenge. route names
+// the front door in the logs.
+//
+// The description shown is told's, never the Go error chain, which is
+// logged instead: at debug for a client's error (a mismatched issuer's
+// expected and received values are there), as an error for a server's,
+// whose description is a fixed text. Neither ever holds a token or secret.
+func (s *Server) refuse(h http.Header, err error, route string, resource bool, scope func() string) (int, oauthError) {
 	a := answerFor(err)
 	status := a.status
-	onValidate := strings.HasPrefix(c.FullPath(), "/token/validate")
 	if a.retry {
-		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
+		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds(err)))
 	}
-	if a.dpop && onValidate {
+	if a.dpop && resource {
 		status = http.StatusUnauthorized
-		c.Header("WWW-Authenticate", s.dpopChallenge(a.code))
-	} else if a.challenge != "" && (!a.bearerOnly || onValidate) {
+		h.Set("WWW-Authenticate", s.dpopChallenge(a.code))
+	} else if a.challenge != "" && (!a.bearerOnly || resource) {
 		challenge := a.challenge
 		if a.challengeScope {
-			q, _ := query(c) // it parsed: an insufficient scope comes after it
-			challenge += `, scope="` + requiredScope(q) + `"`
+			challenge += `, scope="` + scope() + `"`
 		}
-		c.Header("WWW-Authenticate", challenge)
+		h.Set("WWW-Authenticate", challenge)
 	}
 	if a.unavailable {
 		s.metrics.redisErrors.Inc()
 	}
 	if a.logMsg != "" {
-		s.log.Log(context.Background(), a.logLevel, a.logMsg, "route", c.FullPath(), "err", err)
+		s.log.Log(context.Background(), a.logLevel, a.logMsg, "route", route, "err", err)
 	}
 	if status < http.StatusInternalServerError {
-		s.log.Debug("request refused", "route", c.FullPath(), "status", status, "err", err)
+		s.log.Debug("request refused", "route", route, "status", status, "err", err)
 	}
-	desc := a.told(err)
-	h := c.Writer.Header()
-	for _, k := range [...]string{hdrSubject, hdrClient, hdrScope, hdrTokenID, hdrActor} {
+	for _, k := range IdentityHeaders {
 		delete(h, k) // an identity must never come with an error, even after a panic
 	}
-	c.Header("Cache-Control", "no-store")
-	c.AbortWithStatusJSON(status, oauthError{Error: a.code, Description: desc})
+	h.Set("Cache-Control", "no-store")
+	return status, oauthError{Error: a.code, Description: a.told(err)}
 }
 
 // retryAfterSeconds is how long a client should wait: what the error says

@@ -42,11 +42,11 @@ const (
 // before is one signature, bounded by the proof's size
 // (dpop.Options.MaxLength). It returns the proof, nil for none.
 func (s *Server) issueProof(c *gin.Context, st *set) (*dpop.Proof, error) {
-	raw, ok, err := proofHeader(c)
+	raw, ok, err := proofHeader(c.Request.Header)
 	if err != nil || !ok {
 		return nil, err
 	}
-	return s.verifyProof(c, st, raw, http.MethodPost, s.tokenURL(), "")
+	return s.verifyProof(c.Writer.Header(), st, raw, http.MethodPost, s.tokenURL(), "")
 }
 
 // issue serves POST /token for the client cl authenticated, with the

@@ -97,7 +97,7 @@ func newMetrics(reg *prometheus.Registry, ids IDs, clients func() *clients.Regis
 	// Every known label value at 0 from the start: an alert's rate works
 	// before the first event, and a scrape shows every series.
 	for i, f := range tokenFormats {
-		for _, o := range validationOutcomes {
+		for _, o := range ValidationOutcomes {
 			m.validations.WithLabelValues(o, f)
 		}
 		m.byFormat[i] = formatSeries{validated: m.validated.WithLabelValues(f)}
@@ -150,9 +150,9 @@ func (m *metrics) issue(f string, start time.Time) {
 	m.byFormat[i].issuedIn.Observe(time.Since(start).Seconds())
 }
 
-// validationOutcomes are the outcome labels of snowtoken_validations_total,
-// as validation names them.
-var validationOutcomes = [...]string{"valid", "revoked", "dpop_refused", "invalid", "insufficient_scope", "unavailable", "bad_request"}
+// ValidationOutcomes are the outcome labels of
+// snowtoken_validations_total, as Outcome names them.
+var ValidationOutcomes = [...]string{"valid", "revoked", "dpop_refused", "invalid", "insufficient_scope", "unavailable", "bad_request"}
 
 // middleware counts and times every request by route template and status.
 func (m *metrics) middleware(c *gin.Context) {
@@ -204,27 +204,33 @@ func (m *metrics) newSeries(route string, status int) *routeSeries {
 	return &routeSeries{requests: m.requests.WithLabelValues(route, code), latency: m.latency.WithLabelValues(route, code)}
 }
 
+// Outcome names a verdict's answer, err (nil: valid), by one of
+// ValidationOutcomes: the outcome label of snowtoken_validations_total and
+// of a gateway's checks (package handlers/extauthz).
+func Outcome(err error) string {
+	switch {
+	case err == nil:
+		return "valid"
+	case errors.Is(err, token.ErrRevoked):
+		return "revoked"
+	case errors.Is(err, ErrDPoPProof), errors.Is(err, ErrDPoPNonce), errors.Is(err, ErrDPoPBound):
+		return "dpop_refused" // a bound token without its proof: a stolen token's sign
+	case errors.Is(err, token.ErrInvalidToken), errors.Is(err, ErrNoToken):
+		return "invalid"
+	case errors.Is(err, token.ErrInsufficientScope):
+		return "insufficient_scope"
+	case errors.Is(err, token.ErrUnavailable):
+		return "unavailable"
+	}
+	return "bad_request"
+}
+
 // validation counts one validation of raw by outcome and format, and times
 // it from start.
 func (m *metrics) validation(raw string, start time.Time, err error) {
 	f := formatIndex(raw)
 	m.byFormat[f].validated.Observe(time.Since(start).Seconds())
-	outcome := "valid"
-	switch {
-	case err == nil:
-	case errors.Is(err, token.ErrRevoked):
-		outcome = "revoked"
-	case errors.Is(err, ErrDPoPProof), errors.Is(err, ErrDPoPNonce), errors.Is(err, ErrDPoPBound):
-		outcome = "dpop_refused" // a bound token without its proof: a stolen token's sign
-	case errors.Is(err, token.ErrInvalidToken), errors.Is(err, ErrNoToken):
-		outcome = "invalid"
-	case errors.Is(err, token.ErrInsufficientScope):
-		outcome = "insufficient_scope"
-	case errors.Is(err, token.ErrUnavailable):
-		outcome = "unavailable"
-	default:
-		outcome = "bad_request"
-	}
+	outcome := Outcome(err)
 	m.validations.WithLabelValues(outcome, tokenFormats[f]).Inc()
 }
 

@@ -25,7 +25,12 @@ func bearer(c *gin.Context, q url.Values) (raw string, asDPoP bool, err error) {
 	if q.Has("access_token") {
 		return "", false, refusal.New(token.ErrInvalidRequest, "a token in the URL is refused (URLs are logged); use Authorization: Bearer")
 	}
-	raw, asDPoP, err = jwtpolicy.Presented(c.Request.Header)
+	return presented(c.Request.Header)
+}
+
+// presented reads the token of a request's headers h as bearer says.
+func presented(h http.Header) (raw string, asDPoP bool, err error) {
+	raw, asDPoP, err = jwtpolicy.Presented(h)
 	switch {
 	case errors.Is(err, jwtpolicy.ErrAuthorizations):
 		return "", false, fmt.Errorf("%w: %w", token.ErrInvalidRequest, err)
@@ -36,16 +41,20 @@ func bearer(c *gin.Context, q url.Values) (raw string, asDPoP bool, err error) {
 }
 
 // The identity headers of a successful validation, for gateways; never set
-// on any other answer.
+// on any other answer. A gateway's check (Authorize) answers with them too.
 const (
-	hdrSubject = "X-Auth-Subject"
-	hdrClient  = "X-Auth-Client"
-	hdrScope   = "X-Auth-Scope"
-	hdrTokenID = "X-Auth-Token-Id"
-	// hdrActor is an exchanged token's outermost act's sub (RFC 8693
+	HeaderSubject = "X-Auth-Subject"
+	HeaderClient  = "X-Auth-Client"
+	HeaderScope   = "X-Auth-Scope"
+	HeaderTokenID = "X-Auth-Token-Id"
+	// HeaderActor is an exchanged token's outermost act's sub (RFC 8693
 	// §4.1: the one actor that counts), absent for a token without act.
-	hdrActor = "X-Auth-Actor"
+	HeaderActor = "X-Auth-Actor"
 )
+
+// IdentityHeaders are the identity headers, in the order of setIdentity's
+// values.
+var IdentityHeaders = [...]string{HeaderSubject, HeaderClient, HeaderScope, HeaderTokenID, HeaderActor}
 
 // claimsResponse is the body of a successful validation, and of an active
 // introspection (RFC 7662 §2.2).
@@ -111,20 +120,24 @@ func (s *Server) validate(c *gin.Context, cl call) {
 	s.metrics.validation(raw, start, nil)
 	var resp claimsResponse
 	resp.set(v)
-	// The identity headers for gateways, set in the map directly: their keys
-	// are canonical already, and one backing array serves the five values.
 	// Set last, just before the 200 is written: fail removes them as well.
-	vals := [...]string{"no-store", v.Subject(), v.ClientID(), v.Scope(), v.JTI()}
-	h := c.Writer.Header()
-	h["Cache-Control"] = vals[0:1:1]
-	h[hdrSubject] = vals[1:2:2]
-	h[hdrClient] = vals[2:3:3]
-	h[hdrScope] = vals[3:4:4]
-	h[hdrTokenID] = vals[4:5:5]
-	if actor := v.ActorSubject(); actor != "" {
-		h[hdrActor] = []string{actor}
-	}
+	setIdentity(c.Writer.Header(), v)
 	writeJSON(c, http.StatusOK, &resp)
+}
+
+// setIdentity sets in h the headers of v's valid answer: Cache-Control and
+// the identity headers for gateways, in the map directly: their keys are
+// canonical already, and one backing array serves the six values.
+func setIdentity(h http.Header, v *token.Verified) {
+	vals := [...]string{"no-store", v.Subject(), v.ClientID(), v.Scope(), v.JTI(), v.ActorSubject()}
+	h["Cache-Control"] = vals[0:1:1]
+	for i, k := range IdentityHeaders {
+		if vals[i+1] == "" && k == HeaderActor { // a token without act: no actor header
+			delete(h, k)
+			continue
+		}
+		h[k] = vals[i+1 : i+2 : i+2]
+	}
 }
 
 // checkBearer asks the verdict (token.Service.Verdict) of the request's
