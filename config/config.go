@@ -56,6 +56,7 @@ type Var struct {
 var Vars = []Var{
 	{"SNOWTOKEN_ADDR", ":8080", "listen address"},
 	{"SNOWTOKEN_METRICS_ADDR", "127.0.0.1:9464", "listen address of GET /metrics (Prometheus), apart from the API so the public port does not serve it; off: no metrics listener"},
+	{"SNOWTOKEN_EXTAUTHZ_ADDR", "off", "listen address of Envoy's ext_authz gRPC service (envoy.service.auth.v3.Authorization, with gRPC health), for Istio, Envoy Gateway, Contour and Envoy (docs/gateways.md); off: none"},
 	{"SNOWTOKEN_PPROF", "false", "true: also serve Go's profiles (net/http/pprof) at /debug/pprof/ on SNOWTOKEN_METRICS_ADDR, never on the API's port; for profiling under load, and keep that listener private"},
 	{"SNOWTOKEN_MAX_CONNS", "(the open-file limit less 256, or half of it below 512)", "most client connections open at once on SNOWTOKEN_ADDR; more wait in the kernel's backlog until one closes, and idle keep-alive connections are closed while at the cap"},
 	{"SNOWTOKEN_FEED_MAX_SUBSCRIBERS", "(half of SNOWTOKEN_MAX_CONNS, at most 1000)", "most streams and waiting polls of the revocation feed at once, each holding a connection; below SNOWTOKEN_MAX_CONNS, so that the feed never holds every connection; past it 503"},
@@ -107,6 +108,7 @@ var Vars = []Var{
 type Config struct {
 	Addr            string
 	MetricsAddr     string // empty: no metrics listener
+	ExtAuthzAddr    string // empty: no ext_authz listener
 	Pprof           bool   // serve /debug/pprof/ on the metrics listener
 	MaxConns        int    // 0: derived from the open-file limit (cmd/server)
 	Production      bool
@@ -187,6 +189,12 @@ func Load(getenv func(string) string) (Config, error) {
 		c.MetricsAddr = ""
 	} else if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 		bad("SNOWTOKEN_METRICS_ADDR", c.MetricsAddr, errors.New("want host:port, such as 127.0.0.1:9464 or :9090, or off"))
+	}
+	if v := getenv("SNOWTOKEN_EXTAUTHZ_ADDR"); v != "" && !strings.EqualFold(v, "off") {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			bad("SNOWTOKEN_EXTAUTHZ_ADDR", v, errors.New("want host:port, such as :9191, or off"))
+		}
+		c.ExtAuthzAddr = v
 	}
 	if v := getenv("SNOWTOKEN_PPROF"); v != "" {
 		var err error

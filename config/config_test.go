@@ -196,6 +196,11 @@ func TestLoadValues(t *testing.T) {
 			t.Errorf("MetricsAddr with SNOWTOKEN_METRICS_ADDR=%s = %q, want none", off, got)
 		}
 	}
+	for v, want := range map[string]string{"": "", "off": "", "OFF": "", ":9191": ":9191", "10.0.0.7:9191": "10.0.0.7:9191"} {
+		if got := mustLoad(t, map[string]string{"SNOWTOKEN_EXTAUTHZ_ADDR": v}).ExtAuthzAddr; got != want {
+			t.Errorf("ExtAuthzAddr with SNOWTOKEN_EXTAUTHZ_ADDR=%q = %q, want %q", v, got, want)
+		}
+	}
 	if got, want := mustLoad(t, map[string]string{"SNOWTOKEN_ADDR": "127.0.0.1:0"}).Issuer, "http://localhost:0"; got != want {
 		t.Errorf("Issuer with SNOWTOKEN_ADDR=127.0.0.1:0 = %q, want %q", got, want)
 	}
@@ -256,6 +261,8 @@ func TestLoadRejects(t *testing.T) {
 		{map[string]string{"SNOWTOKEN_LOG_LEVEL": "loud"}, "SNOWTOKEN_LOG_LEVEL"},
 		{map[string]string{"SNOWTOKEN_METRICS_ADDR": "9090"}, "SNOWTOKEN_METRICS_ADDR"},
 		{map[string]string{"SNOWTOKEN_METRICS_ADDR": "none"}, "SNOWTOKEN_METRICS_ADDR"},
+		{map[string]string{"SNOWTOKEN_EXTAUTHZ_ADDR": "9191"}, "SNOWTOKEN_EXTAUTHZ_ADDR"},
+		{map[string]string{"SNOWTOKEN_EXTAUTHZ_ADDR": "on"}, "SNOWTOKEN_EXTAUTHZ_ADDR"},
 		{map[string]string{"SNOWTOKEN_PPROF": "yes please"}, "SNOWTOKEN_PPROF"},
 		{map[string]string{"SNOWTOKEN_PPROF": "true", "SNOWTOKEN_METRICS_ADDR": "off"}, "SNOWTOKEN_PPROF"},
 		{map[string]string{"SNOWTOKEN_MAX_CONNS": "0"}, "SNOWTOKEN_MAX_CONNS"},

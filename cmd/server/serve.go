@@ -76,6 +76,11 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		return err
 	}
 	defer stopMetrics()
+	ext, err := listenExtAuthz(cfg.ExtAuthzAddr)
+	if err != nil {
+		return err
+	}
+	defer ext.close()
 
 	rdb, stopRedis, err := openRedis(ctx, cfg, log)
 	if err != nil {
@@ -178,7 +183,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		}
 	})
 	ln = newCapListener(ln.(*net.TCPListener), maxConns)
-	log.Info("listening", "addr", ln.Addr().String(), "metrics_addr", metricsAddr, "max_conns", maxConns,
+	log.Info("listening", "addr", ln.Addr().String(), "metrics_addr", metricsAddr, "extauthz_addr", ext.addr(), "max_conns", maxConns,
 		"feed_max_subscribers", feedMax, "feed_max_per_client", feedPerClient,
 		"issuer", cfg.Issuer, "worker_id", worker,
 		"bits", cfg.Bits.String(), "epoch", cfg.Epoch, "signing_kid", keys.SigningKeyID(), "production", cfg.Production,
@@ -187,8 +192,12 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 		printDevBanner(stdout, cfg, ln.Addr().String(), keys.SigningKeyID(), worker, devSecrets)
 	}
 
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	if err := ext.serve(h, reg, tp, log, errc); err != nil {
+		return err
+	}
+	defer ext.stop(context.Background()) // after a failed start; on the way out it has stopped already
 	select {
 	case err := <-errc:
 		return err
@@ -201,6 +210,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	// the store and, last, release the lease.
 	log.Info("shutting down: draining", "drain", cfg.ShutdownDrain)
 	draining.Store(true)
+	ext.drain()
 	select {
 	case <-time.After(cfg.ShutdownDrain):
 	case err := <-errc:
@@ -209,6 +219,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 	log.Info("shutting down: finishing in-flight requests")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
+	ext.stop(sctx)
 	if err := finish(sctx, srv, ln, errc, conns); err != nil {
 		return err
 	}
