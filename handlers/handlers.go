@@ -33,13 +33,14 @@
 //	exchange.go    POST /token: token exchange (token.Service.Exchange)
 //	validate.go    GET /token/validate: the verdict (token.Service.Verdict) to HTTP
 //	txn.go         the Transaction Token a validation mints when asked (package token/txn)
+//	authorize.go   the same verdict and answer for a gateway's check, gin-free (Authorize; package extauthz)
 //	introspect.go  POST /token/introspect
 //	revoke.go      POST /token/revoke, DELETE .../tokens (admin)
 //	revfeed.go     /revocations... (the feed itself is package revfeed)
 //	metadata.go    JWKS, RFC 8414 metadata, /ids, /healthz, /readyz
 //	request.go     the parsing the routes share: query, form, client credentials
 //	authlimit.go   client authentication behind the failed-authentication limit
-//	errors.go      errors to HTTP answers: one table (answers), read by fail
+//	errors.go      errors to HTTP answers: one table (answers), read by refuse for every front door
 //	description.go what a client is told of an error (description)
 //	audit.go, metrics.go, jsonbody.go  audit log, Prometheus series, hot JSON bodies
 //
