@@ -7,6 +7,10 @@
 // waiting on one Redis round trip under net/http — the round trip, the
 // goroutine parked and woken, net/http's background read of a connection
 // whose handler blocks — reads off the load tool's table beside the issuer.
+//
+// With -extauthz it serves, instead, the floor of Envoy's ext_authz Check
+// (extauthz.go): a bare grpc-go Authorization server that answers every
+// CheckRequest OK with fixed identity headers.
 package main
 
 import (
@@ -21,7 +25,11 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:18081", "listen address")
 	redisURL := flag.String("redis", "", "a redis:// URL: read one key per request before answering (empty: no Redis)")
+	extAuthz := flag.Bool("extauthz", false, "serve a bare ext_authz gRPC Authorization server on -addr instead")
 	flag.Parse()
+	if *extAuthz {
+		log.Fatal(serveExtAuthz(*addr))
+	}
 	body := []byte(`{"active":true,"sub":"bench","client_id":"bench","scope":"read"}`)
 	var rdb *redis.Client
 	if *redisURL != "" {

@@ -232,6 +232,14 @@ func run() (err error) {
 	cfg.issuerURL = issuerURL
 	bareURL := fmt.Sprintf("http://127.0.0.1:%d", barePort)
 	issuerEnv, metrics := withProfiles(cfg.env(issuerPort, 1))
+	// The ext_authz listener, and the bare grpc-go server beside it
+	// (extauthz.go).
+	checkPort, bareCheckPort := 0, 0
+	if *extAuthzRows {
+		checkPort, _ = freePort()
+		bareCheckPort, _ = freePort()
+		issuerEnv = append(issuerEnv, "SNOWTOKEN_EXTAUTHZ_ADDR=127.0.0.1:"+strconv.Itoa(checkPort))
+	}
 	issuerMetrics = metrics
 	issuer, err := start(dir, bin("snowtoken"), issuerEnv)
 	if err != nil {
@@ -341,6 +349,23 @@ func run() (err error) {
 	}
 	if err := wrkTable(dir, rows, redisPort); err != nil {
 		return err
+	}
+	if *extAuthzRows {
+		bareCheck, err := startAs(dir, "bare-extauthz", bin("bare"), nil, "-extauthz", "-addr", "127.0.0.1:"+strconv.Itoa(bareCheckPort))
+		if err != nil {
+			return err
+		}
+		defer bareCheck.stop()
+		hot, err := issue(issuerURL, basic)
+		if err != nil {
+			return err
+		}
+		if err := checkTable(
+			checkServer{name: "bare grpc-go Authorization, fixed OK", addr: "127.0.0.1:" + strconv.Itoa(bareCheckPort), pid: bareCheck.cmd.Process.Pid},
+			checkServer{name: "ext_authz Check, hot (same JWT)", addr: "127.0.0.1:" + strconv.Itoa(checkPort), pid: s.issuerPid, redisPort: redisPort},
+			hot); err != nil {
+			return err
+		}
 	}
 	if *chartPath != "" {
 		if err := writeChart(*chartPath, chartTitle(len(rows[0].all)), chartBars(rows)); err != nil {
