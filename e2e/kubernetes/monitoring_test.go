@@ -248,6 +248,13 @@ func TestComponentMonitoring(t *testing.T) {
 // an operator adds it (see requireKubectl).
 func renderMonitoring(tb testing.TB) []byte {
 	tb.Helper()
+	return renderComponent(tb, "monitoring")
+}
+
+// renderComponent renders the production overlay with the component name
+// (components/name), as an operator adds it (see requireKubectl).
+func renderComponent(tb testing.TB, name string) []byte {
+	tb.Helper()
 	root, err := os.Getwd()
 	if err != nil {
 		tb.Fatal(err)
@@ -260,13 +267,13 @@ func renderMonitoring(tb testing.TB) []byte {
 		tb.Fatal(err)
 	}
 	kust := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: snowtoken\nresources:\n  - " +
-		filepath.Join(rel, "overlays", "production") + "\ncomponents:\n  - " + filepath.Join(rel, "components", "monitoring") + "\n"
+		filepath.Join(rel, "overlays", "production") + "\ncomponents:\n  - " + filepath.Join(rel, "components", name) + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
 		tb.Fatal(err)
 	}
 	out, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
 	if err != nil {
-		tb.Fatalf("kubectl kustomize (production + components/monitoring): %v\n%s", err, out)
+		tb.Fatalf("kubectl kustomize (production + components/%s): %v\n%s", name, err, out)
 	}
 	return out
 }
