@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,11 +51,11 @@ func (e *extAuthz) close() {
 
 // serve serves h's checks and reports SERVING; what the server returns,
 // if it stops on its own, goes to errc.
-func (e *extAuthz) serve(h *handlers.Server, reg *prometheus.Registry, tp trace.TracerProvider, log *slog.Logger, errc chan<- error) error {
+func (e *extAuthz) serve(h *handlers.Server, reg *prometheus.Registry, tp trace.TracerProvider, errc chan<- error) error {
 	if e.ln == nil {
 		return nil
 	}
-	srv, err := extauthz.New(extauthz.Options{Authorizer: h, Registry: reg, TracerProvider: tp, Logger: log})
+	srv, err := extauthz.New(extauthz.Options{Authorizer: h, Registry: reg, TracerProvider: tp})
 	if err != nil {
 		return err
 	}

@@ -194,7 +194,7 @@ func Serve(ctx context.Context, env map[string]string, stdout io.Writer) error {
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
-	if err := ext.serve(h, reg, tp, log, errc); err != nil {
+	if err := ext.serve(h, reg, tp, errc); err != nil {
 		return err
 	}
 	defer ext.stop(context.Background()) // after a failed start; on the way out it has stopped already

@@ -45,7 +45,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -111,8 +110,6 @@ type Options struct {
 	// MaxRecvMsgSize bounds a CheckRequest, in bytes. Zero means
 	// DefaultMaxRecvMsgSize; a negative size is an error.
 	MaxRecvMsgSize int
-	// Logger receives the server's own errors. Nil means slog.Default().
-	Logger *slog.Logger
 }
 
 // Server is the Authorization service, with gRPC's health service, on a
@@ -123,7 +120,6 @@ type Server struct {
 	grpc    *grpc.Server
 	health  *health.Server
 	metrics *metrics
-	log     *slog.Logger
 }
 
 // New returns a Server for opts, not yet serving.
@@ -139,9 +135,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
 	m, err := newMetrics(opts.Registry)
 	if err != nil {
 		return nil, err
@@ -155,7 +148,7 @@ func New(opts Options) (*Server, error) {
 	if opts.TracerProvider != nil {
 		sopts = append(sopts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(opts.TracerProvider))))
 	}
-	s := &Server{auth: opts.Authorizer, grpc: grpc.NewServer(sopts...), health: health.NewServer(), metrics: m, log: opts.Logger}
+	s := &Server{auth: opts.Authorizer, grpc: grpc.NewServer(sopts...), health: health.NewServer(), metrics: m}
 	authv3.RegisterAuthorizationServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.SetServing(false)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/token"
@@ -157,4 +158,32 @@ func TestNewOptions(t *testing.T) {
 			t.Errorf("New(%+v): %v, want ErrOptions", o, err)
 		}
 	}
+}
+
+// FuzzResource: any CheckRequest Envoy could send is read without a panic,
+// to the two credential headers alone, and one with a context extension
+// other than audience and scope is refused.
+func FuzzResource(f *testing.F) {
+	seed, _ := proto.Marshal(httpRequest(&authv3.AttributeContext_HttpRequest{Method: "GET", Path: "/",
+		Headers: map[string]string{"authorization": "Bearer x", "dpop": "p"}}, map[string]string{"scope": "read"}))
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var req authv3.CheckRequest
+		if proto.Unmarshal(b, &req) != nil {
+			return
+		}
+		r, err := resource(&req)
+		unknown := false
+		for k := range req.GetAttributes().GetContextExtensions() {
+			unknown = unknown || k != ExtensionAudience && k != ExtensionScope
+		}
+		if unknown != errors.Is(err, ErrExtension) {
+			t.Fatalf("extensions %v: %v", req.GetAttributes().GetContextExtensions(), err)
+		}
+		for k := range r.Header {
+			if k != "Authorization" && k != "Dpop" {
+				t.Fatalf("header %q read", k)
+			}
+		}
+	})
 }
