@@ -43,7 +43,7 @@ const (
 
 // extAuthzIssuer starts a production issuer with the ext_authz listener,
 // 127.0.0.1 a DPoP forwarder (the HTTP side of the comparison), and a gRPC
-// client of it.
+// client of it: TestExtAuthz's.
 func extAuthzIssuer(t *testing.T) (*issuer, authv3.AuthorizationClient, *grpc.ClientConn) {
 	t.Helper()
 	addr := fleetAddr(t, "127.0.0.1")
@@ -70,8 +70,14 @@ type extCase struct {
 	code     string // the OAuth2 error; none on a pass
 }
 
-func TestExtAuthzMatchesValidate(t *testing.T) {
+// TestExtAuthz runs both groups on one issuer.
+func TestExtAuthz(t *testing.T) {
 	p, client, conn := extAuthzIssuer(t)
+	t.Run("matches GET /token/validate", func(t *testing.T) { matchesValidate(t, p, client, conn) })
+	t.Run("limits", func(t *testing.T) { extAuthzLimits(t, p, client) })
+}
+
+func matchesValidate(t *testing.T, p *issuer, client authv3.AuthorizationClient, conn *grpc.ClientConn) {
 	valid := p.issue(t, p.creds.svc, "alice")
 	revoked := p.issue(t, p.creds.svc, "bob")
 	if st := p.revoke(t, p.creds.svc, revoked); st != http.StatusOK {
@@ -276,12 +282,11 @@ func tampered(tok string) string {
 	return string(b)
 }
 
-// TestExtAuthzLimits: what only the gRPC door has. A client's copy of an
+// extAuthzLimits: what only the gRPC door has. A client's copy of an
 // identity header is replaced on a pass; a context extension other than
 // audience and scope is the server's error; a CheckRequest past the size
 // bound is refused before it is read; a call past its deadline is no pass.
-func TestExtAuthzLimits(t *testing.T) {
-	p, client, _ := extAuthzIssuer(t)
+func extAuthzLimits(t *testing.T, p *issuer, client authv3.AuthorizationClient) {
 	tok := p.issue(t, p.creds.svc, "carol")
 	headers := map[string]string{"authorization": "Bearer " + tok.AccessToken, "x-auth-subject": "root", "x-auth-client": "admin"}
 

@@ -46,7 +46,8 @@ func startObsReplica(t *testing.T) (*issuer, *redistest.Server) {
 		keys := filepath.Join(t.TempDir(), "keys")
 		fleetCommand(t, bin, "keys", "rotate", "-dir", keys, "-adopt", creds.keyPath)
 		fleetCommand(t, bin, "keys", "rotate", "-dir", keys) // a next key
-		return []string{"SNOWTOKEN_SIGNING_KEYS", keys}
+		// The ext_authz listener, whose series exist only with it.
+		return []string{"SNOWTOKEN_SIGNING_KEYS", keys, "SNOWTOKEN_EXTAUTHZ_ADDR", fleetAddr(t, "127.0.0.37")}
 	}})
 	creds := p.creds
 
