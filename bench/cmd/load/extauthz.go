@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +25,10 @@ import (
 // a hot token (hotCommands: the lease renewals and revocation-log
 // heartbeats, amortised).
 
-var extAuthzRows = flag.Bool("extauthz", true, "also measure ext_authz Check over gRPC against a bare grpc-go server (extauthz.go)")
+var (
+	extAuthzRows = flag.Bool("extauthz", true, "also measure ext_authz Check over gRPC against a bare grpc-go server (extauthz.go)")
+	extAuthzOnly = flag.Bool("extauthz-only", false, "measure the ext_authz Check rows alone, after the issuer starts")
+)
 
 // checkConns is how many gRPC connections carry the calls: a few Envoys.
 const checkConns = 4
@@ -55,6 +59,24 @@ func (r checkRun) cpuPerCall() time.Duration {
 		return 0
 	}
 	return r.cpu / time.Duration(r.calls)
+}
+
+// checkRows starts the bare grpc-go server on barePort, issues a token
+// and runs checkTable against it and the issuer's listener on issuerPort.
+func checkRows(dir, bareBin, issuerURL, basic string, barePort, issuerPort, issuerPid, redisPort int) error {
+	bare, err := startAs(dir, "bare-extauthz", bareBin, nil, "-extauthz", "-addr", "127.0.0.1:"+strconv.Itoa(barePort))
+	if err != nil {
+		return err
+	}
+	defer bare.stop()
+	hot, err := issue(issuerURL, basic)
+	if err != nil {
+		return err
+	}
+	return checkTable(
+		checkServer{name: "bare grpc-go Authorization, fixed OK", addr: "127.0.0.1:" + strconv.Itoa(barePort), pid: bare.cmd.Process.Pid},
+		checkServer{name: "ext_authz Check, hot (same JWT)", addr: "127.0.0.1:" + strconv.Itoa(issuerPort), pid: issuerPid, redisPort: redisPort},
+		hot)
 }
 
 // checkTable runs -rounds rounds of the bare server then the issuer's

@@ -54,6 +54,11 @@
 //
 //	cd bench && go run ./cmd/load -ids-only
 //
+// With -extauthz-only it runs the ext_authz Check rows alone (extauthz.go),
+// after the build, redis-server and the issuer:
+//
+//	cd bench && go run ./cmd/load -extauthz-only -d 3s -rounds 1
+//
 // With -revocation it runs the revocation scenario alone instead
 // (revocation.go), after the build and redis-server:
 //
@@ -131,7 +136,7 @@ func run() (err error) {
 	if err != nil {
 		return err
 	}
-	if *idsOnly || *idBench && !*revocation {
+	if *idsOnly || *idBench && !*revocation && !*extAuthzOnly {
 		// The ID engine beside bwmarrin/snowflake and sony/sonyflake, before
 		// any server runs, so that nothing else shares the cores (ids.go).
 		if err := runIDs(dir); err != nil {
@@ -235,7 +240,7 @@ func run() (err error) {
 	// The ext_authz listener, and the bare grpc-go server beside it
 	// (extauthz.go).
 	checkPort, bareCheckPort := 0, 0
-	if *extAuthzRows {
+	if *extAuthzRows || *extAuthzOnly {
 		checkPort, _ = freePort()
 		bareCheckPort, _ = freePort()
 		issuerEnv = append(issuerEnv, "SNOWTOKEN_EXTAUTHZ_ADDR=127.0.0.1:"+strconv.Itoa(checkPort))
@@ -265,6 +270,9 @@ func run() (err error) {
 		if err := waitHTTP(url); err != nil {
 			return err
 		}
+	}
+	if *extAuthzOnly {
+		return checkRows(dir, bin("bare"), issuerURL, basic, bareCheckPort, checkPort, issuer.cmd.Process.Pid, redisPort)
 	}
 	var pr *peer
 	if *withPeer {
@@ -351,19 +359,7 @@ func run() (err error) {
 		return err
 	}
 	if *extAuthzRows {
-		bareCheck, err := startAs(dir, "bare-extauthz", bin("bare"), nil, "-extauthz", "-addr", "127.0.0.1:"+strconv.Itoa(bareCheckPort))
-		if err != nil {
-			return err
-		}
-		defer bareCheck.stop()
-		hot, err := issue(issuerURL, basic)
-		if err != nil {
-			return err
-		}
-		if err := checkTable(
-			checkServer{name: "bare grpc-go Authorization, fixed OK", addr: "127.0.0.1:" + strconv.Itoa(bareCheckPort), pid: bareCheck.cmd.Process.Pid},
-			checkServer{name: "ext_authz Check, hot (same JWT)", addr: "127.0.0.1:" + strconv.Itoa(checkPort), pid: s.issuerPid, redisPort: redisPort},
-			hot); err != nil {
+		if err := checkRows(dir, bin("bare"), issuerURL, basic, bareCheckPort, checkPort, s.issuerPid, redisPort); err != nil {
 			return err
 		}
 	}
