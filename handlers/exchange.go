@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/snowtoken/snowtoken/client/txntoken"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/token"
 )
@@ -17,6 +18,10 @@ import (
 // token.
 func (s *Server) exchange(c *gin.Context, cl call, start time.Time) {
 	form := cl.form
+	if form.Get("requested_token_type") == txntoken.TokenType { // the Txn-Token Service (txnexchange.go)
+		s.txnExchange(c, cl)
+		return
+	}
 	req := token.ExchangeRequest{
 		SubjectToken: form.Get("subject_token"), SubjectTokenType: form.Get("subject_token_type"),
 		ActorToken: form.Get("actor_token"), ActorTokenType: form.Get("actor_token_type"),

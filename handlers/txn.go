@@ -30,7 +30,8 @@ const paramTxn = "txn_token"
 // for them fails closed rather than passing requests on without one.
 //
 // The token's scope is the scopes ?scope= required (the route's), or the
-// access token's when none are; req_wl is the access token's client; rctx
+// access token's when none are; req_wl is the access token's client; tctx
+// its client and its act (an exchanged token's actor, as it is); rctx
 // holds the client's address (req_ip, X-Forwarded-For from
 // Options.TrustedProxies, else the TCP peer) and, from a DPoP forwarder
 // (Options.DPoPForwarders) that names it, the original request's transport,
@@ -56,7 +57,7 @@ func (s *Server) txnToken(c *gin.Context, st *set, v *token.Verified) error {
 	if err != nil {
 		return err
 	}
-	req := txn.Request{Scopes: strings.Fields(requiredScope(q)), Workload: v.ClientID(), Context: rctx}
+	req := txn.Request{Scopes: strings.Fields(requiredScope(q)), Workload: v.ClientID(), Actor: v.Act(), Context: rctx}
 	tok, _, err := s.opts.Txn.Mint(c.Request.Context(), st.svc, v, req)
 	switch {
 	case err == nil:

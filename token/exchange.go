@@ -94,14 +94,11 @@ func (s *Service) Exchange(ctx context.Context, cs *clients.Registry, c *clients
 	if err := checkTypes(req); err != nil {
 		return Exchanged{}, err
 	}
-	sub, err := s.Verdict(ctx, cs, Request{Token: req.SubjectToken})
+	sub, err := s.subjectToken(ctx, cs, c, req.SubjectToken)
 	if err != nil {
-		return Exchanged{}, exchangeTokenError("subject_token", err)
+		return Exchanged{}, err
 	}
-	switch {
-	case sub.ClientID() != c.ID && !sub.ForAudience(c.ID):
-		return Exchanged{}, refusal.New(ErrInvalidRequest, "subject_token refused: it neither names client %q in its aud nor was issued to it", c.ID)
-	case sub.JKT() != "" && sub.JKT() != req.JKT:
+	if sub.JKT() != "" && sub.JKT() != req.JKT {
 		return Exchanged{}, refusal.New(ErrInvalidRequest, "subject_token refused: it is DPoP-bound: exchange it with a DPoP proof by its key")
 	}
 	if err := checkKey(c, req.JKT); err != nil {

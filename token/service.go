@@ -2,6 +2,7 @@ package token
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -429,6 +430,17 @@ var (
 	errUnknownKid = errors.New("token: unknown kid")
 	errDroppedKid = errors.New("token: the key was retired and every token it signed has expired")
 )
+
+// VerifyingKey returns the public key kid names if it verifies this
+// service's signatures now (the rule keyFor holds a JWT's kid to): for a
+// Transaction Token this issuer signed, presented back to it.
+func (s *Service) VerifyingKey(kid string) (ed25519.PublicKey, error) {
+	k, ok := s.keys.Lookup(kid)
+	if !ok || !s.verifies(k, s.opts.Now()) {
+		return nil, fmt.Errorf("%w %.32q", errUnknownKid, kid)
+	}
+	return k.Public, nil
+}
 
 func (s *Service) keyFor(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/snowtoken/snowtoken/bitsalloc"
+	"github.com/snowtoken/snowtoken/client/txntoken"
 )
 
 // MaxChain caps an exchanged token's ancestry (RFC 8693 token exchange):
@@ -33,13 +34,10 @@ var (
 
 // Actor is an act or may_act claim (RFC 8693 §4.1, §4.4): the party acting for the
 // token's subject; Act is the actor before it in a delegation chain (nesting, newest
-// outermost). Only the outermost actor counts for authorization (§4.1).
-type Actor struct {
-	Subject  string `json:"sub"`
-	Issuer   string `json:"iss,omitempty"`
-	ClientID string `json:"client_id,omitempty"`
-	Act      *Actor `json:"act,omitempty"`
-}
+// outermost). Only the outermost actor counts for authorization (§4.1). It is
+// txntoken.Actor, the one type of the claim: a Transaction Token's tctx carries the
+// act of the access token it was minted from as it is.
+type Actor = txntoken.Actor
 
 // Parent is one snowtoken token an exchanged token derives from: its jti, the client it
 // was issued to, its iat (Unix s), and whether it is opaque (its record is then the opaque
@@ -49,17 +47,6 @@ type Parent struct {
 	ClientID string `json:"client_id"`
 	IssuedAt int64  `json:"iat"`
 	Opaque   bool   `json:"opaque,omitempty"`
-}
-
-// Clone returns a deep copy of a, nil for nil: for a holder of shared
-// claims that hands out copies.
-func (a *Actor) Clone() *Actor {
-	if a == nil {
-		return nil
-	}
-	c := *a
-	c.Act = a.Act.Clone()
-	return &c
 }
 
 // decodeActor reads an act or may_act, depth actors deep already (0 for

@@ -102,12 +102,24 @@ type TransactionContext struct {
 }
 
 // Actor is an act claim (RFC 8693 §4.1): the party acting for the subject;
-// Act is the actor before it, newest outermost.
+// Act is the actor before it, newest outermost. It is the one type of the
+// claim: jwtpolicy.Actor, an access token's act and may_act, is this type.
 type Actor struct {
 	Subject  string `json:"sub"`
 	Issuer   string `json:"iss,omitempty"`
 	ClientID string `json:"client_id,omitempty"`
 	Act      *Actor `json:"act,omitempty"`
+}
+
+// Clone returns a deep copy of a, nil for nil: for a holder of shared
+// claims that hands out copies.
+func (a *Actor) Clone() *Actor {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.Act = a.Act.Clone()
+	return &c
 }
 
 // RequestContext is a Txn-Token's rctx: the environment of the request

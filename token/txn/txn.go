@@ -215,6 +215,43 @@ func New(opts Options, ids IDs) (*Minter, error) {
 // TrustDomain is the aud of the tokens m mints.
 func (m *Minter) TrustDomain() string { return m.opts.TrustDomain }
 
+// Replace makes a replacement of prev, a Txn-Token this issuer signed and
+// the caller verified, for the requesting workload workload, and returns
+// it signed by s (draft §Txn-Token as a subject_token): the same txn, sub,
+// aud, tctx and rctx; scope the scopes asked for (none: prev's), which must
+// be prev's or fewer; issued now, expiring after TTL but never after prev.
+// A replacement that would not narrow (Narrow) wraps ErrReplacement or
+// ErrScope.
+func (m *Minter) Replace(s Signer, prev txntoken.Claims, scopes []string, workload string) (string, txntoken.Claims, error) {
+	if workload == "" {
+		return "", txntoken.Claims{}, fmt.Errorf("%w: no requesting workload", ErrOptions)
+	}
+	now := m.opts.Now()
+	next := prev
+	next.IssuedAt, next.ExpiresAt, next.Workload = now.Unix(), min(prev.ExpiresAt, now.Add(m.opts.TTL).Unix()), workload
+	if len(scopes) > 0 {
+		next.Scope = strings.Join(scopes, " ")
+	}
+	if err := Narrow(prev, next, now); err != nil {
+		return "", txntoken.Claims{}, err
+	}
+	raw, err := sign(s, next)
+	return raw, next, err
+}
+
+// sign returns c signed by s as a Txn-Token: one Ed25519 signature.
+func sign(s Signer, c txntoken.Claims) (string, error) {
+	payload, err := c.MarshalJSON()
+	if err != nil {
+		return "", err
+	}
+	raw, err := s.SignEventPayload(txntoken.Type, base64.RawURLEncoding.AppendEncode(nil, payload))
+	if err != nil {
+		return "", err
+	}
+	return string(raw), nil
+}
+
 // Mint makes the claims of a Txn-Token for src and req (Claims), with a new
 // transaction ID, and returns them signed by s: one Ed25519 signature, no
 // Redis command. An ID the generator cannot give is its error.
@@ -227,13 +264,9 @@ func (m *Minter) Mint(ctx context.Context, s Signer, src Source, req Request) (s
 	if err != nil {
 		return "", txntoken.Claims{}, err
 	}
-	payload, err := c.MarshalJSON()
+	raw, err := sign(s, c)
 	if err != nil {
 		return "", txntoken.Claims{}, err
 	}
-	raw, err := s.SignEventPayload(txntoken.Type, base64.RawURLEncoding.AppendEncode(nil, payload))
-	if err != nil {
-		return "", txntoken.Claims{}, err
-	}
-	return string(raw), c, nil
+	return raw, c, nil
 }
