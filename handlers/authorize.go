@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/snowtoken/snowtoken/client/txntoken"
 	"github.com/snowtoken/snowtoken/token"
 )
 
@@ -24,6 +25,13 @@ type Resource struct {
 	// token.Request's.
 	Audience []string
 	Scope    string
+	// TxnToken asks for a Transaction Token on success, as ?txn_token=1
+	// does (mintTxn), in the Txn-Token header of the answer; Addr is the
+	// original client's address as the gateway saw it, its rctx req_ip
+	// ("" for none), and Scheme, Method and Path its transport, method and
+	// path.
+	TxnToken bool
+	Addr     string
 }
 
 // Answer is the issuer's answer to a Resource, as GET /token/validate
@@ -79,6 +87,13 @@ func (s *Server) Authorize(ctx context.Context, r Resource) Answer {
 	if err != nil {
 		s.logMismatch(err)
 		return s.Refusal(h, err, r.Scope)
+	}
+	if r.TxnToken {
+		tok, err := s.mintTxn(ctx, st, v, r.Scope, &txntoken.RequestContext{IP: r.Addr, Transport: r.Scheme, Method: r.Method, Path: r.Path})
+		if err != nil {
+			return s.Refusal(h, err, r.Scope)
+		}
+		h[txntoken.Header] = []string{tok}
 	}
 	setIdentity(h, v)
 	return Answer{Status: http.StatusOK, Header: h, Verified: v}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -50,26 +51,39 @@ func (s *Server) txnToken(c *gin.Context, st *set, v *token.Verified) error {
 		return nil
 	case len(vs) > 1 || vs[0] != "1":
 		return refusal.New(token.ErrInvalidRequest, "%s must be given once, as %s=1", paramTxn, paramTxn)
-	case s.opts.Txn == nil:
-		return refusal.New(token.ErrInvalidRequest, "Transaction Tokens are off at this issuer (SNOWTOKEN_TXN_TRUST_DOMAIN is not set)")
 	}
 	rctx, err := s.requestContext(c)
 	if err != nil {
 		return err
 	}
-	req := txn.Request{Scopes: strings.Fields(requiredScope(q)), Workload: v.ClientID(), Actor: v.Act(), Context: rctx}
-	tok, _, err := s.opts.Txn.Mint(c.Request.Context(), st.svc, v, req)
-	switch {
-	case err == nil:
-	case errors.Is(err, txn.ErrScope):
-		return refusal.New(token.ErrInsufficientScope, "a Transaction Token needs a scope, and the token has none")
-	case errors.Is(err, txn.ErrExpired):
-		return refusal.New(token.ErrInvalidToken, "expired")
-	default:
-		return fmt.Errorf("%w: transaction token: %w", token.ErrUnavailable, err)
+	tok, err := s.mintTxn(c.Request.Context(), st, v, requiredScope(q), rctx)
+	if err != nil {
+		return err
 	}
 	c.Writer.Header()[txntoken.Header] = []string{tok}
 	return nil
+}
+
+// mintTxn mints the Transaction Token of a gateway's successful check of
+// v, with st's keys, for a route that required scope ("" for none) and the
+// request context rctx: both front doors' (txnToken, Authorize). Off (no
+// Options.Txn) is a refusal, so that a gateway configured for them fails
+// closed.
+func (s *Server) mintTxn(ctx context.Context, st *set, v *token.Verified, scope string, rctx *txntoken.RequestContext) (string, error) {
+	if s.opts.Txn == nil {
+		return "", refusal.New(token.ErrInvalidRequest, "Transaction Tokens are off at this issuer (SNOWTOKEN_TXN_TRUST_DOMAIN is not set)")
+	}
+	req := txn.Request{Scopes: strings.Fields(scope), Workload: v.ClientID(), Actor: v.Act(), Context: rctx}
+	tok, _, err := s.opts.Txn.Mint(ctx, st.svc, v, req)
+	switch {
+	case err == nil:
+		return tok, nil
+	case errors.Is(err, txn.ErrScope):
+		return "", refusal.New(token.ErrInsufficientScope, "a Transaction Token needs a scope, and the token has none")
+	case errors.Is(err, txn.ErrExpired):
+		return "", refusal.New(token.ErrInvalidToken, "expired")
+	}
+	return "", fmt.Errorf("%w: transaction token: %w", token.ErrUnavailable, err)
 }
 
 // requestContext is the rctx of a Transaction Token minted for c: see

@@ -14,6 +14,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/snowtoken/snowtoken/client/txntoken"
+	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/token/txn"
 )
 
@@ -236,4 +237,38 @@ func reportCPU(b *testing.B) func() {
 	}
 	start := cpu()
 	return func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }
+}
+
+// TestAuthorizeMintsTxn: a gateway's check over a protocol of its own
+// (Authorize, Envoy's ext_authz) mints a Transaction Token when the route
+// asks (Resource.TxnToken), as ?txn_token=1 does, with the original
+// request as rctx; none when it does not ask; and is refused while
+// Transaction Tokens are off.
+func TestAuthorizeMintsTxn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withTxn(txn.Options{TrustDomain: trustDomain, TTL: 30 * time.Second}))
+	tok := e.issue(t, e.Normal, nil).AccessToken
+	r := handlers.Resource{Header: http.Header{"Authorization": {"Bearer " + tok}}, Scope: "orders:read",
+		Method: "POST", Scheme: "https", Host: "shop.example", Path: "/orders/7", Addr: "203.0.113.9"}
+	if a := e.Server.Authorize(t.Context(), r); a.Status != http.StatusOK || a.Header.Get(txntoken.Header) != "" {
+		t.Fatalf("not asked: %d, Txn-Token %q: want 200 and none", a.Status, a.Header.Get(txntoken.Header))
+	}
+	r.TxnToken = true
+	a := e.Server.Authorize(t.Context(), r)
+	if a.Status != http.StatusOK {
+		t.Fatalf("asked: %d %s", a.Status, a.Body)
+	}
+	_, c := e.verifyTxnJOSE(t, a.Header.Get(txntoken.Header))
+	got, _ := json.Marshal(c["rctx"])
+	if want := `{"method":"POST","path":"/orders/7","req_ip":"203.0.113.9","transport":"https"}`; string(got) != want {
+		t.Errorf("rctx %s, want %s", got, want)
+	}
+	if c["scope"] != "orders:read" || c["sub"] != e.Normal.ID {
+		t.Errorf("claims %v", c)
+	}
+	off := newEnv(t)
+	r.Header = http.Header{"Authorization": {"Bearer " + off.issue(t, off.Normal, nil).AccessToken}}
+	if a := off.Server.Authorize(t.Context(), r); a.Status != http.StatusBadRequest || a.Header.Get(txntoken.Header) != "" {
+		t.Errorf("off: %d %s, want 400 and no token", a.Status, a.Body)
+	}
 }

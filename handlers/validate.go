@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/client/txntoken"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token"
@@ -55,6 +56,12 @@ const (
 // IdentityHeaders are the identity headers, in the order of setIdentity's
 // values.
 var IdentityHeaders = [...]string{HeaderSubject, HeaderClient, HeaderScope, HeaderTokenID, HeaderActor}
+
+// UpstreamHeaders are the headers a gateway passes upstream from a valid
+// answer, and removes from a client's request otherwise: the identity
+// headers and, when one was asked for, the Transaction Token
+// (txntoken.Header).
+var UpstreamHeaders = [...]string{HeaderSubject, HeaderClient, HeaderScope, HeaderTokenID, HeaderActor, txntoken.Header}
 
 // claimsResponse is the body of a successful validation, and of an active
 // introspection (RFC 7662 §2.2).

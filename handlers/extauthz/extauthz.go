@@ -72,7 +72,8 @@ import (
 // Errors of New and of a CheckRequest.
 var (
 	ErrOptions = errors.New("extauthz: bad options")
-	// ErrExtension: a context extension other than audience and scope.
+	// ErrExtension: a context extension other than audience, scope and
+	// txn_token (whose one value is "1").
 	ErrExtension = errors.New("extauthz: unknown context extension")
 )
 
@@ -80,6 +81,9 @@ var (
 const (
 	ExtensionAudience = "audience"
 	ExtensionScope    = "scope"
+	// ExtensionTxnToken "1" asks for a Transaction Token on success, as
+	// GET /token/validate?txn_token=1 does: it goes upstream in Txn-Token.
+	ExtensionTxnToken = "txn_token"
 )
 
 // DefaultMaxRecvMsgSize bounds a CheckRequest unless Options say
@@ -210,15 +214,20 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 func resource(req *authv3.CheckRequest) (handlers.Resource, error) {
 	attrs := req.GetAttributes()
 	hr := attrs.GetRequest().GetHttp()
-	r := handlers.Resource{Header: credentials(hr), Method: hr.GetMethod(), Scheme: hr.GetScheme(), Host: hr.GetHost(), Path: hr.GetPath()}
+	r := handlers.Resource{Header: credentials(hr), Method: hr.GetMethod(), Scheme: hr.GetScheme(), Host: hr.GetHost(), Path: hr.GetPath(),
+		Addr: attrs.GetSource().GetAddress().GetSocketAddress().GetAddress()}
 	for k, v := range attrs.GetContextExtensions() {
-		switch k {
-		case ExtensionAudience:
+		switch {
+		case k == ExtensionAudience:
 			r.Audience = []string{v}
-		case ExtensionScope:
+		case k == ExtensionScope:
 			r.Scope = v
+		case k == ExtensionTxnToken && v == "1":
+			r.TxnToken = true
+		case k == ExtensionTxnToken:
+			return r, fmt.Errorf("%w: %s %.16q (only 1)", ErrExtension, k, v)
 		default:
-			return r, fmt.Errorf("%w: %.64q (only %s and %s)", ErrExtension, k, ExtensionAudience, ExtensionScope)
+			return r, fmt.Errorf("%w: %.64q (only %s, %s and %s)", ErrExtension, k, ExtensionAudience, ExtensionScope, ExtensionTxnToken)
 		}
 	}
 	return r, nil
@@ -259,7 +268,7 @@ func credentials(hr *authv3.AttributeContext_HttpRequest) http.Header {
 func response(a handlers.Answer) *authv3.CheckResponse {
 	if a.Status == http.StatusOK {
 		ok := &authv3.OkHttpResponse{}
-		for _, k := range handlers.IdentityHeaders {
+		for _, k := range handlers.UpstreamHeaders {
 			if v := a.Header.Get(k); v != "" {
 				ok.Headers = append(ok.Headers, set(k, v))
 			} else {

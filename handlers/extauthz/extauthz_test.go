@@ -70,6 +70,20 @@ func TestResource(t *testing.T) {
 			}
 		}
 	})
+	t.Run("txn_token", func(t *testing.T) {
+		req := httpRequest(hr, map[string]string{"txn_token": "1"})
+		req.Attributes.Source = &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
+			SocketAddress: &corev3.SocketAddress{Address: "203.0.113.9"}}}}
+		r, err := resource(req)
+		if err != nil || !r.TxnToken || r.Addr != "203.0.113.9" {
+			t.Errorf("txn_token 1: %+v %v, want a Txn-Token asked for, the source's address", r, err)
+		}
+		for _, v := range []string{"", "0", "true", "yes"} {
+			if _, err := resource(httpRequest(hr, map[string]string{"txn_token": v})); !errors.Is(err, ErrExtension) {
+				t.Errorf("txn_token %q: %v, want ErrExtension", v, err)
+			}
+		}
+	})
 	t.Run("empty values are requirements", func(t *testing.T) {
 		r, err := resource(httpRequest(hr, map[string]string{"audience": ""}))
 		if err != nil || !slices.Equal(r.Audience, []string{""}) {
@@ -102,7 +116,7 @@ func TestResponseOK(t *testing.T) {
 	}
 	// The token has no actor (no X-Auth-Actor in the answer): a client's
 	// copy of that header must not survive either.
-	if !slices.Equal(ok.GetHeadersToRemove(), []string{"x-auth-scope", "x-auth-actor"}) {
+	if !slices.Equal(ok.GetHeadersToRemove(), []string{"x-auth-scope", "x-auth-actor", "txn-token"}) {
 		t.Errorf("headers_to_remove %v, want the empty and the absent ones: a client's copy must not survive", ok.GetHeadersToRemove())
 	}
 }
