@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,10 +65,13 @@ var forgedIdentity = http.Header{
 	"X-Auth-Client":   {"admin"},
 	"X-Auth-Scope":    {"orders:read orders:write admin"},
 	"X-Auth-Token-Id": {"1"},
+	"X-Auth-Actor":    {"admin"},
+	"Txn-Token":       {"forged"},
 	"X_Auth_Subject":  {"admin"},
 	"X_Auth_Client":   {"admin"},
 	"X_Auth_Scope":    {"orders:read orders:write admin"},
 	"X_Auth_Token_Id": {"1"},
+	"X_Auth_Actor":    {"admin"},
 }
 
 // TestGatewaysForwardAuth runs each gateway's shipped configuration
@@ -227,6 +231,11 @@ func TestGatewaysForwardAuth(t *testing.T) {
 						for k, v := range c.identity {
 							if got := got.Values(k); len(got) != 1 || got[0] != v {
 								t.Errorf("the upstream saw %s: %q, want only the issuer's %q", k, got, v)
+							}
+						}
+						for k, v := range forgedIdentity { // what the issuer does not set (no actor, no Txn-Token asked for)
+							if _, issuers := c.identity[k]; !issuers && slices.Contains(got.Values(k), v[0]) {
+								t.Errorf("the upstream saw the client's %s: %q", k, got.Values(k))
 							}
 						}
 						for k, v := range got {
