@@ -79,6 +79,11 @@ func (s servers) endpoints() ([]endpoint, error) {
 		issuer("POST /token/introspect (JWT)", introspectRequest(s.basic, hotToken), floorBare, 0),
 		issuer("POST /token (opaque)", issueRequest(s.opaqueBasic), floorBare, 1.5),
 		hot(issuer("GET /token/validate, hot (same opaque token)", validateRequest(opaqueHot), floorBare, 1.6)),
+		// Identity through the call chain: an exchange of the same (cached)
+		// subject token for a narrower one, one signature a request; a hot
+		// validation that mints a Transaction Token, one signature.
+		issuer("POST /token, token exchange (same subject JWT)", exchangeRequest(s.basic, hotToken), floorSign, 1.3),
+		hot(issuer("GET /token/validate?txn_token=1, hot JWT, mints a Txn-Token", bearerRequest("/token/validate?txn_token=1", hotToken), floorSign, 1.3)),
 	}
 	dpopEps, err := s.dpopEndpoints(neverSeenName, jwtIssueName)
 	if err != nil {

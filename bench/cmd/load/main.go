@@ -190,6 +190,13 @@ func run() (err error) {
 		return err
 	}
 	basic := basicAuth("bench", secret)
+	// The JWT client also exchanges its own tokens (the exchange row):
+	// token exchange without an actor is impersonation, opted in to.
+	for _, f := range [...]string{"token_exchange", "impersonation"} {
+		if entry, err = withField(entry, f, true); err != nil {
+			return err
+		}
+	}
 	opaqueSecret, opaqueEntry, err := newClient(bin("snowtoken"), "bench-opaque")
 	if err != nil {
 		return err
@@ -237,6 +244,8 @@ func run() (err error) {
 	cfg.issuerURL = issuerURL
 	bareURL := fmt.Sprintf("http://127.0.0.1:%d", barePort)
 	issuerEnv, metrics := withProfiles(cfg.env(issuerPort, 1))
+	// Transaction Tokens on, for the row of a validation that mints one.
+	issuerEnv = append(issuerEnv, "SNOWTOKEN_TXN_TRUST_DOMAIN="+txnTrustDomain)
 	// The ext_authz listener, and the bare grpc-go server beside it
 	// (extauthz.go).
 	checkPort, bareCheckPort := 0, 0

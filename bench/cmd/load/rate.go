@@ -59,6 +59,19 @@ func issueRequest(basic string) httpReq {
 		header: [][2]string{{"Authorization", basic}, {"Content-Type", "application/x-www-form-urlencoded"}}}
 }
 
+// txnTrustDomain is the issuer's SNOWTOKEN_TXN_TRUST_DOMAIN in the wrk run.
+const txnTrustDomain = "bench.internal"
+
+// exchangeRequest is POST /token's token exchange (RFC 8693) of subject,
+// an access token of client basic's, by that client, for a token of scope
+// read.
+func exchangeRequest(basic, subject string) httpReq {
+	return httpReq{method: "POST", path: "/token",
+		body: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange&scope=read" +
+			"&subject_token_type=urn%3Aietf%3Aparams%3Aoauth%3Atoken-type%3Aaccess_token&subject_token=" + subject,
+		header: [][2]string{{"Authorization", basic}, {"Content-Type", "application/x-www-form-urlencoded"}}}
+}
+
 // introspectRequest is POST /token/introspect of token, as client basic.
 func introspectRequest(basic, token string) httpReq {
 	return httpReq{method: "POST", path: "/token/introspect", body: "token=" + token,
