@@ -86,6 +86,8 @@ func TestTxnTokenService(t *testing.T) {
 		{"an access token as a Txn-Token", x, user, url.Values{"subject_token_type": {txntoken.TokenType}}, 400, "invalid_request"},
 		{"a Txn-Token whose scope would grow", x, raw, url.Values{"subject_token_type": {txntoken.TokenType}, "scope": {"orders:read orders:write"}}, 400, "invalid_scope"},
 		{"an unknown subject token type", x, user, url.Values{"subject_token_type": {"urn:x"}}, 400, "invalid_request"},
+		{"a tampered Txn-Token", x, raw[:len(raw)-4] + "AAAA", url.Values{"subject_token_type": {txntoken.TokenType}}, 400, "invalid_request"},
+		{"resource", x, user, url.Values{"resource": {"https://x.test"}}, 400, "invalid_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := url.Values{"requested_token_type": {txntoken.TokenType}}
