@@ -44,19 +44,42 @@ func validateEach(url string, tokens []string) error {
 	return nil
 }
 
-// neverSeenName is the never-seen validate row's name.
-const neverSeenName = "GET /token/validate, never-seen JWTs (cache full)"
+// Names of the never-seen rows.
+const (
+	neverSeenName         = "GET /token/validate, never-seen JWTs (cache full)"
+	neverSeenExchangeName = "POST /token, token exchange (never-seen subject JWTs, cache full)"
+)
 
-// neverSeenRow is the never-seen validate row: each round a pool of tokens
-// issued for it alone (pool.go), sized from hot, the hot validate row of
-// the same round, whose requests are cheaper.
-func neverSeenRow(dir, issuerURL, basic string, hot *row, server, redis int) *row {
-	r := &row{name: neverSeenName, url: issuerURL + "/token/validate",
-		server: server, redis: redis, floor: floorVerify, target: 1.6}
-	return poolRow(dir, r, &freshPool{name: "never-seen", req: httpReq{method: "GET", path: "/token/validate"},
-		slot: slot{header: "Authorization", prefix: "Bearer "}, refs: []*row{hot},
-		values: func(_, n int) ([]string, error) {
-			tokens := make([]string, n)
-			return tokens, issueN(issuerURL, basic, int64(n), tokens)
-		}})
+// neverSeenRows follows the endpoint ref (at index i of endpoints) with the
+// never-seen row of the same request, if it has one: each round a pool of
+// JWTs issued for it alone (pool.go), sized from ref, the row of the same
+// round whose requests are the same but for a cached token, and cheaper.
+// Never-seen validation: floor bare + one verification. An exchange of a
+// never-seen subject JWT (issue 36's figure): one verification and one
+// signature, the new token's.
+func neverSeenRows(i int, dir, issuerURL, basic string, ref *row, server, redis int) []*row {
+	var (
+		r    *row
+		pool *freshPool
+	)
+	switch i {
+	case hotJWT:
+		r = &row{name: neverSeenName, url: issuerURL + "/token/validate", floor: floorVerify, target: 1.6}
+		pool = &freshPool{name: "never-seen", req: httpReq{method: "GET", path: "/token/validate"},
+			slot: slot{header: "Authorization", prefix: "Bearer "}}
+	case cachedExchange:
+		r = &row{name: neverSeenExchangeName, url: issuerURL + "/token", floor: floorSignAndProof, target: 1.3,
+			profile: fileName(neverSeenExchangeName)}
+		// exchangeRequest's body ends with subject_token=: the pooled JWT goes there.
+		pool = &freshPool{name: "never-seen-exchange", req: exchangeRequest(basic, "")}
+	default:
+		return nil
+	}
+	r.server, r.redis = server, redis
+	pool.refs = []*row{ref}
+	pool.values = func(_, n int) ([]string, error) {
+		tokens := make([]string, n)
+		return tokens, issueN(issuerURL, basic, int64(n), tokens)
+	}
+	return []*row{poolRow(dir, r, pool)}
 }

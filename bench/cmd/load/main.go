@@ -358,9 +358,8 @@ func run() (err error) {
 		}
 		rows = append(rows, r)
 		byName[r.name] = r
-		if i == hotJWT { // never-seen right after hot, whose rate sizes its pool
-			ns := neverSeenRow(dir, issuerURL, basic, r, s.issuerPid, s.redisPid)
-			rows = append(rows, ns)
+		for _, ns := range neverSeenRows(i, dir, issuerURL, basic, r, s.issuerPid, s.redisPid) {
+			rows = append(rows, ns) // right after its cached twin, whose rate sizes its pool
 			byName[ns.name] = ns
 		}
 	}

@@ -13,7 +13,7 @@ import (
 
 // pprofDir is where -pprof puts the issuer's CPU profiles.
 var pprofDir = flag.String("pprof", "", "serve the issuer's profiles (SNOWTOKEN_PPROF) and take a CPU profile of the issuer during the last round "+
-	"of each DPoP validation row, of the private_key_jwt row and of the JWT issue row it is compared with into this directory (profiling costs the issuer CPU: not for the figures)")
+	"of each DPoP validation row, of the private_key_jwt row, of the never-seen token exchange row and of the JWT issue row they are compared with into this directory (profiling costs the issuer CPU: not for the figures)")
 
 // fileName is a row's name made a file name, for its pool and profile.
 func fileName(row string) string {
