@@ -51,28 +51,13 @@ const (
 )
 
 // neverSeenRows follows the endpoint ref (at index i of endpoints) with the
-// never-seen row of the same request, if it has one: each round a pool of
-// JWTs issued for it alone (pool.go), sized from ref, the row of the same
-// round whose requests are the same but for a cached token, and cheaper.
-// Never-seen validation: floor bare + one verification. An exchange of a
-// never-seen subject JWT (issue 36's figure): one verification and one
-// signature, the new token's.
+// never-seen row of the same request, if it has one (neverSeen): each round
+// a pool of JWTs issued for it alone (pool.go), sized from ref, the row of
+// the same round whose requests are the same but for a cached token, and
+// cheaper.
 func neverSeenRows(i int, dir, issuerURL, basic string, ref *row, server, redis int) []*row {
-	var (
-		r    *row
-		pool *freshPool
-	)
-	switch i {
-	case hotJWT:
-		r = &row{name: neverSeenName, url: issuerURL + "/token/validate", floor: floorVerify, target: 1.6}
-		pool = &freshPool{name: "never-seen", req: httpReq{method: "GET", path: "/token/validate"},
-			slot: slot{header: "Authorization", prefix: "Bearer "}}
-	case cachedExchange:
-		r = &row{name: neverSeenExchangeName, url: issuerURL + "/token", floor: floorSignAndProof, target: 1.3,
-			profile: fileName(neverSeenExchangeName)}
-		// exchangeRequest's body ends with subject_token=: the pooled JWT goes there.
-		pool = &freshPool{name: "never-seen-exchange", req: exchangeRequest(basic, "")}
-	default:
+	r, pool := neverSeen(i, issuerURL, basic)
+	if r == nil {
 		return nil
 	}
 	r.server, r.redis = server, redis
@@ -82,4 +67,23 @@ func neverSeenRows(i int, dir, issuerURL, basic string, ref *row, server, redis 
 		return tokens, issueN(issuerURL, basic, int64(n), tokens)
 	}
 	return []*row{poolRow(dir, r, pool)}
+}
+
+// neverSeen is the never-seen row of endpoint i and its pool's request,
+// or nil: never-seen validation, on the floor bare + one verification; an
+// exchange of a never-seen subject JWT (issue 36's figure), one
+// verification and one signature, the new token's.
+func neverSeen(i int, issuerURL, basic string) (*row, *freshPool) {
+	switch i {
+	case hotJWT:
+		return &row{name: neverSeenName, url: issuerURL + "/token/validate", floor: floorVerify, target: 1.6},
+			&freshPool{name: "never-seen", req: httpReq{method: "GET", path: "/token/validate"},
+				slot: slot{header: "Authorization", prefix: "Bearer "}}
+	case cachedExchange:
+		// exchangeRequest's body ends with subject_token=: the pooled JWT goes there.
+		return &row{name: neverSeenExchangeName, url: issuerURL + "/token", floor: floorSignAndProof, target: 1.3,
+				profile: fileName(neverSeenExchangeName)},
+			&freshPool{name: "never-seen-exchange", req: exchangeRequest(basic, "")}
+	}
+	return nil, nil
 }
