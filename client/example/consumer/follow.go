@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 
 	"github.com/snowtoken/snowtoken/client"
 )
@@ -37,13 +34,9 @@ func options(getenv func(string) string, log *slog.Logger) (client.Options, erro
 	case id == "" || secretFile == "":
 		return client.Options{}, errors.New("CONSUMER_FEED_CLIENT_ID and CONSUMER_FEED_SECRET_FILE go together")
 	}
-	b, err := os.ReadFile(secretFile)
+	secret, err := readSecret("CONSUMER_FEED_SECRET_FILE", secretFile)
 	if err != nil {
-		return client.Options{}, fmt.Errorf("CONSUMER_FEED_SECRET_FILE: %w", err)
-	}
-	secret := strings.TrimSpace(string(b))
-	if secret == "" || strings.ContainsAny(secret, " \t\r\n") {
-		return client.Options{}, fmt.Errorf("CONSUMER_FEED_SECRET_FILE: %s holds no secret on one line", secretFile)
+		return client.Options{}, err
 	}
 	opts.Mode, opts.RevocationCheck, opts.WhenStale = client.Local, client.Follow, client.FailClosed
 	opts.FeedClientID, opts.FeedClientSecret = id, secret

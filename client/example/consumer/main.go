@@ -10,6 +10,18 @@
 //	              token, or with CONSUMER_PUBLIC_URL a DPoP-bound one too
 //	GET /healthz  {"status":"ok"}
 //
+// With CONSUMER_RESOURCE=invoices it serves GET /invoices for scope
+// invoices:read instead; with CONSUMER_TXN_TRUST_DOMAIN the route also
+// requires a Transaction Token; with CONSUMER_NEXT_URL each request calls
+// another service with it and an access token of the consumer's own
+// (chain.go). The Compose stack chains two this way, its billing service
+// behind its consumer:
+//
+//	gateway  GET /orders, auth_request mints a Txn-Token
+//	  -> consumer GET /orders   Authorization: the user's token; Txn-Token
+//	     -> billing GET /invoices   Authorization: orders-service's own token;
+//	        the same Txn-Token, verified there: the same txn and sub
+//
 // With CONSUMER_PUBLIC_URL, a DPoP-bound token (RFC 9449) counts when sent
 // as Authorization: DPoP with a proof of the request as its client made it:
 // htu is that URL and the path the consumer receives, so the prefix a proxy
@@ -40,7 +52,11 @@
 //	                      refuses DPoP-bound tokens (client.Options.DPoP)
 //
 // and, to follow the revocation feed, CONSUMER_FEED_CLIENT_ID,
-// CONSUMER_FEED_SECRET_FILE and CONSUMER_ISSUER (follow.go).
+// CONSUMER_FEED_SECRET_FILE and CONSUMER_ISSUER (follow.go); for the route
+// and the call chain, CONSUMER_RESOURCE, CONSUMER_TXN_TRUST_DOMAIN,
+// CONSUMER_NEXT_URL, CONSUMER_NEXT_CLIENT_ID, CONSUMER_NEXT_SECRET_FILE and
+// CONSUMER_NEXT_SCOPE (chain.go). A combination that makes no sense is a
+// start-up error.
 package main
 
 import (
@@ -55,6 +71,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -93,10 +110,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("SNOWTOKEN_ISSUER_URL, CONSUMER_ISSUER or CONSUMER_PUBLIC_URL: %w", err)
 	}
 	defer v.Close()
+	svc, err := newService(getenv, log)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /orders", v.Middleware(http.HandlerFunc(orders), "orders:read"))
+	mux.Handle("GET /"+svc.resource, svc.handler(v))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, map[string]string{"status": "ok"})
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	ln, err := net.Listen("tcp", cmp.Or(getenv("CONSUMER_ADDR"), defaultAddr))
 	if err != nil {
@@ -107,7 +128,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		WriteTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "issuer", getenv("SNOWTOKEN_ISSUER_URL"), "public_url", getenv("CONSUMER_PUBLIC_URL"))
+	log.Info("listening", "addr", ln.Addr().String(), "issuer", getenv("SNOWTOKEN_ISSUER_URL"), "public_url", getenv("CONSUMER_PUBLIC_URL"),
+		"route", "/"+svc.resource, "txn_trust_domain", getenv("CONSUMER_TXN_TRUST_DOMAIN"), "next_url", getenv("CONSUMER_NEXT_URL"))
 	follow(ctx, v, opts, log)
 
 	errc := make(chan error, 1)
@@ -151,24 +173,29 @@ func healthcheck(ctx context.Context, addr string) error {
 	return probe.Get(ctx, "http://"+net.JoinHostPort(host, port)+"/healthz")
 }
 
-type order struct {
-	ID       string `json:"id"`
-	Item     string `json:"item"`
-	Quantity int    `json:"quantity"`
+// errorAnswer is an OAuth 2.0 error's JSON (RFC 6749 §5.2).
+type errorAnswer struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description,omitempty"`
 }
 
-// orders answers with the (fixed) orders and who asked; the middleware has
-// checked the token.
-func orders(w http.ResponseWriter, r *http.Request) {
-	c, _ := client.ClaimsFrom(r.Context())
-	writeJSON(w, struct {
-		Orders  []order `json:"orders"`
-		Subject string  `json:"subject"`
-	}{[]order{{"1001", "snow shovel", 1}, {"1002", "ice scraper", 2}}, c.Subject})
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
+func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// readSecret reads the secret in the file path that the variable name
+// names: one line, no spaces.
+func readSecret(name, path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" || strings.ContainsAny(secret, " \t\r\n") {
+		return "", fmt.Errorf("%s: %s holds no secret on one line", name, path)
+	}
+	return secret, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,9 +22,17 @@ import (
 // must stop cleanly, when the test ends.
 func start(t *testing.T, issuerURL, publicURL string) string {
 	t.Helper()
+	return startEnv(t, map[string]string{"SNOWTOKEN_ISSUER_URL": issuerURL, "CONSUMER_PUBLIC_URL": publicURL})
+}
+
+// startEnv is start with the environment env, and CONSUMER_ADDR a free
+// loopback port.
+func startEnv(t *testing.T, env map[string]string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	env := map[string]string{"SNOWTOKEN_ISSUER_URL": issuerURL, "CONSUMER_ADDR": "127.0.0.1:0", "CONSUMER_PUBLIC_URL": publicURL}
+	env = maps.Clone(env)
+	env["CONSUMER_ADDR"] = "127.0.0.1:0"
 	done := make(chan error, 1)
 	go func() {
 		err := run(ctx, nil, func(k string) string { return env[k] }, pw)
@@ -67,13 +76,19 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		"bad public URL":          {nil, map[string]string{"SNOWTOKEN_ISSUER_URL": "http://issuer:8080", "CONSUMER_ADDR": "127.0.0.1:0", "CONSUMER_PUBLIC_URL": "localhost:8080/dpop"}},
 		"public URL with a query": {nil, map[string]string{"SNOWTOKEN_ISSUER_URL": "http://issuer:8080", "CONSUMER_ADDR": "127.0.0.1:0", "CONSUMER_PUBLIC_URL": "http://localhost:8080/dpop?x=1"}},
 	} {
-		// Done already: a configuration run wrongly accepts is served and
-		// stopped at once, and the case fails instead of serving on.
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		if err := run(ctx, tc.args, func(k string) string { return tc.env[k] }, io.Discard); err == nil {
-			t.Errorf("%s: run returned nil, want an error", name)
-		}
+		badConfiguration(t, name, tc.args, tc.env)
+	}
+}
+
+// badConfiguration fails t unless run refuses args and env.
+func badConfiguration(t *testing.T, name string, args []string, env map[string]string) {
+	t.Helper()
+	// Done already: a configuration run wrongly accepts is served and
+	// stopped at once, and the case fails instead of serving on.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := run(ctx, args, func(k string) string { return env[k] }, io.Discard); err == nil {
+		t.Errorf("%s: run returned nil, want an error", name)
 	}
 }
 
