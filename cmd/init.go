@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -34,7 +35,11 @@ const (
 // -feed-client-id the clients file holds a second client, one that may only
 // follow the revocation feed (revocation_feed, no scopes), whose secret goes
 // to -feed-secret-file (the Compose stack's following consumer mounts a
-// volume that holds only that file).
+// volume that holds only that file). With -service-client-id it holds one
+// more, for a service that calls another with an access token of its own
+// (client credentials), with -service-scopes, whose secret goes to
+// -service-secret-file (the Compose stack's first hop mounts a volume that
+// holds only that file).
 // It never replaces a file that exists, so running it on every start (the
 // Compose stack's one-shot init service does) keeps the key and the client.
 //
@@ -42,16 +47,20 @@ const (
 // compose logs` and whatever collects them, and stays there. The secret file is
 // 0600 in the secrets volume; init prints only its path.
 func initCmd(args []string, stdout io.Writer) error {
-	flags := newCmdFlags("init", "-dir DIR [-client-id demo] [-scopes orders:read,orders:write] [-redis-password-file FILE] [-feed-client-id ID [-feed-secret-file FILE]]",
+	flags := newCmdFlags("init", "-dir DIR [-client-id demo] [-scopes orders:read,orders:write] [-redis-password-file FILE] [-feed-client-id ID [-feed-secret-file FILE]] [-service-client-id ID -service-scopes S [-service-secret-file FILE]]",
 		"Prepare a production secrets directory: a signing key, a clients file with one client whose\n"+
 			"secret goes to DIR/<client-id>.secret (and, with -feed-client-id, a client that may only follow\n"+
-			"the revocation feed), and a Redis password, never replacing a file that exists.", stdout)
+			"the revocation feed; with -service-client-id, a service's client), and a Redis password, never\n"+
+			"replacing a file that exists.", stdout)
 	dir := flags.String("dir", "", "directory for "+initKeyFile+", "+initClientsFile+", <client-id>.secret and "+initRedisPasswordFile+" (created 0700 if missing)")
 	clientID := flags.String("client-id", "demo", "id of the client to create")
 	scopes := flags.String("scopes", "orders:read,orders:write", "comma-separated scopes the client may ask for")
 	passwordFile := flags.String("redis-password-file", "", "file for the Redis password (default DIR/"+initRedisPasswordFile+"; its directory is created 0700 if missing)")
 	feedID := flags.String("feed-client-id", "", "id of a second client, with revocation_feed and no scopes, for a service that follows the revocation feed (none: no such client)")
 	feedSecretFile := flags.String("feed-secret-file", "", "file for that client's secret (default DIR/<feed-client-id>.secret; its directory is created 0700 if missing)")
+	serviceID := flags.String("service-client-id", "", "id of one more client, for a service that calls another with a token of its own (none: no such client)")
+	serviceScopes := flags.String("service-scopes", "", "comma-separated scopes that client may ask for (required with -service-client-id)")
+	serviceSecretFile := flags.String("service-secret-file", "", "file for that client's secret (default DIR/<service-client-id>.secret; its directory is created 0700 if missing)")
 	if err := flags.parse(args, "dir"); err != nil {
 		return err
 	}
@@ -63,24 +72,30 @@ func initCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	entries := []initEntry{{client, filepath.Join(*dir, client.ID+".secret")}}
-	dirs := []string{*dir, filepath.Dir(*passwordFile)}
-	switch {
-	case *feedID != "":
-		feed, err := initClient(*feedID, "")
-		if err != nil {
-			return err
-		}
-		feed.RevocationFeed = true
-		if *feedSecretFile == "" {
-			*feedSecretFile = filepath.Join(*dir, feed.ID+".secret")
-		}
-		if _, err := clients.New([]clients.Client{client, feed}); err != nil {
-			return fmt.Errorf("init: %w", err)
-		}
-		entries = append(entries, initEntry{feed, *feedSecretFile})
-		dirs = append(dirs, filepath.Dir(*feedSecretFile))
-	case *feedSecretFile != "":
-		return usageErrorf("init", "-feed-secret-file is for -feed-client-id")
+	feed, err := initExtra("feed", *feedID, "", *feedSecretFile, *dir)
+	if err != nil {
+		return err
+	}
+	if feed != nil {
+		feed.client.RevocationFeed = true
+		entries = append(entries, *feed)
+	}
+	if *serviceID != "" && *serviceScopes == "" {
+		return usageErrorf("init", "-service-scopes is required with -service-client-id")
+	}
+	service, err := initExtra("service", *serviceID, *serviceScopes, *serviceSecretFile, *dir)
+	if err != nil {
+		return err
+	}
+	if service != nil {
+		entries = append(entries, *service)
+	}
+	dirs, all := []string{filepath.Dir(*passwordFile)}, []clients.Client{}
+	for _, e := range entries {
+		dirs, all = append(dirs, filepath.Dir(e.secretPath)), append(all, e.client)
+	}
+	if _, err := clients.New(all); err != nil { // two with one ID
+		return fmt.Errorf("init: %w", err)
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -160,6 +175,24 @@ func initClient(id, scopeList string) (clients.Client, error) {
 		return clients.Client{}, fmt.Errorf("init: %w", err)
 	}
 	return c, nil
+}
+
+// initExtra is the entry of a client beyond the first, as the flags
+// -NAME-client-id, -NAME-scopes (scopes) and -NAME-secret-file give it: nil
+// without an ID, its secret in DIR/<id>.secret unless secretFile names
+// another file.
+func initExtra(name, id, scopes, secretFile, dir string) (*initEntry, error) {
+	if id == "" {
+		if scopes != "" || secretFile != "" {
+			return nil, usageErrorf("init", "the -%[1]s-* flags are for -%[1]s-client-id", name)
+		}
+		return nil, nil
+	}
+	c, err := initClient(id, scopes)
+	if err != nil {
+		return nil, err
+	}
+	return &initEntry{c, cmp.Or(secretFile, filepath.Join(dir, id+".secret"))}, nil
 }
 
 // initEntry is a client init writes into a new clients file, and the file

@@ -249,6 +249,62 @@ func TestInitFeedClient(t *testing.T) {
 	}
 }
 
+// TestInitServiceClient: -service-client-id adds one more client to the new
+// clients file, beside the feed client, with -service-scopes and neither
+// admin nor the feed, whose secret goes to -service-secret-file in a
+// directory of its own (the Compose stack's first hop mounts only that
+// one), 0700 and 0600, never printed; a second run keeps it.
+func TestInitServiceClient(t *testing.T) {
+	dir, serviceDir := filepath.Join(t.TempDir(), "secrets"), filepath.Join(t.TempDir(), "service")
+	serviceFile := filepath.Join(serviceDir, "orders-service.secret")
+	args := []string{"-dir", dir, "-feed-client-id", "orders-feed", "-service-client-id", "orders-service",
+		"-service-scopes", "invoices:read", "-service-secret-file", serviceFile}
+	out, err := runInit(t, args...)
+	if err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	if names := slices.Sorted(maps.Keys(readDir(t, dir))); !slices.Equal(names, []string{"clients.json", "demo.secret", "orders-feed.secret", "redis.password", "signing-key.pem"}) {
+		t.Errorf("%s holds %v, want no service secret", dir, names)
+	}
+	before := readDir(t, serviceDir)
+	secret := strings.TrimSpace(before["orders-service.secret"])
+	if len(before) != 1 || len(secret) < 40 {
+		t.Fatalf("%s holds %d files, want only the service client's secret", serviceDir, len(before))
+	}
+	for path, want := range map[string]os.FileMode{serviceDir: 0o700, serviceFile: 0o600} {
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: %v, want mode %v", path, err, want)
+		}
+	}
+	if strings.Contains(out, secret) || !strings.Contains(out, serviceFile) || !strings.Contains(out, `client "orders-service" (scopes invoices:read)`) {
+		t.Errorf("stdout shows the service secret, or does not name %s and the client's scopes:\n%s", serviceFile, out)
+	}
+	clients, err := clients.Load(filepath.Join(dir, "clients.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := clients.Authenticate("orders-service", secret, time.Now())
+	if err != nil {
+		t.Fatalf("the service secret does not authenticate client orders-service: %v", err)
+	}
+	if !slices.Equal(c.Scopes, []string{"invoices:read"}) || c.Admin || c.MaySetSubject || c.MayFollowRevocations() {
+		t.Errorf("service client scopes %v admin=%v may_set_subject=%v revocation_feed=%v; want invoices:read alone", c.Scopes, c.Admin, c.MaySetSubject, c.RevocationFeed)
+	}
+	for id, file := range map[string]string{"demo": "demo.secret", "orders-feed": "orders-feed.secret"} {
+		if _, err := clients.Authenticate(id, strings.TrimSpace(readDir(t, dir)[file]), time.Now()); err != nil {
+			t.Errorf("%s beside the service client: %v", id, err)
+		}
+	}
+
+	out, err = runInit(t, args...)
+	if err != nil || !strings.Contains(out, "nothing to do") {
+		t.Errorf("second init: %v\n%s", err, out)
+	}
+	if after := readDir(t, serviceDir); !maps.Equal(after, before) {
+		t.Error("second run changed the service secret")
+	}
+}
+
 func TestInitKeepsAnExistingFile(t *testing.T) {
 	for _, tc := range []struct{ name, other string }{
 		{"signing-key.pem", "clients.json"},
@@ -311,6 +367,13 @@ func TestInitRejectsBadInputBeforeWriting(t *testing.T) {
 		{"feed client as the client", []string{"-dir", "DIR", "-feed-client-id", "demo"}},
 		{"bad feed client id", []string{"-dir", "DIR", "-feed-client-id", "has space"}},
 		{"feed secret file alone", []string{"-dir", "DIR", "-feed-secret-file", "DIR/f.secret"}},
+		{"service client without scopes", []string{"-dir", "DIR", "-service-client-id", "orders-service"}},
+		{"service scopes alone", []string{"-dir", "DIR", "-service-scopes", "invoices:read"}},
+		{"service secret file alone", []string{"-dir", "DIR", "-service-secret-file", "DIR/s.secret"}},
+		{"service client as the client", []string{"-dir", "DIR", "-service-client-id", "demo", "-service-scopes", "invoices:read"}},
+		{"service client as the feed client", []string{"-dir", "DIR", "-feed-client-id", "x", "-service-client-id", "x", "-service-scopes", "invoices:read"}},
+		{"bad service client id", []string{"-dir", "DIR", "-service-client-id", "has space", "-service-scopes", "invoices:read"}},
+		{"bad service scope", []string{"-dir", "DIR", "-service-client-id", "orders-service", "-service-scopes", `a,"b"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "secrets")
