@@ -96,7 +96,7 @@ func volume(tb testing.TB, s types.ServiceConfig, target string) types.ServiceVo
 
 func TestComposeServices(t *testing.T) {
 	p := loadCompose(t, true)
-	if got, want := slices.Sorted(maps.Keys(p.Services)), []string{"consumer", "consumer-dpop", "consumer-follow", "init", "issuer", "nginx", "redis"}; !slices.Equal(got, want) {
+	if got, want := slices.Sorted(maps.Keys(p.Services)), []string{"billing", "consumer", "consumer-dpop", "consumer-follow", "init", "issuer", "nginx", "redis"}; !slices.Equal(got, want) {
 		t.Errorf("services = %v, want %v", got, want)
 	}
 	if p.Name != "snowtoken" {
@@ -179,24 +179,30 @@ func redisScript(tb testing.TB, r types.ServiceConfig) (script string, args []st
 }
 
 // initCommand is the init service's command, [init -dir DIR
-// -redis-password-file FILE -feed-client-id ID -feed-secret-file FILE]; the
-// values are at initDir, initPasswordFile, initFeedID and initFeedSecretFile.
+// -redis-password-file FILE -feed-client-id ID -feed-secret-file FILE
+// -service-client-id ID -service-scopes SCOPES -service-secret-file FILE];
+// the values are at initDir, initPasswordFile, initFeedID, ...
 func initCommand(tb testing.TB, initSvc types.ServiceConfig) []string {
 	tb.Helper()
 	args := []string(initSvc.Command)
-	if len(args) != 9 || args[0] != "init" || args[1] != "-dir" || args[3] != "-redis-password-file" ||
-		args[5] != "-feed-client-id" || args[7] != "-feed-secret-file" {
-		tb.Fatalf("init command %q, want [init -dir DIR -redis-password-file FILE -feed-client-id ID -feed-secret-file FILE]", args)
+	if len(args) != 15 || args[0] != "init" || args[1] != "-dir" || args[3] != "-redis-password-file" ||
+		args[5] != "-feed-client-id" || args[7] != "-feed-secret-file" ||
+		args[9] != "-service-client-id" || args[11] != "-service-scopes" || args[13] != "-service-secret-file" {
+		tb.Fatalf("init command %q, want [init -dir DIR -redis-password-file FILE -feed-client-id ID -feed-secret-file FILE "+
+			"-service-client-id ID -service-scopes SCOPES -service-secret-file FILE]", args)
 	}
 	return args
 }
 
 // Where initCommand's values are.
 const (
-	initDir            = 2
-	initPasswordFile   = 4
-	initFeedID         = 6
-	initFeedSecretFile = 8
+	initDir               = 2
+	initPasswordFile      = 4
+	initFeedID            = 6
+	initFeedSecretFile    = 8
+	initServiceID         = 10
+	initServiceScopes     = 12
+	initServiceSecretFile = 14
 )
 
 // initArgs returns the directory the init service writes the signing key and
@@ -509,7 +515,7 @@ func TestComposeNetworkIsolation(t *testing.T) {
 		if _, ok := issuer.Networks[n]; !ok {
 			t.Errorf("redis is on network %s, the issuer is not", n)
 		}
-		for _, other := range []string{"nginx", "consumer", "consumer-dpop", "consumer-follow"} {
+		for _, other := range []string{"nginx", "consumer", "consumer-dpop", "consumer-follow", "billing"} {
 			if _, ok := service(t, p, other).Networks[n]; ok {
 				t.Errorf("%s shares network %s with redis", other, n)
 			}
@@ -949,6 +955,7 @@ func TestComposeIssuerStarts(t *testing.T) {
 	args := slices.Clone(initCommand(t, initSvc))
 	args[initDir], args[initPasswordFile] = dir, filepath.Join(pwDir, filepath.Base(passwordFile))
 	args[initFeedSecretFile] = filepath.Join(feedDir, filepath.Base(args[initFeedSecretFile]))
+	args[initServiceSecretFile] = filepath.Join(t.TempDir(), "service-auth", filepath.Base(args[initServiceSecretFile]))
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("snowtoken %q: %v\n%s", args, err, out)
@@ -986,6 +993,15 @@ func TestComposeIssuerStarts(t *testing.T) {
 	}
 	if c, err := clients.Authenticate(args[initFeedID], strings.TrimSpace(string(feedSecret)), time.Now()); err != nil || !c.MayFollowRevocations() || c.Admin || len(c.Scopes) > 0 {
 		t.Errorf("the feed secret init wrote: client %q %+v, %v; want one that may follow the revocation feed alone", args[initFeedID], c, err)
+	}
+	// The consumer's own client for its calls to billing, its secret alone in its volume.
+	serviceSecret, err := os.ReadFile(args[initServiceSecretFile])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := clients.Authenticate(args[initServiceID], strings.TrimSpace(string(serviceSecret)), time.Now()); err != nil ||
+		strings.Join(c.Scopes, ",") != args[initServiceScopes] || c.Admin || c.MayFollowRevocations() {
+		t.Errorf("the service secret init wrote: client %q %+v, %v; want one with scopes %s alone", args[initServiceID], c, err, args[initServiceScopes])
 	}
 
 	// Redis with the password init wrote, as the redis service has it.
