@@ -212,19 +212,7 @@ func TestInitFeedClient(t *testing.T) {
 	if names := slices.Sorted(maps.Keys(readDir(t, dir))); !slices.Equal(names, []string{"clients.json", "demo.secret", "redis.password", "signing-key.pem"}) {
 		t.Errorf("%s holds %v, want no feed secret", dir, names)
 	}
-	before := readDir(t, feedDir)
-	secret := strings.TrimSpace(before["orders-feed.secret"])
-	if len(before) != 1 || len(secret) < 40 {
-		t.Fatalf("%s holds %d files, want only the feed client's secret", feedDir, len(before))
-	}
-	for path, want := range map[string]os.FileMode{feedDir: 0o700, feedFile: 0o600} {
-		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
-			t.Errorf("%s: %v, want mode %v", path, err, want)
-		}
-	}
-	if strings.Contains(out, secret) || !strings.Contains(out, feedFile) {
-		t.Errorf("stdout shows the feed secret or does not name %s:\n%s", feedFile, out)
-	}
+	before, secret := secretAlone(t, feedFile, out)
 	clients, err := clients.Load(filepath.Join(dir, "clients.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -266,18 +254,9 @@ func TestInitServiceClient(t *testing.T) {
 	if names := slices.Sorted(maps.Keys(readDir(t, dir))); !slices.Equal(names, []string{"clients.json", "demo.secret", "orders-feed.secret", "redis.password", "signing-key.pem"}) {
 		t.Errorf("%s holds %v, want no service secret", dir, names)
 	}
-	before := readDir(t, serviceDir)
-	secret := strings.TrimSpace(before["orders-service.secret"])
-	if len(before) != 1 || len(secret) < 40 {
-		t.Fatalf("%s holds %d files, want only the service client's secret", serviceDir, len(before))
-	}
-	for path, want := range map[string]os.FileMode{serviceDir: 0o700, serviceFile: 0o600} {
-		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
-			t.Errorf("%s: %v, want mode %v", path, err, want)
-		}
-	}
-	if strings.Contains(out, secret) || !strings.Contains(out, serviceFile) || !strings.Contains(out, `client "orders-service" (scopes invoices:read)`) {
-		t.Errorf("stdout shows the service secret, or does not name %s and the client's scopes:\n%s", serviceFile, out)
+	before, secret := secretAlone(t, serviceFile, out)
+	if !strings.Contains(out, `client "orders-service" (scopes invoices:read)`) {
+		t.Errorf("stdout does not name the service client's scopes:\n%s", out)
 	}
 	clients, err := clients.Load(filepath.Join(dir, "clients.json"))
 	if err != nil {
@@ -303,6 +282,28 @@ func TestInitServiceClient(t *testing.T) {
 	if after := readDir(t, serviceDir); !maps.Equal(after, before) {
 		t.Error("second run changed the service secret")
 	}
+}
+
+// secretAlone checks that file, a secret init wrote, is alone in its
+// directory, 0700 and 0600, and named but not shown by init's stdout out;
+// it returns the directory's files and the secret.
+func secretAlone(tb testing.TB, file, out string) (map[string]string, string) {
+	tb.Helper()
+	dir := filepath.Dir(file)
+	files := readDir(tb, dir)
+	secret := strings.TrimSpace(files[filepath.Base(file)])
+	if len(files) != 1 || len(secret) < 40 {
+		tb.Fatalf("%s holds %d files, want only the secret %s", dir, len(files), filepath.Base(file))
+	}
+	for path, want := range map[string]os.FileMode{dir: 0o700, file: 0o600} {
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
+			tb.Errorf("%s: %v, want mode %v", path, err, want)
+		}
+	}
+	if strings.Contains(out, secret) || !strings.Contains(out, file) {
+		tb.Errorf("stdout shows the secret of %s or does not name it:\n%s", file, out)
+	}
+	return files, secret
 }
 
 func TestInitKeepsAnExistingFile(t *testing.T) {

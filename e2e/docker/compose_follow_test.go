@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -23,30 +22,12 @@ import (
 func TestComposeConsumerFollow(t *testing.T) {
 	p := loadCompose(t, true)
 	c, f, initSvc := service(t, p, "consumer"), service(t, p, "consumer-follow"), service(t, p, "init")
-	if f.Image != c.Image || f.PullPolicy != types.PullPolicyNever || f.Build != nil {
-		t.Errorf("consumer-follow image %q pull_policy %q build %v; want the consumer's image %q, never pulled, not built again", f.Image, f.PullPolicy, f.Build, c.Image)
-	}
-	if _, ok := f.DependsOn["consumer"]; !ok {
-		t.Error("consumer-follow does not depend on consumer, which builds its image: docker-compose 1.29 may try to pull it")
-	}
-	for dep, cond := range map[string]string{"issuer": types.ServiceConditionHealthy, "init": types.ServiceConditionCompletedSuccessfully} {
-		if got := f.DependsOn[dep].Condition; got != cond {
-			t.Errorf("consumer-follow depends_on %s %q, want %s", dep, got, cond)
-		}
+	checkRunsAsConsumer(t, p, "consumer-follow")
+	if got := f.DependsOn["init"].Condition; got != types.ServiceConditionCompletedSuccessfully {
+		t.Errorf("consumer-follow depends_on init %q, want %s", got, types.ServiceConditionCompletedSuccessfully)
 	}
 	if _, ok := service(t, p, "nginx").DependsOn["consumer-follow"]; !ok {
 		t.Error("nginx does not depend on consumer-follow: nginx fails to start when an upstream name does not resolve")
-	}
-	if !f.ReadOnly || !slices.Equal(f.CapDrop, c.CapDrop) || !slices.Equal(f.SecurityOpt, c.SecurityOpt) {
-		t.Errorf("consumer-follow read_only=%v cap_drop=%v security_opt=%v; want the consumer's hardening", f.ReadOnly, f.CapDrop, f.SecurityOpt)
-	}
-	if f.Deploy == nil || c.Deploy == nil || f.Deploy.Resources.Limits == nil || c.Deploy.Resources.Limits == nil ||
-		f.Deploy.Resources.Limits.NanoCPUs != c.Deploy.Resources.Limits.NanoCPUs ||
-		f.Deploy.Resources.Limits.MemoryBytes != c.Deploy.Resources.Limits.MemoryBytes {
-		t.Error("consumer-follow's CPU and memory limits are not the consumer's")
-	}
-	if f.HealthCheck != nil || f.Restart != c.Restart || len(f.Ports) != 0 {
-		t.Errorf("consumer-follow healthcheck %+v restart %q ports %v; want the image's health check, the consumer's restart, no port published", f.HealthCheck, f.Restart, f.Ports)
 	}
 
 	e, ce := env(t, f), env(t, c)
@@ -65,28 +46,7 @@ func TestComposeConsumerFollow(t *testing.T) {
 	if _, ok := e["CONSUMER_PUBLIC_URL"]; ok {
 		t.Error("consumer-follow sets CONSUMER_PUBLIC_URL: it takes bearer tokens (consumer-dpop is the DPoP example)")
 	}
-	// Its one volume: the feed secret's, shared with init, read-only here.
-	feedDir := filepath.Dir(args[initFeedSecretFile])
-	fv, iv := volume(t, f, feedDir), volume(t, initSvc, feedDir)
-	if len(f.Volumes) != 1 || fv.Type != types.VolumeTypeVolume || fv.Source != iv.Source || !fv.ReadOnly || iv.ReadOnly {
-		t.Errorf("consumer-follow mounts %+v; want only init's %s volume %q, read-only", f.Volumes, feedDir, iv.Source)
-	}
-	secretsDir, passwordFile := initArgs(t, initSvc)
-	for _, other := range []string{secretsDir, filepath.Dir(passwordFile)} {
-		if other == feedDir {
-			t.Errorf("the feed secret is in %s, beside what consumer-follow must not read", other)
-		}
-	}
-	for name, s := range p.Services {
-		if name == "init" || name == "consumer-follow" {
-			continue
-		}
-		for _, v := range s.Volumes {
-			if v.Source == iv.Source {
-				t.Errorf("service %s mounts the feed secret's volume %q", name, v.Source)
-			}
-		}
-	}
+	checkOwnSecretVolume(t, p, "consumer-follow", args[initFeedSecretFile])
 
 	conf, err := os.ReadFile(filepath.Join("nginx", "default.conf"))
 	if err != nil {
@@ -100,5 +60,39 @@ func TestComposeConsumerFollow(t *testing.T) {
 		t.Error("nginx's /follow/orders does not pass /orders to consumer-follow (the prefix stripped)")
 	case strings.Contains(string(loc[1]), "auth_request"):
 		t.Error("nginx's /follow/orders has an auth_request: every request would reach the issuer")
+	}
+}
+
+// checkOwnSecretVolume: the secret file init writes is in a volume of its
+// own, which the service name mounts alone, read-only, and nothing else
+// (init, writable, aside): never the volumes of the signing key and the
+// clients, or of the Redis password, nor another service's secret.
+func checkOwnSecretVolume(t *testing.T, p *types.Project, name, secretFile string) {
+	t.Helper()
+	s, initSvc := service(t, p, name), service(t, p, "init")
+	dir := filepath.Dir(secretFile)
+	sv, iv := volume(t, s, dir), volume(t, initSvc, dir)
+	if len(s.Volumes) != 1 || sv.Type != types.VolumeTypeVolume || sv.Source != iv.Source || !sv.ReadOnly || iv.ReadOnly {
+		t.Errorf("%s mounts %+v; want only init's %s volume %q, read-only", name, s.Volumes, dir, iv.Source)
+	}
+	args := initCommand(t, initSvc)
+	written := 0 // the directories init writes into that are dir
+	for _, f := range []string{args[initDir] + "/", args[initPasswordFile], args[initFeedSecretFile], args[initServiceSecretFile]} {
+		if filepath.Dir(f) == dir {
+			written++
+		}
+	}
+	if written != 1 {
+		t.Errorf("%s's secret is in %s, beside another file init writes, which %s must not read", name, dir, name)
+	}
+	for other, o := range p.Services {
+		if other == "init" || other == name {
+			continue
+		}
+		for _, v := range o.Volumes {
+			if v.Source == iv.Source {
+				t.Errorf("service %s mounts %s's secret volume %q", other, name, v.Source)
+			}
+		}
 	}
 }

@@ -826,6 +826,37 @@ func TestComposeConsumer(t *testing.T) {
 	}
 }
 
+// checkRunsAsConsumer: the service name runs the consumer's image as the
+// consumer does: the image the consumer service builds, never pulled nor
+// built again, started after the consumer (docker-compose 1.29 makes
+// images in start order) and a healthy issuer, with the consumer's
+// hardening, limits, restart policy and the image's health check, and no
+// port published.
+func checkRunsAsConsumer(t *testing.T, p *types.Project, name string) {
+	t.Helper()
+	c, d := service(t, p, "consumer"), service(t, p, name)
+	if d.Image != c.Image || d.PullPolicy != types.PullPolicyNever || d.Build != nil {
+		t.Errorf("%s image %q pull_policy %q build %v; want the consumer's image %q, never pulled, not built again", name, d.Image, d.PullPolicy, d.Build, c.Image)
+	}
+	if _, ok := d.DependsOn["consumer"]; !ok {
+		t.Errorf("%s does not depend on consumer, which builds its image: docker-compose 1.29 may try to pull it", name)
+	}
+	if got := d.DependsOn["issuer"].Condition; got != types.ServiceConditionHealthy {
+		t.Errorf("%s depends_on issuer %q, want service_healthy", name, got)
+	}
+	if !d.ReadOnly || !slices.Contains(d.CapDrop, "ALL") || !slices.Equal(d.CapDrop, c.CapDrop) || !slices.Equal(d.SecurityOpt, c.SecurityOpt) {
+		t.Errorf("%s read_only=%v cap_drop=%v security_opt=%v; want the consumer's hardening: true %v %v", name, d.ReadOnly, d.CapDrop, d.SecurityOpt, c.CapDrop, c.SecurityOpt)
+	}
+	if d.Deploy == nil || c.Deploy == nil || d.Deploy.Resources.Limits == nil || c.Deploy.Resources.Limits == nil ||
+		d.Deploy.Resources.Limits.NanoCPUs != c.Deploy.Resources.Limits.NanoCPUs ||
+		d.Deploy.Resources.Limits.MemoryBytes != c.Deploy.Resources.Limits.MemoryBytes {
+		t.Errorf("%s's CPU and memory limits are not the consumer's", name)
+	}
+	if d.HealthCheck != nil || d.Restart != c.Restart || len(d.Ports) != 0 {
+		t.Errorf("%s healthcheck %+v restart %q ports %v; want the image's health check, the consumer's restart %q, no port published", name, d.HealthCheck, d.Restart, d.Ports, c.Restart)
+	}
+}
+
 // TestComposeConsumerDPoP: consumer-dpop is the consumer's image, run as
 // the consumer is (hardening, limits, the image's health check), for
 // DPoP-bound tokens: its public URL is the gateway's and /dpop, where
@@ -836,30 +867,9 @@ func TestComposeConsumer(t *testing.T) {
 func TestComposeConsumerDPoP(t *testing.T) {
 	p := loadCompose(t, true)
 	c, d := service(t, p, "consumer"), service(t, p, "consumer-dpop")
-	if d.Image != c.Image || d.PullPolicy != types.PullPolicyNever || d.Build != nil {
-		t.Errorf("consumer-dpop image %q pull_policy %q build %v; want the consumer's image %q, never pulled, not built again", d.Image, d.PullPolicy, d.Build, c.Image)
-	}
-	// docker-compose 1.29 makes images in start order: the consumer builds
-	// this one first.
-	if _, ok := d.DependsOn["consumer"]; !ok {
-		t.Error("consumer-dpop does not depend on consumer, which builds its image: docker-compose 1.29 may try to pull it")
-	}
-	if got := d.DependsOn["issuer"].Condition; got != types.ServiceConditionHealthy {
-		t.Errorf("consumer-dpop depends_on issuer %q, want service_healthy", got)
-	}
+	checkRunsAsConsumer(t, p, "consumer-dpop")
 	if _, ok := service(t, p, "nginx").DependsOn["consumer-dpop"]; !ok {
 		t.Error("nginx does not depend on consumer-dpop: nginx fails to start when an upstream name does not resolve")
-	}
-	if !d.ReadOnly || !slices.Contains(d.CapDrop, "ALL") || !slices.Equal(d.CapDrop, c.CapDrop) || !slices.Equal(d.SecurityOpt, c.SecurityOpt) {
-		t.Errorf("consumer-dpop read_only=%v cap_drop=%v security_opt=%v; want the consumer's hardening: true %v %v", d.ReadOnly, d.CapDrop, d.SecurityOpt, c.CapDrop, c.SecurityOpt)
-	}
-	if d.Deploy == nil || c.Deploy == nil || d.Deploy.Resources.Limits == nil || c.Deploy.Resources.Limits == nil ||
-		d.Deploy.Resources.Limits.NanoCPUs != c.Deploy.Resources.Limits.NanoCPUs ||
-		d.Deploy.Resources.Limits.MemoryBytes != c.Deploy.Resources.Limits.MemoryBytes {
-		t.Error("consumer-dpop's CPU and memory limits are not the consumer's")
-	}
-	if d.HealthCheck != nil || d.Restart != c.Restart || len(d.Ports) != 0 {
-		t.Errorf("consumer-dpop healthcheck %+v restart %q ports %v; want the image's health check, the consumer's restart %q, no port published", d.HealthCheck, d.Restart, d.Ports, c.Restart)
 	}
 
 	e, ce := env(t, d), env(t, c)

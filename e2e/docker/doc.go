@@ -7,8 +7,8 @@
 //   - observability_test.go checks the profile observability (prometheus
 //     and grafana) as files: images, limits, networks, and that each mounts
 //     what the other files name (the rules, the dashboards, the data source).
-//   - compose_test.go (and compose_follow_test.go, for consumer-follow)
-//     loads docker-compose.yml with compose-go and checks the
+//   - compose_test.go (and compose_follow_test.go, for consumer-follow;
+//     compose_chain_test.go, for the call chain consumer -> billing) loads docker-compose.yml with compose-go and checks the
 //     stack: services, replicas, networks, the Redis password, pinned images,
 //     limits, health checks, start order, and the issuer's environment
 //     against config.Vars and config.Load; it runs the Redis service's script
@@ -43,7 +43,9 @@
 //     call to the issuers (their /token/validate count, read from each
 //     replica's metrics, does not move) and refusing a token revoked through
 //     the gateway within 100 ms of the revoke request, the time logged;
-//     one of them cut off from Redis, no request through nginx failing, and
+//     the call chain (stack_chain_test.go): the consumer and billing see one
+//     Txn-Token, billing's caller the consumer's own client, a client's
+//     Txn-Token replaced by nginx's; one of them cut off from Redis, no request through nginx failing, and
 //     SnowtokenRedisUnreachable's expression holding for it; that one
 //     killed, the others serving.
 //     Without the variable it skips, naming what it needs; with it, a missing
