@@ -67,8 +67,8 @@ func (a *authFlags) apply(cmd string, c *clients.Client) (secret string, err err
 	case workload:
 		dropSecret(c)
 		c.TokenEndpointAuthMethod, c.JWKS, c.JWKSURI = "", nil, ""
-		c.WorkloadIdentity = &clientauth.WorkloadIdentity{Issuer: *a.wlIssuer, Subject: *a.wlSubject,
-			JWKSURI: *a.wlJWKSURI, CAFile: *a.wlCA, BearerTokenFile: *a.wlToken}
+		c.WorkloadIdentity = &clientauth.WorkloadIdentity{Subject: *a.wlSubject, TrustedIssuer: clientauth.TrustedIssuer{
+			Issuer: *a.wlIssuer, JWKSURI: *a.wlJWKSURI, CAFile: *a.wlCA, BearerTokenFile: *a.wlToken}}
 	case keys || *a.method == clients.AuthPrivateKeyJWT:
 		dropSecret(c)
 		c.TokenEndpointAuthMethod, c.WorkloadIdentity = clients.AuthPrivateKeyJWT, nil

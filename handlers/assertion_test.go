@@ -156,7 +156,7 @@ func (a *assertionEnv) clients(tb testing.TB, postSum, jwksURI string) *clients.
 	cs, err := clients.New([]clients.Client{
 		{ID: "pk", Scopes: []string{"orders:read"}, TokenEndpointAuthMethod: clients.AuthPrivateKeyJWT, JWKS: a.pk.jwks(tb)},
 		{ID: "pk-uri", Scopes: []string{"orders:read"}, TokenEndpointAuthMethod: clients.AuthPrivateKeyJWT, JWKSURI: jwksURI},
-		{ID: "orders", Scopes: []string{"orders:read"}, WorkloadIdentity: &clientauth.WorkloadIdentity{Issuer: a.cluster.URL, Subject: saSubject, CAFile: a.clusterCA}},
+		{ID: "orders", Scopes: []string{"orders:read"}, WorkloadIdentity: &clientauth.WorkloadIdentity{TrustedIssuer: clientauth.TrustedIssuer{Issuer: a.cluster.URL, CAFile: a.clusterCA}, Subject: saSubject}},
 		{ID: "post", Scopes: []string{"orders:read"}, SecretSHA256: postSum, TokenEndpointAuthMethod: clients.AuthSecretPost},
 	})
 	if err != nil {

@@ -48,6 +48,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/snowtoken/snowtoken/client/jwtpolicy"
 	"github.com/snowtoken/snowtoken/internal/refusal"
 )
 
@@ -119,12 +120,15 @@ const (
 )
 
 // Registration is how one client authenticates with an assertion: Keys
-// (inline jwks) or JWKSURI for private_key_jwt, or Workload.
+// (inline jwks) or JWKSURI for private_key_jwt, or Workload; and the
+// issuers whose JWTs it may exchange (VerifySubjectToken), whose keys are
+// fetched too.
 type Registration struct {
-	ClientID string
-	Keys     *KeySet
-	JWKSURI  string
-	Workload *WorkloadIdentity
+	ClientID            string
+	Keys                *KeySet
+	JWKSURI             string
+	Workload            *WorkloadIdentity
+	SubjectTokenIssuers []TrustedIssuer
 }
 
 // Verifier checks client assertions. It is safe for concurrent use, and
@@ -172,11 +176,15 @@ func New(opts Options) (*Verifier, error) {
 // Fetcher is the Verifier's cache of key sets at URLs.
 func (v *Verifier) Fetcher() *Fetcher { return v.fetcher }
 
-// Forget drops the key set fetched for reg, if its keys are fetched: the
-// next assertion fetches it again (Fetcher.Forget).
+// Forget drops the key sets fetched for reg, its own if they are fetched
+// and its subject token issuers': the next assertion or subject token
+// fetches them again (Fetcher.Forget).
 func (v *Verifier) Forget(reg Registration) {
 	if src, err := reg.source(); err == nil {
 		v.fetcher.Forget(src)
+	}
+	for i := range reg.SubjectTokenIssuers {
+		v.fetcher.Forget(reg.SubjectTokenIssuers[i].source())
 	}
 }
 
@@ -208,27 +216,11 @@ func (v *Verifier) Verify(ctx context.Context, reg Registration, assertion strin
 		iss, sub = reg.Workload.Issuer, reg.Workload.Subject
 	}
 	var claims jwt.RegisteredClaims
-	var keyErr error
-	keyed := false // the keyfunc ran: the alg was one of Algorithms
-	p := jwt.NewParser(jwt.WithValidMethods(Algorithms), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
-		jwt.WithLeeway(v.opts.Leeway), jwt.WithTimeFunc(func() time.Time { return now }),
-		jwt.WithIssuer(iss), jwt.WithSubject(sub), jwt.WithAudience(v.opts.Audiences...))
-	_, err := p.ParseWithClaims(assertion, &claims, func(t *jwt.Token) (any, error) {
-		keyed = true
-		kid, ok := t.Header["kid"].(string)
-		if !ok && t.Header["kid"] != nil {
-			keyErr = refusal.New(ErrMalformed, "the assertion's kid is not a string")
-			return nil, keyErr
-		}
-		var key any
-		key, keyErr = v.key(ctx, reg, kid, t.Method.Alg())
-		return key, keyErr
-	})
-	if keyErr != nil {
-		return keyErr
-	}
+	err := v.parse(assertion, jwtNames{"the assertion", "this issuer or its token endpoint"}, now, &claims, func(kid, alg string) (any, error) {
+		return v.key(ctx, reg, kid, alg)
+	}, jwt.WithIssuer(iss), jwt.WithSubject(sub), jwt.WithAudience(v.opts.Audiences...))
 	if err != nil {
-		return parseError(err, keyed, claims)
+		return err
 	}
 	if reg.Workload != nil {
 		return v.checkWorkload(claims, now)
@@ -292,6 +284,12 @@ func (v *Verifier) key(ctx context.Context, reg Registration, kid, alg string) (
 	if err != nil {
 		return nil, err
 	}
+	return v.fetchedKey(ctx, src, kid, alg)
+}
+
+// fetchedKey returns the key of src's set that verifies a JWT signed with
+// alg under kid. The set is refreshed once when it has no such key.
+func (v *Verifier) fetchedKey(ctx context.Context, src Source, kid, alg string) (any, error) {
 	ks, err := v.fetcher.Keys(ctx, src)
 	if err != nil {
 		return nil, err
@@ -319,35 +317,74 @@ func (reg Registration) source() (Source, error) {
 	return Source{}, fmt.Errorf("%w: client %q has no keys", ErrRegistration, reg.ClientID)
 }
 
+// jwtNames are what parse's refusals call the JWT (such as "the
+// assertion"), and what its aud must name.
+type jwtNames struct{ what, aud string }
+
+// parse verifies raw, a JWT called n.what, into claims: its alg one of
+// Algorithms, its kid, if any, a string, its key the one key returns for
+// them, its signature, then its claims, exp required and iat and nbf
+// checked at now with Leeway, and those opts ask for. A refusal is ours
+// (parseError), or key's own.
+func (v *Verifier) parse(raw string, n jwtNames, now time.Time, claims jwt.Claims, key func(kid, alg string) (any, error), opts ...jwt.ParserOption) error {
+	var keyErr error
+	keyed := false // the keyfunc ran: the alg was one of Algorithms
+	p := jwt.NewParser(append([]jwt.ParserOption{jwt.WithValidMethods(Algorithms), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
+		jwt.WithLeeway(v.opts.Leeway), jwt.WithTimeFunc(func() time.Time { return now })}, opts...)...)
+	_, err := p.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
+		keyed = true
+		kid, ok := t.Header["kid"].(string)
+		if !ok && t.Header["kid"] != nil {
+			keyErr = refusal.New(ErrMalformed, "%s's kid is not a string", n.what)
+			return nil, keyErr
+		}
+		var k any
+		k, keyErr = key(kid, t.Method.Alg())
+		return k, keyErr
+	})
+	switch {
+	case keyErr != nil:
+		return keyErr
+	case err != nil:
+		return parseError(err, keyed, claims, n)
+	}
+	return nil
+}
+
 // parseError turns golang-jwt's error into one of ours (keyed: the
-// keyfunc ran), with a text of our
-// own: a library's text would tell the client of internals.
-func parseError(err error, keyed bool, claims jwt.RegisteredClaims) error {
+// keyfunc ran), with a text of our own naming the JWT as n says: a
+// library's text would tell the client of internals.
+func parseError(err error, keyed bool, claims jwt.Claims, n jwtNames) error {
+	what := n.what
+	iss, _ := claims.GetIssuer()
+	sub, _ := claims.GetSubject()
 	switch {
 	case errors.Is(err, jwt.ErrTokenMalformed):
-		return refusal.New(ErrMalformed, "the assertion is not a signed JWT (three base64url parts, JSON header and claims)")
+		return refusal.New(ErrMalformed, "%s is not a signed JWT (three base64url parts, JSON header and claims)", what)
 	case errors.Is(err, jwt.ErrTokenUnverifiable), errors.Is(err, jwt.ErrTokenSignatureInvalid) && !keyed:
 		// An alg golang-jwt does not know, or one not in Algorithms
 		// (none, HS256): refused before any key is looked up.
-		return refusal.New(ErrAlgorithm, "the assertion's alg must be one of %v", Algorithms)
+		return refusal.New(ErrAlgorithm, "%s's alg must be one of %v", what, Algorithms)
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return refusal.Describe(ErrSignature, "client assertion signature invalid")
+		return refusal.New(ErrSignature, "%s's signature is invalid", what)
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return refusal.New(ErrClaims, "the assertion needs exp, iss, sub and aud")
+		return refusal.New(ErrClaims, "%s needs exp, iss, sub and aud", what)
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return refusal.New(ErrClaims, "the assertion has expired")
+		return refusal.New(ErrClaims, "%s has expired", what)
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
-		return refusal.New(ErrClaims, "the assertion's nbf is in the future")
+		return refusal.New(ErrClaims, "%s's nbf is in the future", what)
 	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return refusal.New(ErrClaims, "the assertion's iat is in the future")
+		return refusal.New(ErrClaims, "%s's iat is in the future", what)
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return refusal.New(ErrClaims, "the assertion's iss %.64q is not the one registered for the client", claims.Issuer)
+		return refusal.New(ErrClaims, "%s's iss %.64q is not the one registered for the client", what, iss)
 	case errors.Is(err, jwt.ErrTokenInvalidSubject):
-		return refusal.New(ErrClaims, "the assertion's sub %.64q is not the one registered for the client", claims.Subject)
+		return refusal.New(ErrClaims, "%s's sub %.64q is not the one registered for the client", what, sub)
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return refusal.New(ErrClaims, "the assertion's aud must name this issuer or its token endpoint")
+		return refusal.New(ErrClaims, "%s's aud must name %s", what, n.aud)
+	case errors.Is(err, jwtpolicy.ErrNoIAT):
+		return refusal.New(ErrClaims, "%s needs iat", what)
 	case errors.Is(err, jwt.ErrTokenInvalidClaims):
-		return refusal.New(ErrClaims, "a claim of the assertion has the wrong type")
+		return refusal.New(ErrClaims, "a claim of %s has the wrong type", what)
 	}
-	return refusal.New(ErrMalformed, "the assertion is not accepted")
+	return refusal.New(ErrMalformed, "%s is not accepted", what)
 }

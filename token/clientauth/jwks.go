@@ -63,9 +63,9 @@ func setError(err error) error {
 	return refusal.Describe(fmt.Errorf("%w: %w", kind, err), d)
 }
 
-// find returns the key that verifies an assertion signed with alg under
-// kid: the key of that kid, or without a kid the one key of alg's type in
-// the set (ErrUnknownKey when there are none or several). The key's type
+// find returns the key that verifies a JWT signed with alg under kid: the
+// key of that kid, or without a kid the one key of alg's type in the set
+// (ErrUnknownKey when there are none or several). The key's type
 // must fit alg, and its own alg, if any, must be alg.
 func (ks *KeySet) find(kid, alg string) (crypto.PublicKey, error) {
 	var found *jwk.Key
@@ -80,16 +80,16 @@ func (ks *KeySet) find(kid, alg string) (crypto.PublicKey, error) {
 		}
 		if k.Fits(alg) {
 			if found != nil {
-				return nil, refusal.New(ErrUnknownKey, "the assertion has no kid, and the client's key set holds several %s keys", alg)
+				return nil, refusal.New(ErrUnknownKey, "no kid, and the key set holds several %s keys", alg)
 			}
 			found = k
 		}
 	}
 	switch {
 	case found == nil && kid != "":
-		return nil, refusal.New(ErrUnknownKey, "the client's key set has no kid %.64q", kid)
+		return nil, refusal.New(ErrUnknownKey, "the key set has no kid %.64q", kid)
 	case found == nil:
-		return nil, refusal.New(ErrUnknownKey, "the client's key set has no %s key", alg)
+		return nil, refusal.New(ErrUnknownKey, "the key set has no %s key", alg)
 	case !found.Fits(alg):
 		return nil, refusal.New(ErrWrongKey, "the key of kid %.64q is not a %s key", kid, alg)
 	}

@@ -7,6 +7,29 @@ import (
 	"unicode"
 )
 
+// TrustedIssuer is an issuer the operator trusts to sign JWTs, and where
+// its keys are: the issuer of a client's workload identity
+// (WorkloadIdentity), or one whose JWTs a client may exchange as subject
+// tokens (a clients file's subject_token_issuers; VerifySubjectToken).
+type TrustedIssuer struct {
+	// Issuer is the iss the token must have, exactly, such as
+	// https://kubernetes.default.svc.cluster.local (kubectl get --raw
+	// /.well-known/openid-configuration shows the cluster's).
+	Issuer string `json:"issuer"`
+	// JWKSURI is where the issuer's keys are, such as
+	// https://kubernetes.default.svc/openid/v1/jwks. Empty means the
+	// jwks_uri of Issuer's discovery document.
+	JWKSURI string `json:"jwks_uri,omitempty"`
+	// CAFile, if set, is a PEM file of the CAs the key server's
+	// certificate chains to, instead of the system's: in a pod,
+	// /var/run/secrets/kubernetes.io/serviceaccount/ca.crt.
+	CAFile string `json:"ca_file,omitempty"`
+	// BearerTokenFile, if set, is a file whose token is sent to the key
+	// server (read again at each fetch): in a pod, the issuer's own
+	// service-account token, /var/run/secrets/kubernetes.io/serviceaccount/token.
+	BearerTokenFile string `json:"bearer_token_file,omitempty"`
+}
+
 // WorkloadIdentity binds a client to a workload that an issuer the
 // operator trusts vouches for: a Kubernetes service account (the cluster's
 // service-account issuer, sub system:serviceaccount:NAMESPACE:NAME), or a
@@ -23,61 +46,62 @@ import (
 // and its lifetime, which Options.MaxWorkloadLifetime caps (24 h unless
 // set; a projected token's expirationSeconds is 1 h by default).
 type WorkloadIdentity struct {
-	// Issuer is the iss the token must have, such as
-	// https://kubernetes.default.svc.cluster.local (kubectl get --raw
-	// /.well-known/openid-configuration shows the cluster's).
-	Issuer string `json:"issuer"`
+	TrustedIssuer
 	// Subject is the sub the token must have, such as
 	// system:serviceaccount:shop:orders.
 	Subject string `json:"subject"`
-	// JWKSURI is where the issuer's keys are, such as
-	// https://kubernetes.default.svc/openid/v1/jwks. Empty means the
-	// jwks_uri of Issuer's discovery document.
-	JWKSURI string `json:"jwks_uri,omitempty"`
-	// CAFile, if set, is a PEM file of the CAs the key server's
-	// certificate chains to, instead of the system's: in a pod,
-	// /var/run/secrets/kubernetes.io/serviceaccount/ca.crt.
-	CAFile string `json:"ca_file,omitempty"`
-	// BearerTokenFile, if set, is a file whose token is sent to the key
-	// server (read again at each fetch): in a pod, the issuer's own
-	// service-account token, /var/run/secrets/kubernetes.io/serviceaccount/token.
-	BearerTokenFile string `json:"bearer_token_file,omitempty"`
 }
 
-// maxSubjectLen bounds a workload's subject.
+// maxSubjectLen bounds a workload's subject, and a subject token's sub.
 const maxSubjectLen = 512
 
-// Check reports what is wrong with w, if anything: Issuer and JWKSURI
-// must pass CheckURL, Subject be one line of printable text, and the files
-// exist (the CA file holding a PEM certificate).
+// Check reports what is wrong with w, if anything: its issuer's (see
+// TrustedIssuer.Check), and Subject must be one line of printable text.
 func (w *WorkloadIdentity) Check() error {
-	if err := CheckURL(w.Issuer); err != nil {
-		return fmt.Errorf("%w: issuer: %w", ErrRegistration, err)
+	if err := w.TrustedIssuer.Check(); err != nil {
+		return err
 	}
-	if w.Subject == "" || len(w.Subject) > maxSubjectLen || strings.IndexFunc(w.Subject, func(r rune) bool {
-		return unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
-	}) >= 0 {
+	if !isSubject(w.Subject) {
 		return fmt.Errorf("%w: subject: want one line of at most %d bytes", ErrRegistration, maxSubjectLen)
 	}
-	if w.JWKSURI != "" {
-		if err := CheckURL(w.JWKSURI); err != nil {
+	return nil
+}
+
+// isSubject reports whether s is a subject we accept from an issuer: 1 to
+// maxSubjectLen bytes, no control or format character (one line, read as
+// it is stored).
+func isSubject(s string) bool {
+	return s != "" && len(s) <= maxSubjectLen && strings.IndexFunc(s, func(r rune) bool {
+		return unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
+	}) < 0
+}
+
+// Check reports what is wrong with ti, if anything: Issuer and JWKSURI
+// must pass CheckURL, and the files exist (the CA file holding a PEM
+// certificate).
+func (ti *TrustedIssuer) Check() error {
+	if err := CheckURL(ti.Issuer); err != nil {
+		return fmt.Errorf("%w: issuer: %w", ErrRegistration, err)
+	}
+	if ti.JWKSURI != "" {
+		if err := CheckURL(ti.JWKSURI); err != nil {
 			return fmt.Errorf("%w: jwks_uri: %w", ErrRegistration, err)
 		}
 	}
-	if w.CAFile != "" {
-		if _, err := loadCA(w.CAFile); err != nil {
+	if ti.CAFile != "" {
+		if _, err := loadCA(ti.CAFile); err != nil {
 			return fmt.Errorf("%w: %w", ErrRegistration, err)
 		}
 	}
-	if w.BearerTokenFile != "" {
-		if _, err := os.Stat(w.BearerTokenFile); err != nil {
+	if ti.BearerTokenFile != "" {
+		if _, err := os.Stat(ti.BearerTokenFile); err != nil {
 			return fmt.Errorf("%w: bearer_token_file: %w", ErrRegistration, err)
 		}
 	}
 	return nil
 }
 
-// source is where w's keys are fetched from.
-func (w *WorkloadIdentity) source() Source {
-	return Source{URL: w.JWKSURI, Issuer: w.Issuer, CAFile: w.CAFile, BearerTokenFile: w.BearerTokenFile}
+// source is where ti's keys are fetched from.
+func (ti *TrustedIssuer) source() Source {
+	return Source{URL: ti.JWKSURI, Issuer: ti.Issuer, CAFile: ti.CAFile, BearerTokenFile: ti.BearerTokenFile}
 }

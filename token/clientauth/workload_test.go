@@ -28,7 +28,7 @@ func TestVerifyWorkload(t *testing.T) {
 	// The cluster is on loopback: the allow-list lets its discovery
 	// document's jwks_uri be fetched.
 	v := newVerifier(t, clock, clientauth.FetchOptions{AllowNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-	reg := clientauth.Registration{ClientID: "orders", Workload: &clientauth.WorkloadIdentity{Issuer: clusterIssuer, Subject: saSubject, CAFile: ca}}
+	reg := clientauth.Registration{ClientID: "orders", Workload: &clientauth.WorkloadIdentity{TrustedIssuer: clientauth.TrustedIssuer{Issuer: clusterIssuer, CAFile: ca}, Subject: saSubject}}
 	claims := func(change func(jwt.MapClaims)) jwt.MapClaims {
 		c := jwt.MapClaims{"iss": clusterIssuer, "sub": saSubject, "aud": []string{issuer},
 			"iat": t0.Add(-10 * time.Minute).Unix(), "nbf": t0.Add(-10 * time.Minute).Unix(), "exp": t0.Add(50 * time.Minute).Unix(),
@@ -75,20 +75,20 @@ func TestVerifyWorkload(t *testing.T) {
 // TestWorkloadCheck: the registration's own checks.
 func TestWorkloadCheck(t *testing.T) {
 	for _, w := range []clientauth.WorkloadIdentity{
-		{Issuer: "http://k8s.example", Subject: saSubject},
-		{Issuer: "https://k8s.example", Subject: ""},
-		{Issuer: "https://k8s.example", Subject: "a\nb"},
-		{Issuer: "https://k8s.example", Subject: saSubject, JWKSURI: "http://k8s.example/jwks"},
-		{Issuer: "https://k8s.example", Subject: saSubject, JWKSURI: "https://169.254.169.254/jwks"},
-		{Issuer: "https://[fe80::1]", Subject: saSubject},
-		{Issuer: "https://k8s.example", Subject: saSubject, CAFile: "/nonexistent/ca.crt"},
-		{Issuer: "https://k8s.example", Subject: saSubject, BearerTokenFile: "/nonexistent/token"},
+		{TrustedIssuer: clientauth.TrustedIssuer{Issuer: "http://k8s.example"}, Subject: saSubject},
+		{TrustedIssuer: clientauth.TrustedIssuer{Issuer: "https://k8s.example"}, Subject: ""},
+		{TrustedIssuer: clientauth.TrustedIssuer{Issuer: "https://k8s.example"}, Subject: "a\nb"},
+		{TrustedIssuer: clientauth.TrustedIssuer{Issuer: "https://k8s.example", JWKSURI: "http://k8s.example/jwks"}, Subject: saSubject},
+		{TrustedIssuer: clientauth.TrustedIssuer{Issuer: "https://k8s.example", JWKSURI: "https://169.254.169.254/jwks"}, Subject: saSubject},
+		{TrustedIssuer: clientauth.TrustedIssuer{Issuer: "https://[fe80::1]"}, Subject: saSubject},
+		{TrustedIssuer: clientauth.TrustedIssuer{Issuer: "https://k8s.example", CAFile: "/nonexistent/ca.crt"}, Subject: saSubject},
+		{TrustedIssuer: clientauth.TrustedIssuer{Issuer: "https://k8s.example", BearerTokenFile: "/nonexistent/token"}, Subject: saSubject},
 	} {
 		if err := w.Check(); !errors.Is(err, clientauth.ErrRegistration) {
 			t.Errorf("Check(%+v) = %v, want %v", w, err, clientauth.ErrRegistration)
 		}
 	}
-	ok := clientauth.WorkloadIdentity{Issuer: "https://kubernetes.default.svc.cluster.local", Subject: saSubject, JWKSURI: "https://kubernetes.default.svc/openid/v1/jwks"}
+	ok := clientauth.WorkloadIdentity{TrustedIssuer: clientauth.TrustedIssuer{Issuer: "https://kubernetes.default.svc.cluster.local", JWKSURI: "https://kubernetes.default.svc/openid/v1/jwks"}, Subject: saSubject}
 	if err := ok.Check(); err != nil {
 		t.Errorf("Check: %v", err)
 	}

@@ -28,8 +28,8 @@ var AuthMethods = []string{AuthSecretBasic, AuthSecretPost, AuthPrivateKeyJWT}
 // agree, and parses its inline key set.
 func (c *Client) checkMethod() error {
 	hasKeys := len(c.JWKS) > 0 || c.JWKSURI != ""
-	if !c.KeysRefreshed.IsZero() && c.JWKSURI == "" && c.WorkloadIdentity == nil {
-		return errors.New("keys_refreshed is for a client whose keys are fetched: jwks_uri or workload_identity")
+	if !c.KeysRefreshed.IsZero() && c.JWKSURI == "" && c.WorkloadIdentity == nil && len(c.SubjectTokenIssuers) == 0 {
+		return errors.New("keys_refreshed is for a client for which keys are fetched: jwks_uri, workload_identity or subject_token_issuers")
 	}
 	switch m := c.TokenEndpointAuthMethod; {
 	case c.WorkloadIdentity != nil:
@@ -98,12 +98,15 @@ func (c *Client) MaySendSecretBy(method string) bool {
 }
 
 // Assertion is how the client authenticates with an assertion, and false
-// for a client with a secret.
+// for a client with a secret (whose registration has its subject token
+// issuers only).
 func (c *Client) Assertion() (clientauth.Registration, bool) {
+	reg := clientauth.Registration{ClientID: c.ID, SubjectTokenIssuers: c.SubjectTokenIssuers}
 	if c.UsesSecret() {
-		return clientauth.Registration{}, false
+		return reg, false
 	}
-	return clientauth.Registration{ClientID: c.ID, Keys: c.keys, JWKSURI: c.JWKSURI, Workload: c.WorkloadIdentity}, true
+	reg.Keys, reg.JWKSURI, reg.Workload = c.keys, c.JWKSURI, c.WorkloadIdentity
+	return reg, true
 }
 
 // AssertionClient returns the enabled client id that authenticates with

@@ -62,9 +62,10 @@ type Client struct {
 	// revfeed), as a service validating tokens locally does. An admin may
 	// without it; see MayFollowRevocations.
 	RevocationFeed bool `json:"revocation_feed,omitempty"`
-	// TokenExchange and Impersonation: see exchange.go.
-	TokenExchange bool `json:"token_exchange,omitempty"`
-	Impersonation bool `json:"impersonation,omitempty"`
+	// TokenExchange, Impersonation and SubjectTokenIssuers: see exchange.go.
+	TokenExchange       bool                       `json:"token_exchange,omitempty"`
+	Impersonation       bool                       `json:"impersonation,omitempty"`
+	SubjectTokenIssuers []clientauth.TrustedIssuer `json:"subject_token_issuers,omitempty"`
 	// Disabled cuts the client off: it cannot authenticate, and the tokens
 	// it holds no longer validate (token.Service.Verdict), without waiting for them
 	// to expire. Removing the client from the file does the same.
@@ -419,17 +420,18 @@ func (cs *Registry) Dropped(next *Registry) []string {
 	return out
 }
 
-// KeysChanged returns the registrations, in cs, of the clients whose keys
-// are fetched (jwks_uri, workload_identity) and that next removes or whose
-// entry it changes in any way (a field of the clients file, keys_refreshed
-// among them): a reload from cs to next drops the key sets fetched for
-// them (clientauth.Verifier.Forget), so that a key taken out of a set is
-// refused at once, not once the cache's TTL has passed.
+// KeysChanged returns the registrations, in cs, of the clients for which
+// keys are fetched (jwks_uri, workload_identity, subject_token_issuers)
+// and that next removes or whose entry it changes in any way (a field of
+// the clients file, keys_refreshed among them): a reload from cs to next
+// drops the key sets fetched for them (clientauth.Verifier.Forget), so that
+// a key taken out of a set is refused at once, not once the cache's TTL
+// has passed.
 func (cs *Registry) KeysChanged(next *Registry) []clientauth.Registration {
 	var out []clientauth.Registration
 	for id, c := range cs.byID {
-		reg, ok := c.Assertion()
-		if !ok || reg.Keys != nil {
+		reg, _ := c.Assertion()
+		if reg.JWKSURI == "" && reg.Workload == nil && len(reg.SubjectTokenIssuers) == 0 {
 			continue
 		}
 		if n, ok := next.byID[id]; !ok || !sameEntry(c, n) {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -135,6 +136,12 @@ func TestLoadRejects(t *testing.T) {
 		{"owner too long", `"owner": "` + strings.Repeat("o", maxOwnerLen+1) + `"`, "owner"},
 		{"impersonation without token_exchange", `"impersonation": true`, "impersonation needs token_exchange"},
 		{"token_exchange a string", `"token_exchange": "yes"`, "token_exchange"},
+		{"subject_token_issuers without token_exchange", `"subject_token_issuers": [{"issuer": "https://k8s.example"}]`, "subject_token_issuers needs token_exchange"},
+		{"subject token issuer over http", `"token_exchange": true, "subject_token_issuers": [{"issuer": "http://k8s.example"}]`, "subject_token_issuers 0"},
+		{"subject token issuer at the metadata address", `"token_exchange": true, "subject_token_issuers": [{"issuer": "https://k8s.example", "jwks_uri": "https://169.254.169.254/jwks"}]`, "jwks_uri"},
+		{"subject token issuer twice", `"token_exchange": true, "subject_token_issuers": [{"issuer": "https://a.example"}, {"issuer": "https://a.example", "jwks_uri": "https://a.example/k"}]`, "listed twice"},
+		{"subject token issuer with a subject", `"token_exchange": true, "subject_token_issuers": [{"issuer": "https://k8s.example", "subject": "x"}]`, "subject"},
+		{"subject token issuers past the bound", `"token_exchange": true, "subject_token_issuers": [` + issuerList(MaxSubjectTokenIssuers+1) + `]`, "at most"},
 		{"owner a list", `"owner": ["a"]`, "owner"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,6 +164,32 @@ func TestLoadRejects(t *testing.T) {
 			t.Errorf("Load: err = %v, want ErrFile naming %s", err, missing)
 		}
 	})
+}
+
+// issuerList is n subject token issuers' entries, each its own.
+func issuerList(n int) string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf(`{"issuer": "https://k8s-%d.example"}`, i)
+	}
+	return strings.Join(out, ", ")
+}
+
+// TestLoadSubjectTokenIssuers: a client that may exchange lists the
+// issuers of the JWTs it may exchange, read as written.
+func TestLoadSubjectTokenIssuers(t *testing.T) {
+	cs, err := Load(WriteFile(t, "clients.json", []byte(`{"clients": [{"id": "svc", "secret_sha256": "`+SHA256Hex("s")+`",
+		"token_exchange": true, "subject_token_issuers": [{"issuer": "https://kubernetes.default.svc.cluster.local",
+		"jwks_uri": "https://kubernetes.default.svc/openid/v1/jwks"}, {"issuer": "https://token.actions.example"}]}]}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := cs.Lookup("svc")
+	want := []clientauth.TrustedIssuer{{Issuer: "https://kubernetes.default.svc.cluster.local", JWKSURI: "https://kubernetes.default.svc/openid/v1/jwks"},
+		{Issuer: "https://token.actions.example"}}
+	if !slices.Equal(c.SubjectTokenIssuers, want) {
+		t.Errorf("SubjectTokenIssuers = %+v, want %+v", c.SubjectTokenIssuers, want)
+	}
 }
 
 // TestLoadOneMeaning refuses a clients file whose keys a reader such
@@ -415,15 +448,19 @@ func TestRegistryDropped(t *testing.T) {
 }
 
 // TestRegistryKeysChanged: the clients whose fetched keys a reload drops:
-// those with a jwks_uri or a workload identity that the new set removes
-// or changes in any way (keys_refreshed alone too); never one with inline
-// keys or a secret, nor one left as it was.
+// those with a jwks_uri, a workload identity or subject token issuers
+// that the new set removes or changes in any way (keys_refreshed alone
+// too); never one with inline keys or a secret alone, nor one left as it
+// was.
 func TestRegistryKeysChanged(t *testing.T) {
 	uri := func(id, u string) Client {
 		return Client{ID: id, TokenEndpointAuthMethod: AuthPrivateKeyJWT, JWKSURI: u}
 	}
 	workload := func(id, sub string) Client {
-		return Client{ID: id, WorkloadIdentity: &clientauth.WorkloadIdentity{Issuer: "https://k8s.example", Subject: sub}}
+		return Client{ID: id, WorkloadIdentity: &clientauth.WorkloadIdentity{TrustedIssuer: clientauth.TrustedIssuer{Issuer: "https://k8s.example"}, Subject: sub}}
+	}
+	exchanging := func(id, iss string) Client {
+		return Client{ID: id, SecretSHA256: SHA256Hex("s"), TokenExchange: true, SubjectTokenIssuers: []clientauth.TrustedIssuer{{Issuer: iss}}}
 	}
 	mk := func(cs ...Client) *Registry {
 		c, err := New(cs)
@@ -439,16 +476,16 @@ func TestRegistryKeysChanged(t *testing.T) {
 	before := mk(uri("same", "https://keys.example/same"), uri("moved", "https://keys.example/m"), uri("refreshed", "https://keys.example/r"),
 		uri("scoped", "https://keys.example/s"), uri("removed", "https://keys.example/x"), workload("wl", "system:serviceaccount:a:b"),
 		workload("wl-same", "s"), Client{ID: "inline", TokenEndpointAuthMethod: AuthPrivateKeyJWT, JWKS: json.RawMessage(testJWKS)},
-		Client{ID: "secret", SecretSHA256: SHA256Hex("s")})
+		Client{ID: "secret", SecretSHA256: SHA256Hex("s")}, exchanging("exchanging", "https://a.example"), exchanging("exchanging-same", "https://a.example"))
 	after := mk(uri("same", "https://keys.example/same"), uri("moved", "https://keys.example/m2"), refreshed, scoped,
 		workload("wl", "system:serviceaccount:a:c"), workload("wl-same", "s"),
 		Client{ID: "inline", TokenEndpointAuthMethod: AuthPrivateKeyJWT, JWKS: json.RawMessage(testJWKS), Scopes: []string{"b"}},
-		Client{ID: "secret", SecretSHA256: SHA256Hex("t")})
+		Client{ID: "secret", SecretSHA256: SHA256Hex("t")}, exchanging("exchanging", "https://b.example"), exchanging("exchanging-same", "https://a.example"))
 	var got []string
 	for _, reg := range before.KeysChanged(after) {
 		got = append(got, reg.ClientID+" "+reg.JWKSURI)
 	}
-	want := []string{"moved https://keys.example/m", "refreshed https://keys.example/r", "removed https://keys.example/x",
+	want := []string{"exchanging ", "moved https://keys.example/m", "refreshed https://keys.example/r", "removed https://keys.example/x",
 		"scoped https://keys.example/s", "wl "}
 	if !slices.Equal(got, want) {
 		t.Errorf("KeysChanged = %q, want %q (the registrations before)", got, want)

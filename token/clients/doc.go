@@ -11,6 +11,8 @@
 //	               (Dropped, KeysChanged), NewSecret, Duration
 //	authmethod.go  how a client authenticates: its method (RFC 7591), its
 //	               assertion keys (clientauth.Registration)
+//	exchange.go    whether it takes part in token exchange, and the issuers
+//	               of the JWTs it may exchange
 //
 // A Registry is immutable once made: a reload makes a new one and swaps it
 // whole. The syntax of IDs, scopes and audiences is package syntax's.
