@@ -101,11 +101,11 @@ var answers = [...]answer{
 	{err: revfeed.ErrSnapshotsBusy, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
 		logMsg: "revocation snapshots at their bound", logLevel: slog.LevelWarn,
 		description: "the revocation feed serves as many snapshots at once as it may; retry later"},
-	// Not Redis: a client's key set cannot be fetched (its key server is
-	// down or refused); counted and logged per client where it happens
-	// (clientKeysUnavailable), not as the service unavailable.
+	// Not Redis: a key set a client's request needs cannot be fetched (its
+	// key server is down or refused); counted and logged per client where
+	// it happens (clientKeysUnavailable), not as the service unavailable.
 	{err: clientauth.ErrFetch, status: http.StatusServiceUnavailable, code: "temporarily_unavailable", retry: true,
-		description: "this client's keys cannot be fetched from its key server (jwks_uri, or its workload issuer's) now; retry later"},
+		description: "keys this client's request needs cannot be fetched from their key server (its jwks_uri, its workload issuer's, or its subject token issuer's) now; retry later"},
 	// This client holds as many streams and waiting polls, or snapshots,
 	// as one may (revfeed.Options.MaxPerClient, MaxSnapshotsPerClient): the
 	// client's own doing, so 429

@@ -15,12 +15,14 @@ import (
 )
 
 // Token exchange (RFC 8693): a client trades a live token of a subject for
-// a new token of the same subject that can only be narrower. Exchange
-// decides from the subject token's claims, never from which parameters
-// came: a subject token's act is never dropped, its may_act is honoured,
-// and the new token lists the subject token and its parents (parents) so
-// that revoking any of them revokes it (the cascade rule, package
-// client/revocation).
+// a new token of the same subject that can only be narrower. The subject
+// token is an access token of this issuer, or a JWT of an issuer the
+// client trusts (TokenTypeJWT, exchangejwt.go); either becomes one value,
+// its claims (subject), which Exchange decides from, never from which
+// parameters came: a subject token's act is never dropped, its may_act is
+// honoured, and the new token lists the subject token and its parents
+// (parents), if it is ours, so that revoking any of them revokes it (the
+// cascade rule, package client/revocation).
 //
 // Who may exchange what:
 //
@@ -28,7 +30,9 @@ import (
 //     ErrUnauthorizedClient;
 //   - the subject token is live now through the one verdict (Verdict: not
 //     revoked, not expired, its client in good standing), and names the
-//     client in its aud or was issued to it; a DPoP-bound subject token only
+//     client in its aud or was issued to it; or it is a JWT of an issuer
+//     the client trusts that names it in its aud (exchangejwt.go); a
+//     DPoP-bound subject token only
 //     with the request's DPoP proof by its key (the new token is then bound
 //     to that key too);
 //   - with an actor_token (delegation): the caller's own live token, issued
@@ -50,9 +54,12 @@ import (
 // result would need more is refused.
 const MaxChain = jwtpolicy.MaxChain
 
-// TokenTypeAccessToken is RFC 8693 §3's token type of an access token: the
-// one type Exchange takes and issues.
-const TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+// RFC 8693 §3's token types Exchange takes: an access token of this issuer
+// (the one type it issues), and a JWT of an issuer the client trusts.
+const (
+	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+	TokenTypeJWT         = "urn:ietf:params:oauth:token-type:jwt"
+)
 
 // ExchangeRequest is what a client asks of Exchange: RFC 8693 §2.1's
 // parameters, and JKT as for IssueRequest.
@@ -69,6 +76,9 @@ type ExchangeRequest struct {
 	// whose proof the caller has checked; a DPoP-bound subject or actor
 	// token needs it to be its own key's.
 	JKT string
+	// JWTs verifies a subject token of type TokenTypeJWT; nil refuses
+	// every one.
+	JWTs SubjectJWTs
 }
 
 // Exchanged is a token Exchange made, with what the audit log tells of it.
@@ -76,7 +86,10 @@ type Exchanged struct {
 	Issued
 	Subject string // the token's sub, the subject token's
 	Actor   string // the outermost act's sub; "" for none
-	Parent  string // the subject token's jti
+	Parent  string // the subject token's jti; "" for a JWT of another issuer
+	// SubjectIssuer is a JWT subject token's iss; "" for a token of this
+	// issuer.
+	SubjectIssuer string
 }
 
 // errChainCap is the refusal of an exchange whose result would pass MaxChain.
@@ -94,11 +107,11 @@ func (s *Service) Exchange(ctx context.Context, cs *clients.Registry, c *clients
 	if err := checkTypes(req); err != nil {
 		return Exchanged{}, err
 	}
-	sub, err := s.subjectToken(ctx, cs, c, req.SubjectToken)
+	sub, err := s.exchangeSubject(ctx, cs, c, req)
 	if err != nil {
 		return Exchanged{}, err
 	}
-	if sub.JKT() != "" && sub.JKT() != req.JKT {
+	if sub.jkt != "" && sub.jkt != req.JKT {
 		return Exchanged{}, refusal.New(ErrInvalidRequest, "subject_token refused: it is DPoP-bound: exchange it with a DPoP proof by its key")
 	}
 	if err := checkKey(c, req.JKT); err != nil {
@@ -108,12 +121,10 @@ func (s *Service) Exchange(ctx context.Context, cs *clients.Registry, c *clients
 	if err != nil {
 		return Exchanged{}, err
 	}
-	parents := append([]jwtpolicy.Parent{{ID: sub.JTI(), ClientID: sub.ClientID(), IssuedAt: sub.IssuedAt().Unix(),
-		Opaque: isOpaque(req.SubjectToken)}}, sub.claims.Parents...)
-	if depth(act) > MaxChain || len(parents) > MaxChain {
+	if depth(act) > MaxChain || len(sub.parents) > MaxChain {
 		return Exchanged{}, errChainCap
 	}
-	scope, err := narrowScope(c, sub, req.Scope)
+	scope, err := narrowScope(c, sub.scopes, req.Scope)
 	if err != nil {
 		return Exchanged{}, err
 	}
@@ -125,16 +136,19 @@ func (s *Service) Exchange(ctx context.Context, cs *clients.Registry, c *clients
 	if err != nil {
 		return Exchanged{}, err
 	}
-	chain, err := encodeChain(act, parents)
+	chain, err := encodeChain(act, sub.parents)
 	if err != nil {
 		return Exchanged{}, err
 	}
-	g := &grant{sub: sub.Subject(), client: c.ID, scope: scope, aud: aud, jkt: req.JKT, chain: chain}
+	g := &grant{sub: sub.sub, client: c.ID, scope: scope, aud: aud, jkt: req.JKT, chain: chain}
 	issued, err := s.mint(ctx, c, g, ttl, notAfter)
 	if err != nil {
 		return Exchanged{}, err
 	}
-	out := Exchanged{Issued: issued, Subject: g.sub, Parent: sub.JTI()}
+	out := Exchanged{Issued: issued, Subject: g.sub, SubjectIssuer: sub.iss}
+	if len(sub.parents) > 0 {
+		out.Parent = sub.parents[0].ID
+	}
 	if act != nil {
 		out.Actor = act.Subject
 	}
@@ -146,8 +160,8 @@ func checkTypes(req ExchangeRequest) error {
 	switch {
 	case req.SubjectToken == "" || req.SubjectTokenType == "":
 		return refusal.New(ErrInvalidRequest, "subject_token and subject_token_type are required")
-	case req.SubjectTokenType != TokenTypeAccessToken:
-		return refusal.New(ErrInvalidRequest, "subject_token_type %.80q: want %s", req.SubjectTokenType, TokenTypeAccessToken)
+	case req.SubjectTokenType != TokenTypeAccessToken && req.SubjectTokenType != TokenTypeJWT:
+		return refusal.New(ErrInvalidRequest, "subject_token_type %.80q: want %s or %s", req.SubjectTokenType, TokenTypeAccessToken, TokenTypeJWT)
 	case (req.ActorToken == "") != (req.ActorTokenType == ""):
 		return refusal.New(ErrInvalidRequest, "actor_token and actor_token_type go together")
 	case req.ActorToken != "" && req.ActorTokenType != TokenTypeAccessToken:
@@ -161,16 +175,16 @@ func checkTypes(req ExchangeRequest) error {
 // actorOf returns the act of the token exchanged from sub for c, and the
 // time it must expire by: the subject token's exp, and with an actor token
 // its exp too.
-func (s *Service) actorOf(ctx context.Context, cs *clients.Registry, c *clients.Client, sub *Verified, req ExchangeRequest) (*jwtpolicy.Actor, time.Time, error) {
-	notAfter := sub.ExpiresAt()
+func (s *Service) actorOf(ctx context.Context, cs *clients.Registry, c *clients.Client, sub subject, req ExchangeRequest) (*jwtpolicy.Actor, time.Time, error) {
+	notAfter := sub.exp
 	if req.ActorToken == "" {
 		switch {
 		case !c.Impersonation:
 			return nil, notAfter, refusal.New(ErrUnauthorizedClient, "client %q may exchange only with an actor_token (impersonation is off)", c.ID)
-		case sub.claims.MayAct != nil:
+		case sub.mayAct != nil:
 			return nil, notAfter, refusal.New(ErrInvalidRequest, "subject_token refused: its may_act names who may act for its subject: send that actor's actor_token")
 		}
-		return sub.claims.Act.Clone(), notAfter, nil // never dropped
+		return sub.act.Clone(), notAfter, nil // never dropped
 	}
 	a, err := s.Verdict(ctx, cs, Request{Token: req.ActorToken})
 	if err != nil {
@@ -183,10 +197,10 @@ func (s *Service) actorOf(ctx context.Context, cs *clients.Registry, c *clients.
 		return nil, notAfter, refusal.New(ErrInvalidRequest, "actor_token refused: it is itself delegated (it has an act)")
 	case a.JKT() != "" && a.JKT() != req.JKT:
 		return nil, notAfter, refusal.New(ErrInvalidRequest, "actor_token refused: it is DPoP-bound: send a DPoP proof by its key")
-	case sub.claims.MayAct != nil && !s.mayAct(sub.claims.MayAct, a):
+	case sub.mayAct != nil && !s.mayAct(sub.mayAct, a):
 		return nil, notAfter, refusal.New(ErrInvalidRequest, "actor_token refused: its subject is not the one the subject_token's may_act names")
 	}
-	act := &jwtpolicy.Actor{Subject: a.Subject(), ClientID: a.ClientID(), Act: sub.claims.Act.Clone()}
+	act := &jwtpolicy.Actor{Subject: a.Subject(), ClientID: a.ClientID(), Act: sub.act.Clone()}
 	if a.ExpiresAt().Before(notAfter) {
 		notAfter = a.ExpiresAt()
 	}
@@ -200,15 +214,15 @@ func (s *Service) mayAct(may *jwtpolicy.Actor, a *Verified) bool {
 		(may.Issuer == "" || may.Issuer == s.opts.Issuer)
 }
 
-// narrowScope returns the scope of a token exchanged from sub for c asking
-// for scope: its scopes among those of sub and of c both; all of them when
-// it asks for none.
-func narrowScope(c *clients.Client, sub *Verified, scope string) (string, error) {
+// narrowScope returns the scope of a token exchanged by c from a subject
+// token of the scopes held, asking for scope: its scopes among held and
+// c's both; all of them when it asks for none (none if there are none).
+func narrowScope(c *clients.Client, held []string, scope string) (string, error) {
 	want, err := syntax.ParseScope(scope)
 	if err != nil {
 		return "", err
 	}
-	both := slices.DeleteFunc(sub.Scopes(), func(sc string) bool { return !c.HasScopes([]string{sc}) })
+	both := slices.DeleteFunc(slices.Clone(held), func(sc string) bool { return !c.HasScopes([]string{sc}) })
 	if len(want) == 0 {
 		return strings.Join(both, " "), nil
 	}
