@@ -35,7 +35,7 @@ type clientSub struct {
 // They then say who can read the file and, with -replicas, whether the
 // running replicas loaded it.
 var clientSubs = []clientSub{
-	{"new", "-id ID [-scopes a,b] [-audiences a,b] [-file F] [-secret-valid-for D] [-max-ttl D] [-may-set-subject] [-may-introspect] [-admin] [-dpop-bound] [-token-exchange [-impersonation]] [-description TEXT] [-owner TEXT]" + authSynopsis + replicasSynopsis,
+	{"new", "-id ID [-scopes a,b] [-audiences a,b] [-file F] [-secret-valid-for D] [-max-ttl D] [-may-set-subject] [-may-introspect] [-admin] [-dpop-bound] [-token-exchange [-impersonation] " + subjectIssuerSynopsis + "] [-description TEXT] [-owner TEXT]" + authSynopsis + replicasSynopsis,
 		"Make a client and print its secret, once. With -file, add the client to the clients file F\n" +
 			"(created if missing); without, print the entry to add. A private_key_jwt client (-jwks-file,\n" +
 			"-jwks-uri) or a workload identity client (-workload-issuer, -workload-subject) has no secret.", clientNewCmd},
@@ -50,14 +50,16 @@ var clientSubs = []clientSub{
 	{"set-dpop", "-file F -id ID -bound=true|false" + replicasSynopsis,
 		"Require a DPoP proof with every token request of a client, so that all of its tokens are\n" +
 			"bound to a key it holds (dpop_bound_access_tokens), or stop requiring it.", clientSetDPoPCmd},
-	{"set-exchange", "-file F -id ID -token-exchange=true|false [-impersonation=true|false]" + replicasSynopsis,
+	{"set-exchange", "-file F -id ID [-token-exchange=true|false [-impersonation=true|false]] " + subjectIssuerSynopsis + " [-remove-subject-issuer URL]" + replicasSynopsis,
 		"Let a client exchange tokens that name it for narrower ones (RFC 8693, token_exchange), with an\n" +
-			"actor token, and with -impersonation without one; or stop it (docs/exchange.md).", clientSetExchangeCmd},
+			"actor token, and with -impersonation without one; or stop it (docs/exchange.md). -subject-issuer\n" +
+			"lets it exchange the JWTs of that issuer that name it too (subject_token_issuers), such as its\n" +
+			"cluster's service-account tokens; -remove-subject-issuer no longer.", clientSetExchangeCmd},
 	{"refresh-keys", "-file F -id ID" + replicasSynopsis,
 		"Make the replicas drop the keys they fetched for a client whose keys are at a URL (jwks_uri,\n" +
-			"workload_identity) and fetch them again at its next assertion: for a key taken out of the\n" +
-			"set (compromised) before the cache's 5 minutes pass. It writes keys_refreshed into F; every\n" +
-			"replica that loads F drops them, which -replicas waits for.", clientRefreshKeysCmd},
+			"workload_identity, subject_token_issuers) and fetch them again at their next use: for a key\n" +
+			"taken out of the set (compromised) before the cache's 5 minutes pass. It writes keys_refreshed\n" +
+			"into F; every replica that loads F drops them, which -replicas waits for.", clientRefreshKeysCmd},
 	{"list", "-file F",
 		"Check the clients file F as the issuer does and list its clients.", clientListCmd},
 	{"disable", "-file F -id ID [-revoke]" + replicasSynopsis,
@@ -123,6 +125,7 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 	maxTTL := f.Duration("max-ttl", 0, "longest lifetime of this client's tokens (0: the global maximum)")
 	description := f.String("description", "", "what the client is, for people")
 	owner := f.String("owner", "", "who answers for the client, such as a team or an address")
+	subjectIssuer := addSubjectIssuerFlags(f)
 	auth := addAuthFlags(f)
 	replicas := addReplicaFlags(f)
 	if err := f.parse(args, "id"); err != nil {
@@ -134,6 +137,9 @@ func clientNewCmd(ctx context.Context, f *cmdFlags, args []string, _ map[string]
 	c := clients.Client{ID: *id, Description: *description, Owner: *owner,
 		Scopes: commaList(*scopes), Audiences: commaList(*audiences), MaySetSubject: *maySet, MayIntrospect: *mayIntrospect, Admin: *admin, MaxTTL: clients.Duration(*maxTTL),
 		DPoPBoundAccessTokens: *dpopBound, TokenExchange: *exchange, Impersonation: *impersonation}
+	if err := subjectIssuer.apply(f.Name(), &c); err != nil {
+		return err
+	}
 	secret, err := auth.apply(f.Name(), &c)
 	if err != nil {
 		return err

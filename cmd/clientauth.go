@@ -157,8 +157,8 @@ func clientRefreshKeysCmd(ctx context.Context, f *cmdFlags, args []string, _ map
 	var stamp time.Time
 	w, err := editClient(ctx, f.Name(), *file, *id, func(cf *clients.File, i int) error {
 		c := &cf.Clients[i]
-		if c.JWKSURI == "" && c.WorkloadIdentity == nil {
-			return fmt.Errorf("%s: client %q has no keys at a URL (no jwks_uri, no workload_identity): nothing is fetched for it", f.Name(), c.ID)
+		if c.JWKSURI == "" && c.WorkloadIdentity == nil && len(c.SubjectTokenIssuers) == 0 {
+			return fmt.Errorf("%s: client %q has no keys at a URL (no jwks_uri, workload_identity or subject_token_issuers): nothing is fetched for it", f.Name(), c.ID)
 		}
 		stamp = expiry(now, 0)
 		if !stamp.After(c.KeysRefreshed) {
@@ -170,7 +170,7 @@ func clientRefreshKeysCmd(ctx context.Context, f *cmdFlags, args []string, _ map
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.stdout, "wrote %s: client %q keys_refreshed %s: each replica that loads it drops the keys it fetched for the client, and fetches them at its next assertion\n",
+	fmt.Fprintf(f.stdout, "wrote %s: client %q keys_refreshed %s: each replica that loads it drops the keys it fetched for the client, and fetches them at their next use\n",
 		*file, *id, stamp.Format(time.RFC3339))
 	w.report(ctx, f.stdout, replicas)
 	return nil

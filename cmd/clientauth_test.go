@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/token/clientauth"
 	"github.com/snowtoken/snowtoken/token/clients"
 )
 
@@ -286,5 +288,64 @@ func TestClientExchange(t *testing.T) {
 		if _, err := run(t, args...); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// TestClientExchangeSubjectIssuers: `client new -subject-issuer` and
+// `client set-exchange -subject-issuer` / `-remove-subject-issuer` write
+// subject_token_issuers, an issuer once (a second -subject-issuer of it
+// replaces its entry), which the issuer then reads; -token-exchange=false
+// drops them; an issuer without token exchange, the -subject-issuer-*
+// flags alone, and removing one the client does not list are refused.
+func TestClientExchangeSubjectIssuers(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "clients.json")
+	const k8s, ci = "https://kubernetes.default.svc.cluster.local", "https://token.actions.example"
+	if _, err := run(t, "client", "new", "-file", file, "-id", "x", "-scopes", "a", "-token-exchange", "-subject-issuer", k8s); err != nil {
+		t.Fatal(err)
+	}
+	issuers := func() []clientauth.TrustedIssuer {
+		t.Helper()
+		cs, err := clients.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return byID(t, cs, "x").SubjectTokenIssuers
+	}
+	if got := issuers(); len(got) != 1 || got[0] != (clientauth.TrustedIssuer{Issuer: k8s}) {
+		t.Errorf("client new -subject-issuer: %+v", got)
+	}
+	for _, args := range [][]string{
+		{"-subject-issuer", ci},
+		{"-subject-issuer", k8s, "-subject-issuer-jwks-uri", "https://kubernetes.default.svc/openid/v1/jwks"},
+	} {
+		if _, err := run(t, append([]string{"client", "set-exchange", "-file", file, "-id", "x"}, args...)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []clientauth.TrustedIssuer{{Issuer: k8s, JWKSURI: "https://kubernetes.default.svc/openid/v1/jwks"}, {Issuer: ci}}
+	if got := issuers(); !slices.Equal(got, want) {
+		t.Errorf("after set-exchange -subject-issuer twice: %+v, want %+v", got, want)
+	}
+	if _, err := run(t, "client", "set-exchange", "-file", file, "-id", "x", "-remove-subject-issuer", k8s); err != nil {
+		t.Fatal(err)
+	}
+	if got := issuers(); !slices.Equal(got, want[1:]) {
+		t.Errorf("after -remove-subject-issuer: %+v, want %+v", got, want[1:])
+	}
+	for _, args := range [][]string{
+		{"client", "set-exchange", "-file", file, "-id", "x", "-remove-subject-issuer", k8s},
+		{"client", "set-exchange", "-file", file, "-id", "x", "-subject-issuer-jwks-uri", "https://k.example/jwks"},
+		{"client", "set-exchange", "-file", file, "-id", "x", "-subject-issuer", "http://plain.example"},
+		{"client", "new", "-file", file, "-id", "y", "-scopes", "a", "-subject-issuer", k8s},
+	} {
+		if _, err := run(t, args...); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+	if _, err := run(t, "client", "set-exchange", "-file", file, "-id", "x", "-token-exchange=false"); err != nil {
+		t.Fatal(err)
+	}
+	if got := issuers(); len(got) != 0 {
+		t.Errorf("after -token-exchange=false: %+v, want none", got)
 	}
 }
