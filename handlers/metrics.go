@@ -35,9 +35,9 @@ type metrics struct {
 	// requests the failed-authentication limit refused, by key kind.
 	authFailures prometheus.Counter
 	rateLimited  *prometheus.CounterVec
-	// clientKeys counts, by client, the assertions answered 503 because
-	// the client's key set could not be fetched: its key server's
-	// failure, not Redis's (redisErrors).
+	// clientKeys counts, by client, the assertions and JWT subject tokens
+	// answered 503 because the key set they need could not be fetched: its
+	// key server's failure, not Redis's (redisErrors).
 	clientKeys *prometheus.CounterVec
 	series     map[string]*byStatus // by route; read-only once serving
 }
@@ -78,7 +78,7 @@ func newMetrics(reg *prometheus.Registry, ids IDs, clients func() *clients.Regis
 		}, []string{"limited_by"}),
 		clientKeys: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "snowtoken_client_keys_unavailable_total",
-			Help: "Client assertions answered 503 because the client's key set could not be fetched (its jwks_uri, or its workload issuer's keys), by client: the key server's failure, not Redis's.",
+			Help: "Client assertions and JWT subject tokens answered 503 because the key set they need could not be fetched (the client's jwks_uri, its workload issuer's keys, or a subject token issuer's), by client: the key server's failure, not Redis's.",
 		}, []string{"client_id"}),
 	}
 	waits := prometheus.NewCounterFunc(prometheus.CounterOpts{
