@@ -2,7 +2,12 @@ package clientauth_test
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/snowtoken/snowtoken/internal/clocktest"
 	"github.com/snowtoken/snowtoken/token/clientauth"
@@ -60,6 +65,41 @@ func FuzzVerify(f *testing.F) {
 		err := v.Verify(t.Context(), clientauth.Registration{ClientID: "gw", Keys: ks}, assertion)
 		if err == nil {
 			return // a signed assertion of a seed, or the fuzzer found our key: only the seeds can be
+		}
+		for _, e := range ours {
+			if errors.Is(err, e) {
+				return
+			}
+		}
+		t.Fatalf("error not ours: %v", err)
+	})
+}
+
+// FuzzVerifySubjectToken: any subject token is accepted only if signed by
+// its trusted issuer's key (the seeds hold one that is) with its claims in
+// bounds, else refused with an error of ours.
+func FuzzVerifySubjectToken(f *testing.F) {
+	ed := newSigner(f, clientauth.AlgEdDSA, "ed")
+	set := jwks(f, ed)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(set) }))
+	f.Cleanup(srv.Close)
+	trusted := []clientauth.TrustedIssuer{{Issuer: "https://k8s.example", JWKSURI: srv.URL + "/jwks"}}
+	good := jwt.MapClaims{"iss": trusted[0].Issuer, "sub": "system:serviceaccount:shop:orders", "aud": "orders", "scope": "read",
+		"iat": t0.Unix(), "exp": t0.Add(time.Hour).Unix(), "may_act": map[string]any{"sub": "billing"}}
+	f.Add(ed.sign(f, good))
+	f.Add(ed.sign(f, jwt.MapClaims{"iss": trusted[0].Issuer, "sub": "x", "aud": "orders", "exp": t0.Add(time.Hour).Unix()}))
+	f.Add("eyJhbGciOiJub25lIn0.eyJpc3MiOiJodHRwczovL2s4cy5leGFtcGxlIn0.")
+	f.Add("a.b.c")
+	v := newVerifier(f, clocktest.New(t0), clientauth.FetchOptions{})
+	ours := []error{clientauth.ErrTooLarge, clientauth.ErrMalformed, clientauth.ErrAlgorithm, clientauth.ErrUnknownKey,
+		clientauth.ErrWrongKey, clientauth.ErrSignature, clientauth.ErrClaims}
+	f.Fuzz(func(t *testing.T, raw string) {
+		st, err := v.VerifySubjectToken(t.Context(), trusted, "orders", raw)
+		if err == nil {
+			if st.Issuer != trusted[0].Issuer || st.Subject == "" || st.ExpiresAt.Before(t0) {
+				t.Fatalf("accepted %+v", st)
+			}
+			return
 		}
 		for _, e := range ours {
 			if errors.Is(err, e) {
