@@ -99,7 +99,8 @@ var errChainCap = refusal.New(ErrInvalidRequest, "the exchange chain is at its c
 // the clients cs in force (see the rules above). A refusal of the subject
 // or actor token is ErrInvalidRequest (RFC 8693 §2.2.2), of a scope
 // ErrInvalidScope, of an audience ErrInvalidTarget; a Redis failure is
-// ErrUnavailable.
+// ErrUnavailable, and a JWT subject token's key server that cannot answer
+// clientauth.ErrFetch.
 func (s *Service) Exchange(ctx context.Context, cs *clients.Registry, c *clients.Client, req ExchangeRequest) (Exchanged, error) {
 	if !c.TokenExchange {
 		return Exchanged{}, refusal.New(ErrUnauthorizedClient, "client %q may not exchange tokens (token_exchange)", c.ID)

@@ -33,6 +33,11 @@
 //	                then assertions are refused (ErrFetch) until a fetch succeeds
 //	   unknown kid: fetch again now, unless a fetch began less than MinRefresh (10 s) ago
 //
+// The same checks, keys and cache verify a JWT of an issuer the operator
+// trusts that a client exchanges as a subject token (VerifySubjectToken,
+// subject.go): the issuer one of the client's TrustedIssuer, aud naming
+// the client.
+//
 // The record of used jti (private_key_jwt) is the caller's ReplayCache:
 // redisstore.Replays keeps it in Redis for every replica, st:assertion:<id>
 // until the assertion's exp, id the SHA-256 of the client ID and the jti.
@@ -61,8 +66,9 @@ const AssertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 const MaxAssertionBytes = 8 << 10
 
 // Errors. Every one but ErrUnavailable and ErrFetch (the service's, and
-// the key server's) refuses the client (invalid_client); their texts name
-// claims and kids, never key material.
+// the key server's) refuses the client (invalid_client), or its subject
+// token (invalid_request); their texts name claims and kids, never key
+// material.
 var (
 	ErrTooLarge     = errors.New("clientauth: client assertion too large")
 	ErrMalformed    = errors.New("clientauth: malformed client assertion")
