@@ -100,15 +100,22 @@ func TestREADMEDevExamples(t *testing.T) {
 	p := fleet{bin: bin}.start(t, replica{name: "dev server", dev: true})
 	metricsAddr := p.metricsAddr
 	out := p.out.String()
+	// Every command the banner says to paste: to its closing rule.
 	start := strings.Index(out, " export CLIENT_ID=")
-	end := strings.Index(out, "/token/validate\n")
-	if start < 0 || end < start || metricsAddr == "" {
+	end := strings.Index(out[max(start, 0):], "\n=====")
+	if start < 0 || end < 0 || metricsAddr == "" {
 		t.Fatalf("no banner commands to paste, or no metrics address:\n%s", out)
+	}
+	pasted := out[start : start+end+1]
+	for _, want := range []string{"/token/validate\n", "token-exchange", "txn_token=1"} {
+		if !strings.Contains(pasted, want) {
+			t.Fatalf("the banner's commands have no %q:\n%s", want, pasted)
+		}
 	}
 	base := "http://localhost:" + p.addr[strings.LastIndexByte(p.addr, ':')+1:]
 
 	var script strings.Builder
-	script.WriteString(out[start:end+len("/token/validate\n")] + "\necho\n")
+	script.WriteString(pasted + "\necho\n")
 	for _, b := range blocks {
 		text := strings.ReplaceAll(b.text, "http://localhost:8080", base)
 		text = strings.ReplaceAll(text, "127.0.0.1:9464", metricsAddr)

@@ -246,17 +246,38 @@ func printDevBanner(w io.Writer, cfg config.Config, addr, kid string, worker int
    Transaction Tokens for the trust domain %s (GET /token/validate?txn_token=1;
    docs/txn-tokens.md).
 
- Paste these into a shell: the client's credentials (the secret is shown only
- now), a token in TOKEN, and its validation. The README's examples use them.
+ Paste these into a shell: the clients' credentials (the secrets are shown only
+ now), a token in TOKEN and its validation, then a service acting for its
+ subject and a Transaction Token. The README's examples use them.
 
  export CLIENT_ID=%s CLIENT_SECRET=%s
  export SERVICE_ID=%s SERVICE_SECRET=%s
  TOKEN=$(curl -s -u "$CLIENT_ID:$CLIENT_SECRET" -d grant_type=client_credentials %s/token |
    sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')
  curl -s -H "Authorization: Bearer $TOKEN" %s/token/validate
-================================================================================
+
+ # Identity through a call chain: %s acts for TOKEN's subject with a
+ # narrower token of its own (token exchange, RFC 8693: docs/exchange.md).
+ SERVICE_TOKEN=$(curl -s -u "$SERVICE_ID:$SERVICE_SECRET" -d grant_type=client_credentials %s/token |
+   sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')
+ curl -s -u "$SERVICE_ID:$SERVICE_SECRET" -d grant_type=urn:ietf:params:oauth:grant-type:token-exchange \
+   -d subject_token="$TOKEN" -d subject_token_type=urn:ietf:params:oauth:token-type:access_token \
+   -d actor_token="$SERVICE_TOKEN" -d actor_token_type=urn:ietf:params:oauth:token-type:access_token %s/token
+%s================================================================================
 `, kid, devClient.ID, strings.Join(devClient.Scopes, " "), devClient.Audiences[0],
 		devService.ID, strings.Join(devService.Scopes, " "), base, cfg.Issuer,
 		worker, cfg.Bits, cfg.Epoch.Format(time.RFC3339), cmp.Or(cfg.TxnTrustDomain, "(off: SNOWTOKEN_TXN_TRUST_DOMAIN=off)"),
-		devClient.ID, secrets.client, devService.ID, secrets.service, base, base)
+		devClient.ID, secrets.client, devService.ID, secrets.service, base, base, devService.ID, base, base, devTxnLines(cfg, base))
+}
+
+// devTxnLines are the banner's commands for a Transaction Token, when the
+// trust domain is on: the validation a gateway makes, minting one.
+func devTxnLines(cfg config.Config, base string) string {
+	if cfg.TxnTrustDomain == "" {
+		return ""
+	}
+	return fmt.Sprintf(` # A Transaction Token, minted by the validation a gateway makes
+ # (docs/txn-tokens.md), in the Txn-Token header:
+ curl -s -o /dev/null -D - -H "Authorization: Bearer $TOKEN" "%s/token/validate?txn_token=1" | grep -i '^txn-token'
+`, base)
 }
