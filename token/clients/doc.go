@@ -6,9 +6,12 @@
 // callers with it; the commands edit the file through it.
 //
 //	doc.go         this map, the errors, the token formats a client may have
-//	clients.go     Client, Registry (New, Load, ParseFile), Authenticate with
-//	               a secret and its rotation, a reload's differences
-//	               (Dropped, KeysChanged), NewSecret, Duration
+//	client.go      Client, its fields' meaning and what it may do, Duration
+//	clients.go     Registry: New checks every client, lookups, a reload's
+//	               differences (Dropped, KeysChanged)
+//	file.go        the clients file: File, Load, ParseFile, strictly
+//	secret.go      a client's secret: its hashes checked, Authenticate with
+//	               it and its rotation, SecretExpiry, NewSecret
 //	authmethod.go  how a client authenticates: its method (RFC 7591), its
 //	               assertion keys (clientauth.Registration)
 //	exchange.go    whether it takes part in token exchange, and the issuers
