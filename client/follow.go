@@ -32,6 +32,10 @@ const (
 	// Reconnection backoff, doubled after each failure.
 	feedBackoffMin = 50 * time.Millisecond
 	feedBackoffMax = 5 * time.Second
+	// feedRetryAfterMax bounds the wait an issuer's Retry-After asks of the
+	// follower (reconnectWait): the state goes stale meanwhile and fails
+	// closed, so an issuer that asks for an hour must not hold it back for one.
+	feedRetryAfterMax = 6 * feedBackoffMax
 	// feedPruneEvery is how often revoked tokens past their exp are forgotten.
 	feedPruneEvery = 10 * time.Second
 )
@@ -178,10 +182,24 @@ func (f *feed) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(reconnectWait(backoff, err)):
 		}
 		backoff = min(2*backoff, feedBackoffMax)
 	}
+}
+
+// reconnectWait is how long run waits before it reconnects after err:
+// backoff, or longer when the issuer answered with a Retry-After (a 503 or
+// 429 of the stream or the snapshot), but never past feedRetryAfterMax.
+// Waiting fails nothing open: no heartbeat comes meanwhile, so the state
+// goes stale after FeedThreshold and every token needing it gets the
+// WhenStale answer.
+func reconnectWait(backoff time.Duration, err error) time.Duration {
+	var r *retryError
+	if errors.As(err, &r) {
+		return max(backoff, min(r.after, feedRetryAfterMax))
+	}
+	return backoff
 }
 
 // request sends an authenticated GET.
@@ -201,7 +219,7 @@ func (f *feed) request(ctx context.Context, u string, hdr map[string]string) (*h
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
-		return nil, fmt.Errorf("GET %s answered %d", req.URL.Path, resp.StatusCode)
+		return nil, withRetryAfter(fmt.Errorf("GET %s answered %d", req.URL.Path, resp.StatusCode), resp.Header)
 	}
 	return resp, nil
 }

@@ -96,11 +96,7 @@ func (v *Validator) callIssuer(ctx context.Context, raw string, scopes []string,
 		}
 		return nil, rej
 	default:
-		err := fmt.Errorf("%w: GET /token/validate answered %d", ErrUnavailable, resp.StatusCode)
-		if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s > 0 {
-			return nil, &retryError{err: err, after: time.Duration(min(s, 300)) * time.Second}
-		}
-		return nil, err
+		return nil, withRetryAfter(fmt.Errorf("%w: GET /token/validate answered %d", ErrUnavailable, resp.StatusCode), resp.Header)
 	}
 }
 
@@ -234,6 +230,15 @@ func (e *retryError) Unwrap() error { return e.err }
 
 // RetryAfter returns how long the issuer asked callers to wait.
 func (e *retryError) RetryAfter() time.Duration { return e.after }
+
+// withRetryAfter returns err with the wait that h's Retry-After asks for
+// (delay-seconds, at most 300), or err alone when h has none that parses.
+func withRetryAfter(err error, h http.Header) error {
+	if s, perr := strconv.Atoi(h.Get("Retry-After")); perr == nil && s > 0 {
+		return &retryError{err: err, after: time.Duration(min(s, 300)) * time.Second}
+	}
+	return err
+}
 
 // answer is one remembered answer of the issuer: claims, or a rejection.
 type answer struct {
