@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snowtoken/snowtoken/internal/filetest"
 	"github.com/snowtoken/snowtoken/internal/redistest"
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
@@ -172,8 +171,8 @@ func TestClientRotateSecretExpiry(t *testing.T) {
 	soon := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	past := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	writeClients(t, d.path, `{"clients": [
-		{"id": "soon", "secret_sha256": "`+sha256Hex("s")+`", "secret_expires": "`+soon.Format(time.RFC3339)+`"},
-		{"id": "gone", "secret_sha256": "`+sha256Hex("g")+`", "secret_expires": "`+past.Format(time.RFC3339)+`"}]}`)
+		{"id": "soon", "secret_sha256": "`+filetest.SHA256Hex("s")+`", "secret_expires": "`+soon.Format(time.RFC3339)+`"},
+		{"id": "gone", "secret_sha256": "`+filetest.SHA256Hex("g")+`", "secret_expires": "`+past.Format(time.RFC3339)+`"}]}`)
 
 	err := run(t.Context(), []string{"client", "rotate-secret", "-file", d.path, "-id", "soon"}, nil, io.Discard)
 	if exitCode(err, io.Discard) != 2 || !strings.Contains(err.Error(), "-secret-valid-for") {
@@ -198,7 +197,7 @@ func TestClientRotateSecretExpiry(t *testing.T) {
 // refuses, or an edit of a file it refuses already, writes nothing and says
 // why, naming the client and the field.
 func TestClientEditRefusesABadFile(t *testing.T) {
-	good := sha256Hex("x")
+	good := filetest.SHA256Hex("x")
 	for _, tc := range []struct {
 		name, file string
 		args       []string
@@ -252,9 +251,9 @@ func TestClientEditRefusesABadFile(t *testing.T) {
 func TestClientList(t *testing.T) {
 	d := newClientsDir(t)
 	writeClients(t, d.path, `{"clients": [
-		{"id": "gw", "secret_sha256": "`+sha256Hex("a")+`", "scopes": ["orders:read", "orders:write"], "owner": "platform team",
-		 "secret_expires": "2099-01-01T00:00:00Z", "previous_secret_sha256": "`+sha256Hex("b")+`", "previous_secret_expires": "2020-01-01T00:00:00Z"},
-		{"id": "off", "secret_sha256": "`+sha256Hex("c")+`", "disabled": true}]}`)
+		{"id": "gw", "secret_sha256": "`+filetest.SHA256Hex("a")+`", "scopes": ["orders:read", "orders:write"], "owner": "platform team",
+		 "secret_expires": "2099-01-01T00:00:00Z", "previous_secret_sha256": "`+filetest.SHA256Hex("b")+`", "previous_secret_expires": "2020-01-01T00:00:00Z"},
+		{"id": "off", "secret_sha256": "`+filetest.SHA256Hex("c")+`", "disabled": true}]}`)
 	out := d.client(t, "list", "-file", d.path)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	want := [][]string{
@@ -319,7 +318,7 @@ func TestClientDisableRevoke(t *testing.T) {
 	for _, cmd := range []string{"disable", "remove"} {
 		t.Run(cmd, func(t *testing.T) {
 			d := newClientsDir(t)
-			file := `{"clients": [{"id": "gw", "secret_sha256": "` + sha256Hex("a") + `"}, {"id": "svc", "secret_sha256": "` + sha256Hex("b") + `"}]}`
+			file := `{"clients": [{"id": "gw", "secret_sha256": "` + filetest.SHA256Hex("a") + `"}, {"id": "svc", "secret_sha256": "` + filetest.SHA256Hex("b") + `"}]}`
 			writeClients(t, d.path, file)
 			if err := run(t.Context(), []string{"client", cmd, "-file", d.path, "-id", "gw", "-revoke"}, nil, io.Discard); err == nil ||
 				!strings.Contains(err.Error(), "SNOWTOKEN_REDIS_") {
@@ -404,12 +403,6 @@ func writeClients(tb testing.TB, path, data string) {
 	}
 }
 
-// sha256Hex is a clients file's hash of secret.
-func sha256Hex(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
-}
-
 // TestClientEditKeepsOwner: an edit by root keeps the clients file's owner,
 // group and mode, so the user the issuer runs as still reads it, and says
 // who can read it (`client disable` as root once left 0:0 0600, the
@@ -432,7 +425,7 @@ func TestClientEditKeepsOwner(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := sharedClientsDir(t)
-			writeClients(t, d.path, `{"clients": [{"id": "alpha", "secret_sha256": "`+sha256Hex("a")+`"}, {"id": "beta", "secret_sha256": "`+sha256Hex("b")+`"}]}`)
+			writeClients(t, d.path, `{"clients": [{"id": "alpha", "secret_sha256": "`+filetest.SHA256Hex("a")+`"}, {"id": "beta", "secret_sha256": "`+filetest.SHA256Hex("b")+`"}]}`)
 			chownFile(t, d.path, tc.uid, tc.gid, tc.mode)
 			out := d.client(t, append(tc.args, "-file", d.path)...)
 			if !strings.Contains(out, tc.wantOut) {
@@ -461,7 +454,7 @@ func TestClientEditKeepsOwner(t *testing.T) {
 		if err := os.Chmod(d.dir, 0o777); err != nil {
 			t.Fatal(err)
 		}
-		file := `{"clients": [{"id": "alpha", "secret_sha256": "` + sha256Hex("a") + `"}, {"id": "beta", "secret_sha256": "` + sha256Hex("b") + `"}]}`
+		file := `{"clients": [{"id": "alpha", "secret_sha256": "` + filetest.SHA256Hex("a") + `"}, {"id": "beta", "secret_sha256": "` + filetest.SHA256Hex("b") + `"}]}`
 		writeClients(t, d.path, file)
 		chownFile(t, d.path, 12345, 12345, 0o644)
 		bin := sharedBinary(t)
@@ -491,7 +484,7 @@ func TestClientEditsAtOnce(t *testing.T) {
 	d := newClientsDir(t)
 	var entries []string
 	for i := range rounds {
-		entries = append(entries, fmt.Sprintf(`{"id": "a%d", "secret_sha256": "%s"}`, i, sha256Hex("a")))
+		entries = append(entries, fmt.Sprintf(`{"id": "a%d", "secret_sha256": "%s"}`, i, filetest.SHA256Hex("a")))
 	}
 	writeClients(t, d.path, `{"clients": [`+strings.Join(entries, ", ")+`]}`)
 	for i := range rounds {
@@ -622,7 +615,7 @@ func TestClientEditReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, stale := newClientsDir(t), newClientsDir(t)
-	file := `{"clients": [{"id": "gw", "secret_sha256": "` + sha256Hex("a") + `"}, {"id": "svc", "secret_sha256": "` + sha256Hex("b") + `"}]}`
+	file := `{"clients": [{"id": "gw", "secret_sha256": "` + filetest.SHA256Hex("a") + `"}, {"id": "svc", "secret_sha256": "` + filetest.SHA256Hex("b") + `"}]}`
 	writeClients(t, d.path, file)
 	writeClients(t, stale.path, file)
 	var urls []string
@@ -648,7 +641,7 @@ func TestClientEditReplicas(t *testing.T) {
 	out := d.client(t, "disable", "-file", d.path, "-id", "gw", "-replicas", strings.Join(append(urls, gone), ","), "-replicas-wait", "2s")
 	for _, want := range []string{
 		"replica " + urls[0] + "/readyz loaded the change",
-		"warning: replica " + urls[1] + "/readyz did not load the change within 2s: it serves clients " + sha256Hex(file)[:12],
+		"warning: replica " + urls[1] + "/readyz did not load the change within 2s: it serves clients " + filetest.SHA256Hex(file)[:12],
 		"warning: replica " + gone + "/readyz did not load the change within 2s: unreachable",
 	} {
 		if !strings.Contains(out, want) {

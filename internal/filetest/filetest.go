@@ -3,6 +3,8 @@
 package filetest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,4 +19,11 @@ func Write(tb testing.TB, name string, data []byte) string {
 		tb.Fatal(err)
 	}
 	return p
+}
+
+// SHA256Hex returns the hex SHA-256 of s: a clients file's secret_sha256
+// of the secret s, or, its first 12 digits, the version of the file s.
+func SHA256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

@@ -1,9 +1,7 @@
 package clients
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,12 +14,6 @@ import (
 	"github.com/snowtoken/snowtoken/token/clientauth"
 	"github.com/snowtoken/snowtoken/token/syntax"
 )
-
-// SHA256Hex returns the hex SHA-256 of s, as the clients file stores a secret.
-func SHA256Hex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
 
 func TestLoad(t *testing.T) {
 	path := WriteFile(t, "clients.json", []byte(`{"clients": [
