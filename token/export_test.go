@@ -3,7 +3,6 @@ package token
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"strings"
 	"time"
 
@@ -67,14 +66,11 @@ func (s *Service) Validate(ctx context.Context, raw string) (*Verified, error) {
 // CheckClient is checkClient.
 func (s *Service) CheckClient(cs *clients.Registry, v *Verified) error { return s.checkClient(cs, v) }
 
-// SHA256Hex returns the hex SHA-256 of s, as the clients file stores a secret.
-func SHA256Hex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
-// WriteFile is filetest.Write.
-var WriteFile = filetest.Write
+// WriteFile and SHA256Hex are filetest's.
+var (
+	WriteFile = filetest.Write
+	SHA256Hex = filetest.SHA256Hex
+)
 
 // MustKey and PublicOnly are keysettest's.
 var (
