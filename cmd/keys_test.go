@@ -10,6 +10,7 @@ import (
 
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 )
 
 // rotateAt runs `keys rotate` in dir at now and returns its output.
@@ -134,10 +135,7 @@ func TestKeysRotate(t *testing.T) {
 // with, which stays active, and refuses -adopt where a manifest exists.
 func TestKeysRotateAdopt(t *testing.T) {
 	tmp := t.TempDir()
-	k, err := keyset.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := keysettest.MustKey(t)
 	pemBytes, err := k.MarshalPEM()
 	if err != nil {
 		t.Fatal(err)

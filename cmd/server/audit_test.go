@@ -11,20 +11,15 @@ import (
 
 	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 )
 
 // TestAuditLoaded: start-up logs which keys sign and verify and which
 // clients exist (the audit events keys.loaded and clients.loaded), never a
 // secret or its hash.
 func TestAuditLoaded(t *testing.T) {
-	signer, err := keyset.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := keyset.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := keysettest.MustKey(t)
+	old := keysettest.MustKey(t)
 	keys, err := keyset.New(signer, old)
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/snowtoken/snowtoken/lease"
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 )
 
 // gathered is what reg exports: the value of each series, by name and
@@ -250,10 +251,7 @@ func TestKeyMetrics(t *testing.T) {
 		{State: keyset.Active, Published: now.Add(-2 * time.Hour), Activated: now.Add(-time.Hour)},
 		{State: keyset.Next, Published: now.Add(-time.Minute)},
 	} {
-		k, err := keyset.Generate()
-		if err != nil {
-			t.Fatal(err)
-		}
+		k := keysettest.MustKey(t)
 		pem, err := k.MarshalPEM()
 		if err != nil {
 			t.Fatal(err)
@@ -290,10 +288,7 @@ func TestKeyMetrics(t *testing.T) {
 		t.Errorf("from a keys directory: %v, want %v", got, want)
 	}
 
-	a, err := keyset.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := keysettest.MustKey(t)
 	list, err := keyset.New(a)
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -36,10 +37,7 @@ func TestLargeSnapshotServed(t *testing.T) {
 	}
 	const n = 200_000
 	src := revfeedtest.NewLarge(revocation.KindSubject, n)
-	key, err := keyset.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := keysettest.MustKey(t)
 	keys, err := keyset.New(key)
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,7 @@ import (
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 	"github.com/snowtoken/snowtoken/token/txn"
 )
@@ -224,10 +225,7 @@ type testIssuer struct {
 func newTestIssuer(tb testing.TB, issuerURL string, dpopNonces bool) *testIssuer {
 	tb.Helper()
 	r := redistest.New(tb)
-	k, err := keyset.Generate()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	k := keysettest.MustKey(tb)
 	keys, err := keyset.New(k)
 	if err != nil {
 		tb.Fatal(err)
