@@ -71,7 +71,7 @@ func neverSeenRows(i int, dir, issuerURL, basic string, ref *row, server, redis 
 
 // neverSeen is the never-seen row of endpoint i and its pool's request,
 // or nil: never-seen validation, on the floor bare + one verification; an
-// exchange of a never-seen subject JWT (issue 36's figure), one
+// exchange of a never-seen subject JWT (the floor its target names), one
 // verification and one signature, the new token's.
 func neverSeen(i int, issuerURL, basic string) (*row, *freshPool) {
 	switch i {
