@@ -78,10 +78,7 @@ func (s *Service) mint(ctx context.Context, c *clients.Client, g *grant, ttl tim
 		}
 		return Issued{AccessToken: raw, ExpiresIn: ttl, Scope: g.scope, ID: id, JKT: g.jkt}, nil
 	}
-	signed, err := s.signer.sign(g)
-	if err != nil {
-		return Issued{}, fmt.Errorf("signing: %w", err)
-	}
+	signed := s.signer.sign(g)
 	if len(signed) > MaxTokenLen { // never issue a token that Validate refuses
 		return Issued{}, refusal.New(ErrInvalidRequest, "the token would be longer than %d bytes; ask for fewer scopes or audiences", MaxTokenLen)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -56,10 +57,16 @@ type grant struct {
 	chain string
 }
 
-// sign returns the compact JWS of g's claims.
-func (s *signer) sign(g *grant) (string, error) {
+// sign returns the compact JWS of g's claims. Its signature is
+// golang-jwt's EdDSA (TestSignerSignatureMatchesLibrary) computed with
+// ed25519.Sign over the buffer itself, and the buffer becomes the string
+// without a copy: the library's method takes a string and copies it back
+// to bytes, and copies the key's public half: seven allocations and 1.3 KB
+// a token (BenchmarkSign/signer: 9 → 2 allocs/op, 2048 → 688 B/op). The
+// claims' estimate counts an exchanged token's chain, which outgrew it.
+func (s *signer) sign(g *grant) string {
 	sub, clientID, scope, jti, aud := g.sub, g.client, g.scope, g.jti, g.aud
-	n := 160 + len(s.iss) + len(sub) + len(clientID) + len(scope) + len(g.jkt)
+	n := 160 + len(s.iss) + len(sub) + len(clientID) + len(scope) + len(g.jkt) + len(g.chain)
 	for _, a := range aud {
 		n += len(a) + 3
 	}
@@ -107,13 +114,10 @@ func (s *signer) sign(g *grant) (string, error) {
 	out := make([]byte, 0, len(s.header)+b64.EncodedLen(len(claims))+1+b64.EncodedLen(ed25519.SignatureSize))
 	out = append(out, s.header...)
 	out = b64.AppendEncode(out, claims)
-	sig, err := jwt.SigningMethodEdDSA.Sign(string(out), s.key)
-	if err != nil {
-		return "", err
-	}
+	sig := ed25519.Sign(s.key, out)
 	out = append(out, '.')
 	out = b64.AppendEncode(out, sig)
-	return string(out), nil
+	return unsafe.String(unsafe.SliceData(out), len(out)) // out is never written again
 }
 
 // ErrEventType: SignEvent was asked for an access token's typ, or none.
