@@ -109,8 +109,7 @@ func (s *Server) grantTerms(c *gin.Context, cl call) (expiresIn time.Duration, j
 // (issuedType: RFC 8693's issued_token_type, "" for another grant).
 func (s *Server) writeIssued(c *gin.Context, cl call, issued token.Issued, start time.Time, issuedType string) {
 	s.metrics.issue(cl.client.TokenFormat, start)
-	c.Header("Cache-Control", "no-store")
-	c.Header("Pragma", "no-cache")
+	setNoStore(c.Writer.Header())
 	if issued.JKT != "" && cl.nonces != nil {
 		c.Header("DPoP-Nonce", cl.nonces.give(s.now()))
 	}

@@ -50,8 +50,7 @@ func (s *Server) txnExchange(c *gin.Context, cl call) {
 	txnID, _ := snowflakealg.ParseID(claims.Txn) // Mint writes a Snowflake ID; a replacement keeps it
 	s.audit(c, "txn_token.issued", "issued a Transaction Token", "client_id", cl.client.ID, "sub", claims.Subject,
 		"txn", claims.Txn, "replacement", cl.form.Get("subject_token_type") == txntoken.TokenType)
-	c.Header("Cache-Control", "no-store")
-	c.Header("Pragma", "no-cache")
+	setNoStore(c.Writer.Header())
 	writeJSON(c, http.StatusOK, &tokenResponse{
 		AccessToken: raw, TokenType: "N_A", ExpiresIn: claims.ExpiresAt - claims.IssuedAt,
 		Scope: claims.Scope, JTI: txnID, IssuedTokenType: txntoken.TokenType,
