@@ -1,22 +1,22 @@
 package handlers
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/snowtoken/snowtoken/client/jwtpolicy"
+	"github.com/snowtoken/snowtoken/internal/jsonw"
+	"github.com/snowtoken/snowtoken/token"
 )
 
 // The bodies of the three hot answers (an issued token, a valid token, an
 // active introspection) are written by hand instead of through
 // encoding/json's reflection: under load that saves the issuer about a
 // microsecond and several allocations per request. Their structs keep the
-// json tags; TestAppendJSONMatchesEncodingJSON and FuzzAppendString check the
+// json tags; TestAppendJSONMatchesEncodingJSON and jsonw.FuzzAppendString check the
 // output against encoding/json.
 
 // jsonBody is a response body that writes itself as JSON.
@@ -65,19 +65,19 @@ func writeJSON(c *gin.Context, status int, body jsonBody) {
 
 func (r *tokenResponse) appendJSON(b []byte) []byte {
 	b = append(b, `{"access_token":`...)
-	b = appendString(b, r.AccessToken)
+	b = jsonw.AppendString(b, r.AccessToken)
 	b = append(b, `,"token_type":`...)
-	b = appendString(b, r.TokenType)
+	b = jsonw.AppendString(b, r.TokenType)
 	b = append(b, `,"expires_in":`...)
 	b = strconv.AppendInt(b, r.ExpiresIn, 10)
 	b = append(b, `,"scope":`...)
-	b = appendString(b, r.Scope)
+	b = jsonw.AppendString(b, r.Scope)
 	b = append(b, `,"jti":"`...)
 	b = strconv.AppendInt(b, int64(r.JTI), 10)
 	b = append(b, '"')
 	if r.IssuedTokenType != "" {
 		b = append(b, `,"issued_token_type":`...)
-		b = appendString(b, r.IssuedTokenType)
+		b = jsonw.AppendString(b, r.IssuedTokenType)
 	}
 	return append(b, '}')
 }
@@ -86,20 +86,20 @@ func (r *claimsResponse) appendJSON(b []byte) []byte {
 	b = append(b, `{"active":`...)
 	b = strconv.AppendBool(b, r.Active)
 	b = append(b, `,"sub":`...)
-	b = appendString(b, r.Subject)
+	b = jsonw.AppendString(b, r.Subject)
 	b = append(b, `,"client_id":`...)
-	b = appendString(b, r.ClientID)
+	b = jsonw.AppendString(b, r.ClientID)
 	b = append(b, `,"scope":`...)
-	b = appendString(b, r.Scope)
+	b = jsonw.AppendString(b, r.Scope)
 	b = append(b, `,"iss":`...)
-	b = appendString(b, r.Issuer)
+	b = jsonw.AppendString(b, r.Issuer)
 	if len(r.Audience) > 0 {
 		b = append(b, `,"aud":[`...)
 		for i, a := range r.Audience {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, a)
+			b = jsonw.AppendString(b, a)
 		}
 		b = append(b, ']')
 	}
@@ -113,81 +113,21 @@ func (r *claimsResponse) appendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, r.WorkerID, 10)
 	if r.TokenType != "" {
 		b = append(b, `,"token_type":`...)
-		b = appendString(b, r.TokenType)
+		b = jsonw.AppendString(b, r.TokenType)
 	}
 	if r.Confirmation != nil {
 		b = append(b, `,"cnf":{"jkt":`...)
-		b = appendString(b, r.Confirmation.JKT)
+		b = jsonw.AppendString(b, r.Confirmation.JKT)
 		b = append(b, '}')
 	}
 	return appendChain(b, r.Act, r.Parents)
 }
 
-// appendChain appends an exchanged token's act and parents members, if any,
-// and the closing brace: through encoding/json, which only an exchanged
-// token's answer pays for (their strings are names and IDs).
+// appendChain appends an exchanged token's act and parents members, if any
+// (token.AppendChain), and the closing brace.
 func appendChain(b []byte, act *jwtpolicy.Actor, parents []jwtpolicy.Parent) []byte {
-	if act != nil {
-		a, _ := json.Marshal(act) // plain strings and pointers: never fails
-		b = append(append(b, `,"act":`...), a...)
-	}
-	if len(parents) > 0 {
-		p, _ := json.Marshal(parents)
-		b = append(append(b, `,"parents":`...), p...)
+	if act != nil || len(parents) > 0 {
+		b = token.AppendChain(append(b, ','), act, parents)
 	}
 	return append(b, '}')
-}
-
-// appendString appends s as a JSON string, escaped the way encoding/json
-// escapes it: quotes, backslashes and control characters, also <, > and &
-// and U+2028 and U+2029, and invalid UTF-8 as U+FFFD.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default: // other control characters, <, > and &
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

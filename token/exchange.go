@@ -137,11 +137,7 @@ func (s *Service) Exchange(ctx context.Context, cs *clients.Registry, c *clients
 	if err != nil {
 		return Exchanged{}, err
 	}
-	chain, err := encodeChain(act, sub.parents)
-	if err != nil {
-		return Exchanged{}, err
-	}
-	g := &grant{sub: sub.sub, client: c.ID, scope: scope, aud: aud, jkt: req.JKT, chain: chain}
+	g := &grant{sub: sub.sub, client: c.ID, scope: scope, aud: aud, jkt: req.JKT, chain: encodeChain(act, sub.parents)}
 	issued, err := s.mint(ctx, c, g, ttl, notAfter)
 	if err != nil {
 		return Exchanged{}, err
