@@ -76,14 +76,7 @@ func TestSignerMatchesLibrary(t *testing.T) {
 // and without an exchanged token's chain (whose length the buffer's
 // estimate counts).
 func TestSignerSignatureMatchesLibrary(t *testing.T) {
-	k, err := keyset.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := newSigner(k, "https://issuer.test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, s := newTestSigner(t)
 	for _, chain := range []string{"", `"act":{"sub":"gateway","client_id":"gateway"},"parents":[{"jti":"117811659438825472","client_id":"web","iat":1795314088}]`} {
 		raw := s.sign(&grant{sub: "alice@example.com", client: "gateway", scope: "orders:read", jti: "117811659438825473", aud: []string{"orders-api"}, iat: 1795314088, exp: 1795317688, chain: chain})
 		dot := strings.LastIndexByte(raw, '.')
@@ -105,14 +98,7 @@ func TestSignerSignatureMatchesLibrary(t *testing.T) {
 // the Ed25519 signature alone over a payload of the same size: the signature
 // is what an issued token costs.
 func BenchmarkSign(b *testing.B) {
-	k, err := keyset.Generate()
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := newSigner(k, "https://issuer.test")
-	if err != nil {
-		b.Fatal(err)
-	}
+	k, s := newTestSigner(b)
 	aud := []string{"orders-api"}
 	raw := s.sign(&grant{sub: "alice@example.com", client: "gateway", scope: "orders:read", jti: "117811659438825472", aud: aud, iat: 1795314088, exp: 1795317688})
 	signingInput := []byte(raw[:strings.LastIndexByte(raw, '.')])
@@ -128,4 +114,18 @@ func BenchmarkSign(b *testing.B) {
 			ed25519.Sign(k.Private, signingInput)
 		}
 	})
+}
+
+// newTestSigner returns a new key and a signer of https://issuer.test with it.
+func newTestSigner(tb testing.TB) (keyset.Key, *signer) {
+	tb.Helper()
+	k, err := keyset.Generate()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := newSigner(k, "https://issuer.test")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k, s
 }
