@@ -1,8 +1,6 @@
 package handlers_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -16,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/snowtoken/snowtoken/handlers"
+	"github.com/snowtoken/snowtoken/internal/filetest"
 	"github.com/snowtoken/snowtoken/token/clients"
 )
 
@@ -32,7 +31,7 @@ func TestRemovedOrDisabledClientsTokens(t *testing.T) {
 	// The operator's new clients file: Normal removed, Gateway disabled.
 	var list []clients.Client
 	for _, c := range []client{e.Gateway, e.Admin, e.Short} {
-		tc := clients.Client{ID: c.ID, SecretSHA256: secretSum(e.secrets[c.ID]), Scopes: []string{"orders:read", "orders:write"}}
+		tc := clients.Client{ID: c.ID, SecretSHA256: filetest.SHA256Hex(e.secrets[c.ID]), Scopes: []string{"orders:read", "orders:write"}}
 		tc.Disabled = c.ID == e.Gateway.ID
 		tc.Admin = c.ID == e.Admin.ID
 		tc.MaySetSubject = c.ID == e.Gateway.ID
@@ -86,12 +85,6 @@ func (e *env) serveWith(tb testing.TB, cs *clients.Registry) func(*http.Request)
 		h.ServeHTTP(rec, req)
 		return rec
 	}
-}
-
-// secretSum is a clients file's secret_sha256 of secret.
-func secretSum(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
 }
 
 // TestClientSecretRotation: a client whose secret was rotated gets tokens
@@ -150,10 +143,10 @@ func TestClientSecretRotation(t *testing.T) {
 func TestSecretExpiryMetric(t *testing.T) {
 	e := newEnv(t)
 	expires := time.Date(2027, 3, 1, 12, 30, 0, 0, time.UTC)
-	sum := secretSum("secret")
+	sum := filetest.SHA256Hex("secret")
 	cs, err := clients.New([]clients.Client{
 		{ID: "expiring", SecretSHA256: sum, SecretExpires: expires,
-			PreviousSecretSHA256: secretSum("old"), PreviousSecretExpires: expires.Add(-time.Hour)},
+			PreviousSecretSHA256: filetest.SHA256Hex("old"), PreviousSecretExpires: expires.Add(-time.Hour)},
 		{ID: "forever", SecretSHA256: sum},
 		{ID: "off", SecretSHA256: sum, SecretExpires: expires, Disabled: true},
 	})

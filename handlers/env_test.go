@@ -36,6 +36,7 @@ import (
 	"github.com/snowtoken/snowtoken/token/clientauth"
 	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 	"github.com/snowtoken/snowtoken/token/txn"
 )
@@ -200,10 +201,7 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		r := redistest.New(tb)
 		cfg.rdb, cfg.prefix = r.Client, r.Prefix
 	}
-	key, err := keyset.Generate()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	key := keysettest.MustKey(tb)
 	keys, err := keyset.New(key)
 	if err != nil {
 		tb.Fatal(err)

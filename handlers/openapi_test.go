@@ -20,6 +20,7 @@ import (
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 	"github.com/snowtoken/snowtoken/token/txn"
 )
@@ -80,10 +81,7 @@ func openAPITemplate(ginPath string) string {
 // routesEngine is the real engine, built by handlers.New, for its route table.
 func routesEngine(tb testing.TB) *gin.Engine {
 	tb.Helper()
-	key, err := keyset.Generate()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	key := keysettest.MustKey(tb)
 	keys, err := keyset.New(key)
 	if err != nil {
 		tb.Fatal(err)

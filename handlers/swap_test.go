@@ -14,6 +14,7 @@ import (
 	"github.com/snowtoken/snowtoken/handlers"
 	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 )
 
 // TestSwap replaces the clients and keys of a serving issuer: the requests
@@ -33,10 +34,7 @@ func TestSwap(t *testing.T) {
 	}))
 	before := e.issue(t, e.Normal, nil)
 
-	next, err := keyset.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	next := keysettest.MustKey(t)
 	keys, err := keyset.New(next, e.Key)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/snowtoken/snowtoken/snowflakealg"
 	. "github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 )
 
 // TestSubjectRevocationSurvivesEviction fills a real redis-server past its
@@ -178,10 +179,7 @@ func TestSubjectRevokeByReplicaWithShorterMaxTTL(t *testing.T) {
 func TestRevokeIsRealOrAnError(t *testing.T) {
 	e := newEnv(t, Options{})
 	ctx := t.Context()
-	otherKey, err := keyset.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	otherKey := keysettest.MustKey(t)
 	replica := func(t *testing.T, keys *keyset.Set, now func() time.Time) *Service {
 		t.Helper()
 		svc, err := NewService(keys, e.store, e.ids, Options{Issuer: testIssuer, Now: now})

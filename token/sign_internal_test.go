@@ -10,6 +10,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 )
 
 // TestSignerMatchesLibrary checks the hand-written claims against what
@@ -17,10 +18,7 @@ import (
 // escaping, none, one or several audiences (with characters encoding/json
 // escapes and the signer need not), and that the library verifies the result.
 func TestSignerMatchesLibrary(t *testing.T) {
-	k, err := keyset.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := keysettest.MustKey(t)
 	for _, tc := range []struct {
 		iss   string
 		aud   []string
@@ -119,10 +117,7 @@ func BenchmarkSign(b *testing.B) {
 // newTestSigner returns a new key and a signer of https://issuer.test with it.
 func newTestSigner(tb testing.TB) (keyset.Key, *signer) {
 	tb.Helper()
-	k, err := keyset.Generate()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	k := keysettest.MustKey(tb)
 	s, err := newSigner(k, "https://issuer.test")
 	if err != nil {
 		tb.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/snowtoken/snowtoken/token"
 	"github.com/snowtoken/snowtoken/token/clients"
 	"github.com/snowtoken/snowtoken/token/keyset"
+	"github.com/snowtoken/snowtoken/token/keyset/keysettest"
 	"github.com/snowtoken/snowtoken/token/redisstore"
 )
 
@@ -58,10 +59,7 @@ type issuer struct {
 // newIssuer serves src (nil: no feed) with opts.
 func newIssuer(t testing.TB, src revfeed.Source, opts revfeed.Options) *issuer {
 	t.Helper()
-	key, err := keyset.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := keysettest.MustKey(t)
 	keys, err := keyset.New(key)
 	if err != nil {
 		t.Fatal(err)
@@ -250,10 +248,7 @@ func TestFeedAuth(t *testing.T) {
 func TestSignedWithCurrentKeys(t *testing.T) {
 	src := revfeedtest.New(true)
 	is := newIssuer(t, src, revfeed.Options{})
-	next, err := keyset.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	next := keysettest.MustKey(t)
 	keys, err := keyset.New(next, is.key)
 	if err != nil {
 		t.Fatal(err)
